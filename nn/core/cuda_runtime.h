@@ -1,0 +1,44 @@
+// Host-side view of the CUDA runtime, usable from plain C++ in every build. In a build without
+// CUDA (TG_CUDA == 0) device_count() is 0 and everything else throws a clear error.
+//
+// Zero GPUs is a normal state: device_count() turns the runtime's "no driver" / "no device"
+// errors into 0 and never throws; CPU code never calls anything else here.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace tg::cuda {
+
+int device_count();
+// Why device_count() is 0 ("built without CUDA", "cudaErrorNoDevice: ..."), or "" if it is not.
+std::string unavailable_reason();
+
+// Every device has one stream; every kernel, copy and cuBLAS call of the library runs on it,
+// so freeing a block into the caching allocator and reusing it is ordered by the stream.
+void* stream(int device);  // cudaStream_t of `device`
+void synchronize(int device);
+
+void* malloc_raw(int device, size_t bytes);  // throws tg::Error on OOM, naming the size
+void free_raw(int device, void* p);
+
+// Copies are ordered on the device's stream; the host-side ones return when the copy is done.
+void copy_h2d(int device, void* dst, const void* src, size_t bytes);
+void copy_d2h(int device, void* dst, const void* src, size_t bytes);
+void copy_d2d(int device, void* dst, const void* src, size_t bytes);
+void copy_peer(int dst_device, void* dst, int src_device, const void* src, size_t bytes);
+void memset_async(int device, void* p, int value, size_t bytes);
+
+// Makes `device` current for the lifetime of the guard (kernels launch on the current device).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
+}  // namespace tg::cuda

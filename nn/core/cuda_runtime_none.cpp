@@ -1,0 +1,27 @@
+// CPU-only build: no CUDA device exists; any attempt to use one is an error, never a fallback.
+#include "nn/core/cuda_runtime.h"
+#include "nn/core/error.h"
+
+namespace tg::cuda {
+
+namespace {
+[[noreturn]] void no_cuda(const char* what) {
+  TG_THROW(what, ": terngrad was built without CUDA (configure with -DTG_ENABLE_CUDA=ON)");
+}
+}  // namespace
+
+int device_count() { return 0; }
+std::string unavailable_reason() { return "built without CUDA"; }
+void* stream(int) { no_cuda("cuda::stream"); }
+void synchronize(int) { no_cuda("cuda::synchronize"); }
+void* malloc_raw(int, size_t) { no_cuda("cuda::malloc_raw"); }
+void free_raw(int, void*) { no_cuda("cuda::free_raw"); }
+void copy_h2d(int, void*, const void*, size_t) { no_cuda("cuda::copy_h2d"); }
+void copy_d2h(int, void*, const void*, size_t) { no_cuda("cuda::copy_d2h"); }
+void copy_d2d(int, void*, const void*, size_t) { no_cuda("cuda::copy_d2d"); }
+void copy_peer(int, void*, int, const void*, size_t) { no_cuda("cuda::copy_peer"); }
+void memset_async(int, void*, int, size_t) { no_cuda("cuda::memset_async"); }
+DeviceGuard::DeviceGuard(int) { no_cuda("cuda::DeviceGuard"); }
+DeviceGuard::~DeviceGuard() = default;
+
+}  // namespace tg::cuda

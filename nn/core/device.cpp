@@ -1,0 +1,44 @@
+#include "nn/core/device.h"
+
+#include <charconv>
+
+#include "nn/core/cuda_runtime.h"
+#include "nn/core/dtype.h"
+#include "nn/core/error.h"
+
+namespace tg {
+
+std::string Device::str() const {
+  return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(index);
+}
+
+Device parse_device(std::string_view s) {
+  if (s == "cpu") return Device::cpu();
+  if (s == "cuda") return Device::cuda(0);
+  if (s.starts_with("cuda:")) {
+    std::string_view num = s.substr(5);
+    int idx = -1;
+    auto [p, ec] = std::from_chars(num.data(), num.data() + num.size(), idx);
+    if (ec == std::errc() && p == num.data() + num.size() && idx >= 0) return Device::cuda(idx);
+  }
+  TG_THROW("unknown device '", s, "': expected 'cpu', 'cuda' or 'cuda:N'");
+}
+
+void check_device_usable(const Device& d) {
+  if (d.is_cpu()) return;
+  TG_CHECK(TG_CUDA, "device ", d.str(), " requested, but terngrad was built without CUDA ",
+           "(configure with -DTG_ENABLE_CUDA=ON on a machine with the CUDA toolkit)");
+  int n = cuda::device_count();
+  TG_CHECK(n > 0, "device ", d.str(), " requested, but no CUDA device is available (",
+           cuda::unavailable_reason(), ")");
+  TG_CHECK(d.index < n, "device ", d.str(), " requested, but only ", n,
+           " CUDA device(s) are present");
+}
+
+DType parse_dtype(std::string_view s) {
+  for (DType t : {DType::f32, DType::i8, DType::u8, DType::i32, DType::i64, DType::u64})
+    if (dtype_name(t) == s) return t;
+  TG_THROW("unknown dtype '", s, "': expected one of f32, i8, u8, i32, i64, u64");
+}
+
+}  // namespace tg

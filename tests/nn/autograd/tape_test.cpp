@@ -1,0 +1,85 @@
+#include "nn/autograd/tape.h"
+
+#include "nn/autograd/arena.h"
+#include "nn/init/init.h"
+#include "nn/ops/elementwise.h"
+#include "tests/testing/op_harness.h"
+
+namespace tg {
+namespace {
+
+TEST(Tape, AccumulatesThroughSharedInputs) {
+  // y = x*x + x  ->  dy/dx = 2x + 1; x feeds three uses.
+  Tensor x = Tensor::from_vector<float>({1, -2, 3}, {3});
+  x.set_requires_grad(true);
+  Tensor y = add(mul(x, x), x);
+  EXPECT_EQ(tape_size(), 2u);
+  backward(y);
+  EXPECT_EQ(tape_size(), 0u) << "backward consumes the tape";
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{3, -3, 7}));
+}
+
+TEST(Tape, NoGradGuardRecordsNothing) {
+  Tensor x = Tensor::from_vector<float>({1, 2}, {2});
+  x.set_requires_grad(true);
+  {
+    NoGradGuard g;
+    Tensor y = mul(x, x);
+    EXPECT_FALSE(y.requires_grad());
+  }
+  EXPECT_EQ(tape_size(), 0u);
+  EXPECT_TRUE(grad_enabled());
+  EXPECT_THROW(backward(mul_scalar(Tensor::zeros({2}), 2.f)), Error);
+}
+
+TEST(Tape, DeepChainIsIterative) {
+  // 20000 nodes: a recursive backward would risk the stack; the tape loop does not.
+  Tensor x = Tensor::from_vector<float>({1}, {1});
+  x.set_requires_grad(true);
+  Tensor y = x;
+  for (int i = 0; i < 20000; ++i) y = add_scalar(y, 1e-4f);
+  backward(y);
+  EXPECT_EQ(x.grad().item<float>(), 1.0f);
+}
+
+TEST(Tape, GradientOnlyFlowsToRequiringInputs) {
+  Tensor a = Tensor::from_vector<float>({2}, {1});
+  Tensor b = Tensor::from_vector<float>({5}, {1});
+  a.set_requires_grad(true);
+  backward(mul(a, b));
+  EXPECT_EQ(a.grad().item<float>(), 5.0f);
+  EXPECT_FALSE(b.grad().defined());
+}
+
+TEST(Arena, ContiguousParamsAndGrads) {
+  ParamArena arena;
+  arena.add("w", {3, 4}, [](Tensor& t) { init::constant_(t, 0.5f); });
+  arena.add("b", {4}, [](Tensor& t) { init::constant_(t, -1.0f); });
+  EXPECT_THROW(arena.add("w", {1}, nullptr), Error);
+  arena.allocate(Device::cpu());
+  EXPECT_THROW(arena.add("late", {1}, nullptr), Error);
+  EXPECT_EQ(arena.total_numel(), 16);
+  const Tensor& w = arena.param("w");
+  const Tensor& b = arena.param("b");
+  EXPECT_TRUE(w.shares_storage_with(arena.params()));
+  EXPECT_EQ(w.offset(), 0);
+  EXPECT_EQ(b.offset(), 12);
+  EXPECT_TRUE(w.grad().shares_storage_with(arena.grads()));
+  auto flat = arena.params().to_vector<float>();
+  EXPECT_EQ(flat[0], 0.5f);
+  EXPECT_EQ(flat[12], -1.0f);
+
+  // Two backward passes accumulate into the arena's gradient buffer; zero_grad clears it.
+  Tensor x = Tensor::full({3, 4}, 2.0);
+  for (int pass = 0; pass < 2; ++pass) backward(mul(w, x));
+  for (float g : w.grad().to_vector<float>()) EXPECT_EQ(g, 4.0f);
+  auto gflat = arena.grads().to_vector<float>();
+  EXPECT_EQ(gflat[0], 4.0f);
+  EXPECT_EQ(gflat[12], 0.0f);
+  arena.zero_grad();
+  for (float g : arena.grads().to_vector<float>()) EXPECT_EQ(g, 0.0f);
+  EXPECT_THROW(arena.param("nope"), Error);
+}
+
+}  // namespace
+}  // namespace tg
