@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs every Debian package terngrad needs, then configures and builds it in ./build.
+# Usage: bash scripts/setup.sh            (as root, or with sudo available)
+# Environment: BUILD_DIR (default build), TG_CMAKE_ARGS (extra cmake flags, e.g. -DTG_ENABLE_CUDA=OFF)
+# The CUDA toolkit is optional: when /usr/local/cuda (or nvcc on PATH) exists, the CUDA backend
+# is built too; a GPU is never needed to build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  build-essential cmake pkg-config git
+  libopenblas-dev            # CPU BLAS (cblas_sgemm)
+  libgtest-dev libgmock-dev  # tests
+  libgloo-dev                # CPU collectives (Gloo, TCP)
+  libtomlplusplus-dev        # TOML configs
+  libcli11-dev               # command line
+  zlib1g-dev                 # gzipped IDX files
+  libjpeg62-turbo-dev        # JPEG image folders
+  dataset-fashion-mnist      # Fashion-MNIST, /usr/share/datasets/fashion-mnist
+)
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${missing[@]}"
+fi
+
+BUILD_DIR=${BUILD_DIR:-build}
+# shellcheck disable=SC2086
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release ${TG_CMAKE_ARGS:-}
+cmake --build "$BUILD_DIR" -j "$(nproc)"

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The test command: installs what is needed, builds everything, runs every test.
+# Tests labelled `cuda` (CUDA-vs-CPU parity) skip themselves when no GPU is present;
+# on a GPU machine `ctest --test-dir build -L cuda` runs just them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)"
