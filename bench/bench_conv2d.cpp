@@ -52,8 +52,15 @@ double large_sgemm_gflops(const Device& dev, const std::function<void()>& sync) 
                                 0.f, c.data<float>());
   Timing t = time_it([&] { gemm(dev, g); }, sync, 0.5);
   const double gf = 2.0 * n * n * n / (t.median_ms * 1e6);
-  JsonLine().add("bench", "sgemm_reference").add("device", dev.str()).add("m", 2048LL)
-      .add("n", 2048LL).add("k", 2048LL).add_timing(t).add("gflops", gf).print();
+  JsonLine()
+      .add("bench", "sgemm_reference")
+      .add("device", dev.str())
+      .add("m", 2048LL)
+      .add("n", 2048LL)
+      .add("k", 2048LL)
+      .add_timing(t)
+      .add("gflops", gf)
+      .print();
   return gf;
 }
 
@@ -75,18 +82,28 @@ void run_device(const Device& dev) {
     Tensor dy = filled({n, c.k, s.P, s.Q}, 6).to(dev);
     Tensor dx = Tensor::zeros(xs, DType::f32, dev), dw = Tensor::zeros(ws, DType::f32, dev);
     Tensor db = Tensor::zeros({c.k}, DType::f32, dev);
-    Tensor ws_buf = Tensor::zeros({std::max<int64_t>(conv2d_workspace_floats(s), 1)}, DType::f32, dev);
+    Tensor ws_buf =
+        Tensor::zeros({std::max<int64_t>(conv2d_workspace_floats(s), 1)}, DType::f32, dev);
     float* wsp = ws_buf.data<float>();
     std::function<void()> fwd, bwd_data, bwd_weight;
     if (dev.is_cpu()) {
-      fwd = [&] { conv2d_forward_cpu(s, x.data<float>(), w.data<float>(), bias.data<float>(), y.data<float>(), wsp); };
-      bwd_data = [&] { conv2d_backward_data_cpu(s, dy.data<float>(), w.data<float>(), dx.data<float>(), wsp); };
-      bwd_weight = [&] { conv2d_backward_weight_cpu(s, x.data<float>(), dy.data<float>(), dw.data<float>(), db.data<float>(), wsp); };
+      fwd = [&] {
+        conv2d_forward_cpu(s, x.data<float>(), w.data<float>(), bias.data<float>(), y.data<float>(),
+                           wsp);
+      };
+      bwd_data = [&] {
+        conv2d_backward_data_cpu(s, dy.data<float>(), w.data<float>(), dx.data<float>(), wsp);
+      };
+      bwd_weight = [&] {
+        conv2d_backward_weight_cpu(s, x.data<float>(), dy.data<float>(), dw.data<float>(),
+                                   db.data<float>(), wsp);
+      };
     } else {
 #if TG_CUDA
       fwd = [&] {
         cuda::DeviceGuard g(dev.index);
-        conv2d_forward_cuda(s, x.data<float>(), w.data<float>(), bias.data<float>(), y.data<float>(), wsp);
+        conv2d_forward_cuda(s, x.data<float>(), w.data<float>(), bias.data<float>(),
+                            y.data<float>(), wsp);
       };
       bwd_data = [&] {
         cuda::DeviceGuard g(dev.index);
@@ -94,7 +111,8 @@ void run_device(const Device& dev) {
       };
       bwd_weight = [&] {
         cuda::DeviceGuard g(dev.index);
-        conv2d_backward_weight_cuda(s, x.data<float>(), dy.data<float>(), dw.data<float>(), db.data<float>(), wsp);
+        conv2d_backward_weight_cuda(s, x.data<float>(), dy.data<float>(), dw.data<float>(),
+                                    db.data<float>(), wsp);
       };
 #endif
     }

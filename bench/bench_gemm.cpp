@@ -28,12 +28,9 @@ struct GemmCase {
 
 // Large square (the reference rate) and the fully connected shapes of the paper's networks.
 const GemmCase kCases[] = {
-    {"square_2048", 2048, 2048, 2048},
-    {"square_512", 512, 512, 512},
-    {"lenet_fc3_fwd", 64, 500, 2450},
-    {"lenet_fc3_bwd_weight", 2450, 500, 64},
-    {"cifarnet_fc3_fwd", 128, 384, 2304},
-    {"alexnet_fc6_fwd_b32", 32, 4096, 9216},
+    {"square_2048", 2048, 2048, 2048},    {"square_512", 512, 512, 512},
+    {"lenet_fc3_fwd", 64, 500, 2450},     {"lenet_fc3_bwd_weight", 2450, 500, 64},
+    {"cifarnet_fc3_fwd", 128, 384, 2304}, {"alexnet_fc6_fwd_b32", 32, 4096, 9216},
 };
 
 Tensor filled(int64_t rows, int64_t cols, uint64_t stream, Device d) {

@@ -29,7 +29,9 @@ Timing time_it(const std::function<void()>& fn, const std::function<void()>& syn
     if (ms.size() >= 10000) break;
   }
   std::sort(ms.begin(), ms.end());
-  auto pct = [&](double p) { return ms[std::min(ms.size() - 1, static_cast<size_t>(p * (ms.size() - 1) + 0.5))]; };
+  auto pct = [&](double p) {
+    return ms[std::min(ms.size() - 1, static_cast<size_t>(p * (ms.size() - 1) + 0.5))];
+  };
   return {pct(0.5), pct(0.1), pct(0.9), static_cast<int>(ms.size())};
 }
 
@@ -67,7 +69,10 @@ JsonLine& JsonLine::add(const std::string& key, const std::string& v) {
 }
 
 JsonLine& JsonLine::add_timing(const Timing& t) {
-  return add("median_ms", t.median_ms).add("p10_ms", t.p10_ms).add("p90_ms", t.p90_ms).add("reps", t.reps);
+  return add("median_ms", t.median_ms)
+      .add("p10_ms", t.p10_ms)
+      .add("p90_ms", t.p90_ms)
+      .add("reps", t.reps);
 }
 
 void JsonLine::print() const {

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(
   build-essential cmake pkg-config git
-  libopenblas-dev            # CPU BLAS (cblas_sgemm)
+  libopenblas-dev libopenblas-openmp-dev  # CPU BLAS; the OpenMP build shares our thread pool
   libgtest-dev libgmock-dev  # tests
   libgloo-dev                # CPU collectives (Gloo, TCP)
   libtomlplusplus-dev        # TOML configs

@@ -7,7 +7,7 @@ namespace tg {
 namespace {
 
 struct Node {
-  std::vector<std::shared_ptr<AutogradMeta>> inputs;   // null where no grad is needed
+  std::vector<std::shared_ptr<AutogradMeta>> inputs;  // null where no grad is needed
   std::vector<std::shared_ptr<AutogradMeta>> outputs;
   BackwardFn fn;
 };
@@ -17,12 +17,22 @@ thread_local bool t_grad_enabled = true;
 
 }  // namespace
 
-bool grad_enabled() { return t_grad_enabled; }
-NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false; }
-NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
+bool grad_enabled() {
+  return t_grad_enabled;
+}
+NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) {
+  t_grad_enabled = false;
+}
+NoGradGuard::~NoGradGuard() {
+  t_grad_enabled = previous_;
+}
 
-size_t tape_size() { return t_tape.size(); }
-void clear_tape() { t_tape.clear(); }
+size_t tape_size() {
+  return t_tape.size();
+}
+void clear_tape() {
+  t_tape.clear();
+}
 
 bool any_requires_grad(std::initializer_list<const Tensor*> inputs) {
   if (!t_grad_enabled) return false;
@@ -117,7 +127,9 @@ void backward(const Tensor& root, const Tensor& seed) {
 
 // ---- Tensor's autograd accessors ----------------------------------------------------------
 
-bool Tensor::requires_grad() const { return meta_ && meta_->requires_grad; }
+bool Tensor::requires_grad() const {
+  return meta_ && meta_->requires_grad;
+}
 
 Tensor& Tensor::set_requires_grad(bool on) {
   if (!meta_) meta_ = std::make_shared<AutogradMeta>();
@@ -127,7 +139,8 @@ Tensor& Tensor::set_requires_grad(bool on) {
   return *this;
 }
 
-Tensor Tensor::grad() const { return meta_ ? meta_->grad : Tensor(); }
+Tensor Tensor::grad() const {
+  return meta_ ? meta_->grad : Tensor();
+}
 
 }  // namespace tg
-

@@ -63,7 +63,8 @@ void* CachingAllocator::allocate(size_t bytes) {
   }
   live_.emplace(p, cls);
   stats_.in_use_bytes += cls;
-  if (stats_.in_use_bytes > stats_.peak_in_use_bytes) stats_.peak_in_use_bytes = stats_.in_use_bytes;
+  if (stats_.in_use_bytes > stats_.peak_in_use_bytes)
+    stats_.peak_in_use_bytes = stats_.in_use_bytes;
   return p;
 }
 
@@ -86,7 +87,8 @@ void CachingAllocator::empty_cache() {
 }
 
 void CachingAllocator::empty_cache_locked() {
-  if (device_.is_cuda()) cuda::synchronize(device_.index);  // blocks may still be in use by the stream
+  if (device_.is_cuda())
+    cuda::synchronize(device_.index);  // blocks may still be in use by the stream
   for (auto& [cls, blocks] : free_) {
     for (void* p : blocks) raw_free(p);
   }
@@ -106,7 +108,8 @@ CachingAllocator& allocator_for(const Device& d) {
   // Leaked on purpose: CUDA allocators must not run their destructors after the runtime is gone.
   static std::vector<CachingAllocator*> cuda_allocs = [] {
     std::vector<CachingAllocator*> v;
-    for (int i = 0; i < cuda::device_count(); ++i) v.push_back(new CachingAllocator(Device::cuda(i)));
+    for (int i = 0; i < cuda::device_count(); ++i)
+      v.push_back(new CachingAllocator(Device::cuda(i)));
     return v;
   }();
   return *cuda_allocs[d.index];

@@ -49,8 +49,8 @@ class CachingAllocator {
 
   Device device_;
   mutable std::mutex mu_;
-  std::unordered_map<void*, size_t> live_;                 // pointer -> size class
-  std::unordered_map<size_t, std::vector<void*>> free_;   // size class -> blocks
+  std::unordered_map<void*, size_t> live_;               // pointer -> size class
+  std::unordered_map<size_t, std::vector<void*>> free_;  // size class -> blocks
   AllocatorStats stats_;
 };
 

@@ -14,9 +14,9 @@ namespace tg {
 void validate_gemm(const GemmArgs& g) {
   TG_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0, "gemm: negative size m=", g.m, " n=", g.n, " k=", g.k);
   constexpr int64_t kMax = std::numeric_limits<int>::max();
-  TG_CHECK(g.m <= kMax && g.n <= kMax && g.k <= kMax && g.lda <= kMax && g.ldb <= kMax &&
-               g.ldc <= kMax,
-           "gemm: size exceeds the BLAS int range");
+  TG_CHECK(
+      g.m <= kMax && g.n <= kMax && g.k <= kMax && g.lda <= kMax && g.ldb <= kMax && g.ldc <= kMax,
+      "gemm: size exceeds the BLAS int range");
   const int64_t a_cols = g.trans_a == Trans::N ? g.k : g.m;
   const int64_t b_cols = g.trans_b == Trans::N ? g.n : g.k;
   TG_CHECK(g.lda >= std::max<int64_t>(a_cols, 1), "gemm: lda=", g.lda, " < ", a_cols);
@@ -69,7 +69,9 @@ void gemm(const Device& device, const GemmArgs& g) {
   }
 }
 
-int blas_num_threads() { return openblas_get_num_threads(); }
+int blas_num_threads() {
+  return openblas_get_num_threads();
+}
 
 }  // namespace tg
 

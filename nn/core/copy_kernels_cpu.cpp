@@ -49,22 +49,32 @@ void strided_copy_cpu(const StridedCopyShape& s, const void* src, void* dst, siz
   for (int d = 0; d < s.ndim; ++d)
     if (s.sizes[d] == 0) return;
   switch (elem_size) {
-    case 1: return copy_typed(s, static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst));
-    case 2: return copy_typed(s, static_cast<const uint16_t*>(src), static_cast<uint16_t*>(dst));
-    case 4: return copy_typed(s, static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst));
-    case 8: return copy_typed(s, static_cast<const uint64_t*>(src), static_cast<uint64_t*>(dst));
+    case 1:
+      return copy_typed(s, static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst));
+    case 2:
+      return copy_typed(s, static_cast<const uint16_t*>(src), static_cast<uint16_t*>(dst));
+    case 4:
+      return copy_typed(s, static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst));
+    case 8:
+      return copy_typed(s, static_cast<const uint64_t*>(src), static_cast<uint64_t*>(dst));
   }
   TG_THROW("strided_copy_cpu: unsupported element size ", elem_size);
 }
 
 void fill_cpu(void* dst, int64_t n, DType t, double value) {
   switch (t) {
-    case DType::f32: return fill_typed(static_cast<float*>(dst), n, static_cast<float>(value));
-    case DType::i8: return fill_typed(static_cast<int8_t*>(dst), n, static_cast<int8_t>(value));
-    case DType::u8: return fill_typed(static_cast<uint8_t*>(dst), n, static_cast<uint8_t>(value));
-    case DType::i32: return fill_typed(static_cast<int32_t*>(dst), n, static_cast<int32_t>(value));
-    case DType::i64: return fill_typed(static_cast<int64_t*>(dst), n, static_cast<int64_t>(value));
-    case DType::u64: return fill_typed(static_cast<uint64_t*>(dst), n, static_cast<uint64_t>(value));
+    case DType::f32:
+      return fill_typed(static_cast<float*>(dst), n, static_cast<float>(value));
+    case DType::i8:
+      return fill_typed(static_cast<int8_t*>(dst), n, static_cast<int8_t>(value));
+    case DType::u8:
+      return fill_typed(static_cast<uint8_t*>(dst), n, static_cast<uint8_t>(value));
+    case DType::i32:
+      return fill_typed(static_cast<int32_t*>(dst), n, static_cast<int32_t>(value));
+    case DType::i64:
+      return fill_typed(static_cast<int64_t*>(dst), n, static_cast<int64_t>(value));
+    case DType::u64:
+      return fill_typed(static_cast<uint64_t*>(dst), n, static_cast<uint64_t>(value));
   }
 }
 

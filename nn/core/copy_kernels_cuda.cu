@@ -52,22 +52,32 @@ void launch_fill(void* dst, int64_t n, T v) {
 
 void strided_copy_cuda(const StridedCopyShape& s, const void* src, void* dst, size_t elem_size) {
   switch (elem_size) {
-    case 1: return launch_copy<uint8_t>(s, src, dst);
-    case 2: return launch_copy<uint16_t>(s, src, dst);
-    case 4: return launch_copy<uint32_t>(s, src, dst);
-    case 8: return launch_copy<uint64_t>(s, src, dst);
+    case 1:
+      return launch_copy<uint8_t>(s, src, dst);
+    case 2:
+      return launch_copy<uint16_t>(s, src, dst);
+    case 4:
+      return launch_copy<uint32_t>(s, src, dst);
+    case 8:
+      return launch_copy<uint64_t>(s, src, dst);
   }
   TG_THROW("strided_copy_cuda: unsupported element size ", elem_size);
 }
 
 void fill_cuda(void* dst, int64_t n, DType t, double value) {
   switch (t) {
-    case DType::f32: return launch_fill(dst, n, static_cast<float>(value));
-    case DType::i8: return launch_fill(dst, n, static_cast<int8_t>(value));
-    case DType::u8: return launch_fill(dst, n, static_cast<uint8_t>(value));
-    case DType::i32: return launch_fill(dst, n, static_cast<int32_t>(value));
-    case DType::i64: return launch_fill(dst, n, static_cast<int64_t>(value));
-    case DType::u64: return launch_fill(dst, n, static_cast<uint64_t>(value));
+    case DType::f32:
+      return launch_fill(dst, n, static_cast<float>(value));
+    case DType::i8:
+      return launch_fill(dst, n, static_cast<int8_t>(value));
+    case DType::u8:
+      return launch_fill(dst, n, static_cast<uint8_t>(value));
+    case DType::i32:
+      return launch_fill(dst, n, static_cast<int32_t>(value));
+    case DType::i64:
+      return launch_fill(dst, n, static_cast<int64_t>(value));
+    case DType::u64:
+      return launch_fill(dst, n, static_cast<uint64_t>(value));
   }
 }
 

@@ -11,7 +11,7 @@
 
 namespace tg::cuda {
 
-cudaStream_t current_stream();  // the stream of the current device
+cudaStream_t current_stream();   // the stream of the current device
 cublasHandle_t cublas_handle();  // bound to current_stream()
 
 // Grid for a grid-stride loop over n items: enough blocks to fill the GPU, never more than n needs.
@@ -26,20 +26,20 @@ const char* cublas_status_name(cublasStatus_t s);
 
 }  // namespace tg::cuda
 
-#define TG_CUDA_CHECK(expr)                                                                  \
-  do {                                                                                       \
-    cudaError_t tg_err_ = (expr);                                                            \
-    if (tg_err_ != cudaSuccess) {                                                            \
+#define TG_CUDA_CHECK(expr)                                                                       \
+  do {                                                                                            \
+    cudaError_t tg_err_ = (expr);                                                                 \
+    if (tg_err_ != cudaSuccess) {                                                                 \
       TG_THROW(#expr, " failed: ", cudaGetErrorName(tg_err_), ": ", cudaGetErrorString(tg_err_)); \
-    }                                                                                        \
+    }                                                                                             \
   } while (0)
 
-#define TG_CUBLAS_CHECK(expr)                                                              \
-  do {                                                                                     \
-    cublasStatus_t tg_st_ = (expr);                                                        \
-    if (tg_st_ != CUBLAS_STATUS_SUCCESS) {                                                 \
-      TG_THROW(#expr, " failed: ", ::tg::cuda::cublas_status_name(tg_st_));                \
-    }                                                                                      \
+#define TG_CUBLAS_CHECK(expr)                                               \
+  do {                                                                      \
+    cublasStatus_t tg_st_ = (expr);                                         \
+    if (tg_st_ != CUBLAS_STATUS_SUCCESS) {                                  \
+      TG_THROW(#expr, " failed: ", ::tg::cuda::cublas_status_name(tg_st_)); \
+    }                                                                       \
   } while (0)
 
 // After every kernel launch: catches bad launch configurations immediately.

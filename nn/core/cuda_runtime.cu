@@ -72,14 +72,26 @@ int current_device() {
 
 }  // namespace
 
-int device_count() { return discovery().count; }
-std::string unavailable_reason() { return discovery().reason; }
+int device_count() {
+  return discovery().count;
+}
+std::string unavailable_reason() {
+  return discovery().reason;
+}
 
-void* stream(int device) { return state(device).stream; }
-cudaStream_t current_stream() { return state(current_device()).stream; }
-cublasHandle_t cublas_handle() { return state(current_device()).cublas; }
+void* stream(int device) {
+  return state(device).stream;
+}
+cudaStream_t current_stream() {
+  return state(current_device()).stream;
+}
+cublasHandle_t cublas_handle() {
+  return state(current_device()).cublas;
+}
 
-void synchronize(int device) { TG_CUDA_CHECK(cudaStreamSynchronize(state(device).stream)); }
+void synchronize(int device) {
+  TG_CUDA_CHECK(cudaStreamSynchronize(state(device).stream));
+}
 
 void* malloc_raw(int device, size_t bytes) {
   DeviceGuard g(device);
@@ -118,8 +130,8 @@ void copy_d2d(int device, void* dst, const void* src, size_t bytes) {
 void copy_peer(int dst_device, void* dst, int src_device, const void* src, size_t bytes) {
   // Order after the source's pending work, then copy; synchronous for simplicity.
   synchronize(src_device);
-  TG_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_device, src, src_device, bytes,
-                                    state(dst_device).stream));
+  TG_CUDA_CHECK(
+      cudaMemcpyPeerAsync(dst, dst_device, src, src_device, bytes, state(dst_device).stream));
   synchronize(dst_device);
 }
 
@@ -140,16 +152,26 @@ DeviceGuard::~DeviceGuard() {
 
 const char* cublas_status_name(cublasStatus_t s) {
   switch (s) {
-    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
-    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
-    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
-    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
-    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
-    default: return "CUBLAS_STATUS_<unknown>";
+    case CUBLAS_STATUS_SUCCESS:
+      return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+      return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED:
+      return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+      return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR:
+      return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+      return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR:
+      return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return "CUBLAS_STATUS_NOT_SUPPORTED";
+    default:
+      return "CUBLAS_STATUS_<unknown>";
   }
 }
 

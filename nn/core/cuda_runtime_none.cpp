@@ -10,18 +10,42 @@ namespace {
 }
 }  // namespace
 
-int device_count() { return 0; }
-std::string unavailable_reason() { return "built without CUDA"; }
-void* stream(int) { no_cuda("cuda::stream"); }
-void synchronize(int) { no_cuda("cuda::synchronize"); }
-void* malloc_raw(int, size_t) { no_cuda("cuda::malloc_raw"); }
-void free_raw(int, void*) { no_cuda("cuda::free_raw"); }
-void copy_h2d(int, void*, const void*, size_t) { no_cuda("cuda::copy_h2d"); }
-void copy_d2h(int, void*, const void*, size_t) { no_cuda("cuda::copy_d2h"); }
-void copy_d2d(int, void*, const void*, size_t) { no_cuda("cuda::copy_d2d"); }
-void copy_peer(int, void*, int, const void*, size_t) { no_cuda("cuda::copy_peer"); }
-void memset_async(int, void*, int, size_t) { no_cuda("cuda::memset_async"); }
-DeviceGuard::DeviceGuard(int) { no_cuda("cuda::DeviceGuard"); }
+int device_count() {
+  return 0;
+}
+std::string unavailable_reason() {
+  return "built without CUDA";
+}
+void* stream(int) {
+  no_cuda("cuda::stream");
+}
+void synchronize(int) {
+  no_cuda("cuda::synchronize");
+}
+void* malloc_raw(int, size_t) {
+  no_cuda("cuda::malloc_raw");
+}
+void free_raw(int, void*) {
+  no_cuda("cuda::free_raw");
+}
+void copy_h2d(int, void*, const void*, size_t) {
+  no_cuda("cuda::copy_h2d");
+}
+void copy_d2h(int, void*, const void*, size_t) {
+  no_cuda("cuda::copy_d2h");
+}
+void copy_d2d(int, void*, const void*, size_t) {
+  no_cuda("cuda::copy_d2d");
+}
+void copy_peer(int, void*, int, const void*, size_t) {
+  no_cuda("cuda::copy_peer");
+}
+void memset_async(int, void*, int, size_t) {
+  no_cuda("cuda::memset_async");
+}
+DeviceGuard::DeviceGuard(int) {
+  no_cuda("cuda::DeviceGuard");
+}
 DeviceGuard::~DeviceGuard() = default;
 
 }  // namespace tg::cuda

@@ -35,9 +35,9 @@ std::string concat(Args&&... args) {
 }  // namespace tg
 
 #define TG_THROW(...) throw ::tg::Error(__FILE__, __LINE__, ::tg::detail::concat(__VA_ARGS__))
-#define TG_CHECK(cond, ...)                                                          \
-  do {                                                                               \
-    if (!(cond)) [[unlikely]] {                                                      \
-      TG_THROW(__VA_ARGS__);                                                         \
-    }                                                                                \
+#define TG_CHECK(cond, ...)     \
+  do {                          \
+    if (!(cond)) [[unlikely]] { \
+      TG_THROW(__VA_ARGS__);    \
+    }                           \
   } while (0)

@@ -69,7 +69,9 @@ TG_HOST_DEVICE uint32_t philox_word(uint64_t seed, uint64_t stream, uint64_t i) 
 
 // Uniform float in [0, 1) from the top 24 bits: exactly representable, identical on host and
 // device (no rounding-mode or fast-math dependence).
-TG_HOST_DEVICE float uniform01(uint32_t x) { return static_cast<float>(x >> 8) * (1.0f / 16777216.0f); }
+TG_HOST_DEVICE float uniform01(uint32_t x) {
+  return static_cast<float>(x >> 8) * (1.0f / 16777216.0f);
+}
 
 // Uniform double in [0, 1) with 53 random bits from two words.
 TG_HOST_DEVICE double uniform01_double(uint32_t hi, uint32_t lo) {
@@ -79,7 +81,14 @@ TG_HOST_DEVICE double uniform01_double(uint32_t hi, uint32_t lo) {
 
 // What a random stream is used for; part of the stream id so that, e.g., dropout of layer 3 and
 // ternarization of tensor 3 never share numbers.
-enum class RngPurpose : uint32_t { init = 1, dropout = 2, ternarize = 3, shuffle = 4, test = 5, data = 6 };
+enum class RngPurpose : uint32_t {
+  init = 1,
+  dropout = 2,
+  ternarize = 3,
+  shuffle = 4,
+  test = 5,
+  data = 6
+};
 
 namespace philox_detail {
 TG_HOST_DEVICE uint64_t mix64(uint64_t z) {  // splitmix64 finalizer: a bijection on 64 bits

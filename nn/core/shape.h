@@ -12,7 +12,7 @@ using Shape = std::vector<int64_t>;
 
 int64_t numel_of(const Shape& s);
 Shape contiguous_strides(const Shape& s);  // row-major, in elements
-std::string shape_str(const Shape& s);      // "[64, 20, 14, 14]"
+std::string shape_str(const Shape& s);     // "[64, 20, 14, 14]"
 
 // Numpy-style broadcast of two shapes (aligned at the right); throws naming both shapes.
 Shape broadcast_shapes(const Shape& a, const Shape& b);

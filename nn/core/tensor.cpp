@@ -18,8 +18,8 @@ Storage::~Storage() {
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   for (int64_t d : shape) TG_CHECK(d >= 0, "negative dimension in shape ", shape_str(shape));
-  TG_CHECK(static_cast<int>(shape.size()) <= kMaxDims, "shape ", shape_str(shape), " has more than ",
-           kMaxDims, " dimensions");
+  TG_CHECK(static_cast<int>(shape.size()) <= kMaxDims, "shape ", shape_str(shape),
+           " has more than ", kMaxDims, " dimensions");
   check_device_usable(device);
   Tensor t;
   t.shape_ = shape;
@@ -50,6 +50,7 @@ int64_t Tensor::size(int64_t dim) const {
 }
 
 bool Tensor::is_contiguous() const {
+  if (numel() == 0) return true;  // nothing to address: any strides will do
   int64_t expect = 1;
   for (size_t i = shape_.size(); i-- > 0;) {
     if (shape_[i] == 1) continue;
@@ -109,7 +110,8 @@ Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, int64_t offs
   if (numel_of(shape) > 0) {
     int64_t last = offset;
     for (size_t i = 0; i < shape.size(); ++i) last += (shape[i] - 1) * strides[i];
-    const int64_t cap = storage_ ? static_cast<int64_t>(storage_->nbytes() / element_size(dtype_)) : 0;
+    const int64_t cap =
+        storage_ ? static_cast<int64_t>(storage_->nbytes() / element_size(dtype_)) : 0;
     TG_CHECK(offset >= 0 && last < cap, "as_strided: view ", shape_str(shape), " at offset ",
              offset, " exceeds the storage of ", cap, " elements");
   }
@@ -152,6 +154,7 @@ void Tensor::copy_from(const Tensor& src) {
       }
       return;
     }
+#if TG_CUDA
     cuda::DeviceGuard g(device_.index);
     if (src.is_contiguous() && is_contiguous()) {
       cuda::copy_d2d(device_.index, raw_data(), src.raw_data(), nbytes());
@@ -159,6 +162,9 @@ void Tensor::copy_from(const Tensor& src) {
       strided_copy_cuda(copy_shape(src, *this), src.raw_data(), raw_data(), es);
     }
     return;
+#else
+    TG_THROW("copy on ", device_.str(), ": terngrad was built without CUDA");
+#endif
   }
   // Across devices: stage through a contiguous tensor on the side that needs it.
   Tensor s = src.contiguous();
@@ -201,8 +207,12 @@ void Tensor::fill_(double value) {
   if (device_.is_cpu()) {
     fill_cpu(raw_data(), numel(), dtype_, value);
   } else {
+#if TG_CUDA
     cuda::DeviceGuard g(device_.index);
     fill_cuda(raw_data(), numel(), dtype_, value);
+#else
+    TG_THROW("fill on ", device_.str(), ": terngrad was built without CUDA");
+#endif
   }
 }
 

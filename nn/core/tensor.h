@@ -49,7 +49,9 @@ class Tensor {
   template <typename T>
   static Tensor from_vector(const std::vector<T>& values, const Shape& shape,
                             Device device = Device::cpu());
-  static Tensor scalar(float v, Device device = Device::cpu()) { return full({}, v, DType::f32, device); }
+  static Tensor scalar(float v, Device device = Device::cpu()) {
+    return full({}, v, DType::f32, device);
+  }
 
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return shape_; }
@@ -63,7 +65,9 @@ class Tensor {
   size_t nbytes() const { return numel() * element_size(dtype_); }
   bool is_contiguous() const;
   const std::shared_ptr<Storage>& storage() const { return storage_; }
-  bool shares_storage_with(const Tensor& other) const { return storage_ && storage_ == other.storage_; }
+  bool shares_storage_with(const Tensor& other) const {
+    return storage_ && storage_ == other.storage_;
+  }
 
   // Typed pointer to the first element of the view. Throws on dtype mismatch.
   template <typename T>
@@ -83,8 +87,8 @@ class Tensor {
 
   // ---- copies --------------------------------------------------------------------------
   Tensor to(Device device) const;  // same handle if already there, else a contiguous copy
-  Tensor contiguous() const;        // same handle if already contiguous
-  Tensor clone() const;             // always a fresh contiguous copy on the same device
+  Tensor contiguous() const;       // same handle if already contiguous
+  Tensor clone() const;            // always a fresh contiguous copy on the same device
   // Copies `src` (same shape and dtype, any device, any strides) into this view.
   void copy_from(const Tensor& src);
   void fill_(double value);
@@ -129,9 +133,8 @@ void copy_tensor_to_host(const Tensor& src, void* dst);
 
 template <typename T>
 Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape, Device device) {
-  TG_CHECK(static_cast<int64_t>(values.size()) == numel_of(shape), "from_vector: ",
-           values.size(), " values for shape ", shape_str(shape), " (", numel_of(shape),
-           " elements)");
+  TG_CHECK(static_cast<int64_t>(values.size()) == numel_of(shape), "from_vector: ", values.size(),
+           " values for shape ", shape_str(shape), " (", numel_of(shape), " elements)");
   Tensor t = empty(shape, dtype_v<T>, device);
   detail::copy_host_to_tensor(values.data(), values.size() * sizeof(T), t);
   return t;
@@ -139,8 +142,8 @@ Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape, Dev
 
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
-  TG_CHECK(dtype_v<T> == dtype_, "to_vector: tensor holds ", dtype_name(dtype_),
-           ", requested ", dtype_name(dtype_v<T>));
+  TG_CHECK(dtype_v<T> == dtype_, "to_vector: tensor holds ", dtype_name(dtype_), ", requested ",
+           dtype_name(dtype_v<T>));
   std::vector<T> out(numel());
   detail::copy_tensor_to_host(*this, out.data());
   return out;

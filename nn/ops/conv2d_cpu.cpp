@@ -5,12 +5,12 @@
 //   backward weight: dW_g (+)= dY_g * col_g^T over the chunks; dbias = sum over n, p, q of dy
 //
 // im2col works row by row (one (c, r, s) per row, rows split across OpenMP threads): for each
-// image and output row p the valid q form one contiguous run (a memcpy at stride 1), the
-// padded borders are zeroed with memset; the valid p/q ranges are computed once per row, so
-// the inner loops have no division and no bounds test. col2im splits the (image, channel)
-// planes of dx across threads, each plane zeroed and then accumulated by its one owner.
-// Napkin math, LeNet conv2 (N=64, C=20, K=50, 5x5, 14x14): col is 500 x 12544 floats = 25 MB
-// per pass and each GEMM 0.63 GFLOP, so the copies cost a few ms against ~6 ms of GEMM per pass.
+// image and output row p the valid q form one contiguous run (memcpy), padded borders are
+// zeroed; the valid p/q ranges are computed once per row, so the inner loops have no division
+// and no bounds test. At stride 1 with Q == W a whole image is one run (see contiguous_rows).
+// col2im splits (channel, image block) pairs across threads; each dx plane has one owner.
+// Napkin math, LeNet conv2 (N=64, C=20, K=50, 5x5, 14x14): each pass is a 0.63 GFLOP GEMM
+// (~4 ms at ~160 GFLOP/s on 2 cores) plus 25 MB of col written or read (~0.5-1.5 ms).
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -23,10 +23,14 @@ namespace tg {
 
 namespace {
 
-// 4 Mi floats (16 MB): col + stage of a chunk stay mostly in the last-level cache between
-// im2col and the GEMM, and the GEMM still gets thousands of columns (measured on LeNet conv2:
-// faster than one 27 MB chunk of the whole batch).
-constexpr int64_t kDefaultBudgetFloats = int64_t{4} << 20;
+// Chunk policy. ~8 MB of col + stage keeps a chunk in the last-level cache between im2col and
+// the GEMM (LeNet conv2, 2 EPYC cores, OMP_WAIT_POLICY=passive: fwd+bwd 16-18 ms at 8 MB
+// chunks vs 22-24 ms for the whole 27 MB batch in one chunk). But a GEMM needs enough columns
+// to run near peak (and a GPU far more), so a chunk grows to at least kMinColumns output
+// pixels, up to the hard 64 MB cap.
+constexpr int64_t kDefaultBudgetFloats = int64_t{2} << 20;
+constexpr int64_t kMinColumns = 4096;
+constexpr int64_t kMaxFloats = int64_t{16} << 20;
 std::atomic<int64_t> g_budget_override{0};
 
 // Output positions o in [lo, hi) whose input coordinate o*stride - off lies in [0, in).
@@ -41,62 +45,103 @@ inline Range valid_range(int64_t out, int64_t stride, int64_t off, int64_t in) {
   return {lo, hi};
 }
 
+// Stride 1 in both dimensions and Q == W (SAME at stride 1, the common case): col row p and
+// input row p + r - pt are both Q floats long, so an image's valid block of a col row is ONE
+// contiguous run of the input plane; only the few entries between rows that wrap around the
+// left/right borders (q < q_lo or q >= q_hi) must be zeroed afterwards.
+inline bool contiguous_rows(const Conv2dShape& s) {
+  return s.stride_h == 1 && s.stride_w == 1 && s.Q == s.W;
+}
+
 // col[(c*R + r)*S + s][i*PQ + p*Q + q] = x[n0 + i, c0 + c, p*sh - pt + r, q*sw - pl + s] (0 in
 // the padding), for c < Cg, i < nb.
-void im2col(const Conv2dShape& s, const float* x, int64_t n0, int64_t nb, int64_t c0,
-            float* col) {
+void im2col(const Conv2dShape& s, const float* x, int64_t n0, int64_t nb, int64_t c0, float* col) {
   const int64_t Cg = s.C / s.groups, RS = s.R * s.S, PQ = s.P * s.Q, HW = s.H * s.W;
   const int64_t ld = nb * PQ, rows = Cg * RS, P = s.P, Q = s.Q, sw = s.stride_w;
+  const bool block = contiguous_rows(s);
 #pragma omp parallel for schedule(static)
   for (int64_t row = 0; row < rows; ++row) {
     const int64_t c = row / RS, r = (row / s.S) % s.R, sc = row % s.S;
     const Range pr = valid_range(P, s.stride_h, s.pad_top - r, s.H);
     const Range qr = valid_range(Q, sw, s.pad_left - sc, s.W);
     const int64_t run = qr.hi - qr.lo;
+    const bool empty = pr.lo == pr.hi || run == 0;
     for (int64_t i = 0; i < nb; ++i) {
       const float* src = x + ((n0 + i) * s.C + c0 + c) * HW;
       float* dst = col + row * ld + i * PQ;
-      std::memset(dst, 0, sizeof(float) * pr.lo * Q);
-      std::memset(dst + pr.hi * Q, 0, sizeof(float) * (P - pr.hi) * Q);
-      for (int64_t p = pr.lo; p < pr.hi; ++p) {
-        float* d = dst + p * Q;
-        const float* sp = src + (p * s.stride_h - s.pad_top + r) * s.W + qr.lo * sw - s.pad_left + sc;
-        std::memset(d, 0, sizeof(float) * qr.lo);
-        if (sw == 1) {
-          std::memcpy(d + qr.lo, sp, sizeof(float) * run);
-        } else {
-          for (int64_t t = 0; t < run; ++t) d[qr.lo + t] = sp[t * sw];
+      if (empty) {
+        std::memset(dst, 0, sizeof(float) * PQ);
+      } else if (block) {
+        const int64_t first = pr.lo * Q + qr.lo, len = (pr.hi - pr.lo - 1) * Q + run;
+        std::memset(dst, 0, sizeof(float) * first);
+        std::memcpy(dst + first, src + (pr.lo - s.pad_top + r) * s.W + qr.lo - s.pad_left + sc,
+                    sizeof(float) * len);
+        std::memset(dst + first + len, 0, sizeof(float) * (PQ - first - len));
+        for (int64_t p = pr.lo; p + 1 < pr.hi; ++p)  // wrapped: row p's right, row p+1's left
+          for (int64_t j = p * Q + qr.hi; j < (p + 1) * Q + qr.lo; ++j) dst[j] = 0.0f;
+      } else {
+        std::memset(dst, 0, sizeof(float) * pr.lo * Q);
+        std::memset(dst + pr.hi * Q, 0, sizeof(float) * (P - pr.hi) * Q);
+        for (int64_t p = pr.lo; p < pr.hi; ++p) {
+          float* d = dst + p * Q;
+          const float* sp =
+              src + (p * s.stride_h - s.pad_top + r) * s.W + qr.lo * sw - s.pad_left + sc;
+          for (int64_t q = 0; q < qr.lo; ++q) d[q] = 0.0f;
+          if (sw == 1) {
+            std::memcpy(d + qr.lo, sp, sizeof(float) * run);
+          } else {
+            for (int64_t t = 0; t < run; ++t) d[qr.lo + t] = sp[t * sw];
+          }
+          for (int64_t q = qr.hi; q < Q; ++q) d[q] = 0.0f;
         }
-        std::memset(d + qr.hi, 0, sizeof(float) * (Q - qr.hi));
       }
     }
   }
 }
 
-// The adjoint of im2col: dx[n0 + i, c0 + c] = sum over the (r, s, p, q) that read each pixel.
-// Overwrites the nb x Cg planes it owns.
-void col2im(const Conv2dShape& s, const float* col, int64_t n0, int64_t nb, int64_t c0,
-            float* dx) {
+// The adjoint of im2col: dx[n0 + i, c0 + c] = sum over the (r, s, p, q) that read each pixel,
+// summed in (r, s) order. Overwrites the nb x Cg planes it owns. Work items are (channel, block
+// of kImageBlock images): the block's dx planes stay in L1/L2 while each col row is streamed
+// once, front to back. `col` is scratch: the block path zeroes its wrapped entries so that one
+// contiguous add per (r, s, image) is exact.
+constexpr int64_t kImageBlock = 8;
+void col2im(const Conv2dShape& s, float* col, int64_t n0, int64_t nb, int64_t c0, float* dx) {
   const int64_t Cg = s.C / s.groups, PQ = s.P * s.Q, HW = s.H * s.W;
-  const int64_t ld = nb * PQ, sw = s.stride_w;
+  const int64_t ld = nb * PQ, Q = s.Q, sw = s.stride_w;
+  const int64_t blocks = (nb + kImageBlock - 1) / kImageBlock;
+  const bool block = contiguous_rows(s);
 #pragma omp parallel for schedule(static)
-  for (int64_t ci = 0; ci < Cg * nb; ++ci) {
-    const int64_t c = ci / nb, i = ci % nb;
-    float* dst = dx + ((n0 + i) * s.C + c0 + c) * HW;
-    std::memset(dst, 0, sizeof(float) * HW);
+  for (int64_t cb = 0; cb < Cg * blocks; ++cb) {
+    const int64_t c = cb / blocks, i0 = (cb % blocks) * kImageBlock;
+    const int64_t i1 = std::min(i0 + kImageBlock, nb);
+    for (int64_t i = i0; i < i1; ++i)
+      std::memset(dx + ((n0 + i) * s.C + c0 + c) * HW, 0, sizeof(float) * HW);
     for (int64_t r = 0; r < s.R; ++r) {
       const Range pr = valid_range(s.P, s.stride_h, s.pad_top - r, s.H);
       for (int64_t sc = 0; sc < s.S; ++sc) {
-        const Range qr = valid_range(s.Q, sw, s.pad_left - sc, s.W);
+        const Range qr = valid_range(Q, sw, s.pad_left - sc, s.W);
         const int64_t run = qr.hi - qr.lo;
-        const float* src = col + ((c * s.R + r) * s.S + sc) * ld + i * PQ;
-        for (int64_t p = pr.lo; p < pr.hi; ++p) {
-          float* d = dst + (p * s.stride_h - s.pad_top + r) * s.W + qr.lo * sw - s.pad_left + sc;
-          const float* sp = src + p * s.Q + qr.lo;
-          if (sw == 1) {
-            for (int64_t t = 0; t < run; ++t) d[t] += sp[t];
-          } else {
-            for (int64_t t = 0; t < run; ++t) d[t * sw] += sp[t];
+        if (pr.lo == pr.hi || run == 0) continue;
+        for (int64_t i = i0; i < i1; ++i) {
+          float* dst = dx + ((n0 + i) * s.C + c0 + c) * HW;
+          float* src = col + ((c * s.R + r) * s.S + sc) * ld + i * PQ;
+          if (block) {
+            for (int64_t p = pr.lo; p + 1 < pr.hi; ++p)
+              for (int64_t j = p * Q + qr.hi; j < (p + 1) * Q + qr.lo; ++j) src[j] = 0.0f;
+            const int64_t len = (pr.hi - pr.lo - 1) * Q + run;
+            float* d = dst + (pr.lo - s.pad_top + r) * s.W + qr.lo - s.pad_left + sc;
+            const float* sp = src + pr.lo * Q + qr.lo;
+            for (int64_t t = 0; t < len; ++t) d[t] += sp[t];
+            continue;
+          }
+          for (int64_t p = pr.lo; p < pr.hi; ++p) {
+            float* d = dst + (p * s.stride_h - s.pad_top + r) * s.W + qr.lo * sw - s.pad_left + sc;
+            const float* sp = src + p * Q + qr.lo;
+            if (sw == 1) {
+              for (int64_t t = 0; t < run; ++t) d[t] += sp[t];
+            } else {
+              for (int64_t t = 0; t < run; ++t) d[t * sw] += sp[t];
+            }
           }
         }
       }
@@ -135,8 +180,7 @@ void gather_output(const Conv2dShape& s, const float* dy, int64_t n0, int64_t nb
 }
 
 // The chunk's output gradient as a [K, nb*PQ] matrix: dy itself for one image, else gathered.
-const float* chunk_dy(const Conv2dShape& s, const float* dy, int64_t n0, int64_t nb,
-                      float* stage) {
+const float* chunk_dy(const Conv2dShape& s, const float* dy, int64_t n0, int64_t nb, float* stage) {
   if (nb == 1) return dy + n0 * s.K * s.P * s.Q;
   gather_output(s, dy, n0, nb, stage);
   return stage;
@@ -145,10 +189,14 @@ const float* chunk_dy(const Conv2dShape& s, const float* dy, int64_t n0, int64_t
 }  // namespace
 
 int64_t conv2d_chunk_images(const Conv2dShape& s) {
+  const int64_t per_image = std::max<int64_t>((s.C / s.groups * s.R * s.S + s.K) * s.P * s.Q, 1);
+  const int64_t most = std::max<int64_t>(s.N, 1);
   const int64_t override_floats = g_budget_override.load(std::memory_order_relaxed);
-  const int64_t budget = override_floats > 0 ? override_floats : kDefaultBudgetFloats;
-  const int64_t per_image = (s.C / s.groups * s.R * s.S + s.K) * s.P * s.Q;
-  return std::clamp<int64_t>(budget / std::max<int64_t>(per_image, 1), 1, std::max<int64_t>(s.N, 1));
+  if (override_floats > 0) return std::clamp<int64_t>(override_floats / per_image, 1, most);
+  int64_t nb = kDefaultBudgetFloats / per_image;
+  nb = std::max(nb, (kMinColumns + s.P * s.Q - 1) / std::max<int64_t>(s.P * s.Q, 1));
+  nb = std::min(nb, kMaxFloats / per_image);
+  return std::clamp<int64_t>(nb, 1, most);
 }
 
 int64_t conv2d_workspace_floats(const Conv2dShape& s) {
@@ -199,8 +247,11 @@ void conv2d_backward_weight_cpu(const Conv2dShape& s, const float* x, const floa
   const int64_t G = s.groups, Kg = s.K / G, CRS = s.C / G * s.R * s.S, PQ = s.P * s.Q;
   const int64_t nb = conv2d_chunk_images(s);
   float* col = workspace;
-  float* stage = workspace + nb * CRS * PQ;
-  for (int64_t n0 = 0; n0 < s.N; n0 += nb) {
+  float* stage = dw ? workspace + nb * CRS * PQ : nullptr;  // no workspace for dbias alone
+  if (dw && s.N == 0) {                                     // no chunk to overwrite dw
+    std::memset(dw, 0, sizeof(float) * s.K * CRS);
+  }
+  for (int64_t n0 = 0; dw && n0 < s.N; n0 += nb) {
     const int64_t nbc = std::min(nb, s.N - n0), ld = nbc * PQ;
     const float* g_out = chunk_dy(s, dy, n0, nbc, stage);
     const float beta = n0 == 0 ? 0.0f : 1.0f;  // the first chunk overwrites dw

@@ -5,8 +5,8 @@
 // size, P Q output size, G groups (Cg = C/G input and Kg = K/G output channels per group).
 // Layouts (all dense, row-major):  x [N, C, H, W]   w [K, Cg, R, S]   bias [K]   y [N, K, P, Q]
 //
-//   y[n,k,p,q] = bias[k] + sum_{c<Cg, r<R, s<S} w[k,c,r,s] * x[n, g*Cg + c, p*sh - pt + r, q*sw - pl + s]
-//   with g = k / Kg and x read as 0 outside [0,H) x [0,W) (the padding).
+//   y[n,k,p,q] = bias[k] + sum_{c<Cg, r<R, s<S} w[k,c,r,s] * x[n, g*Cg + c, p*sh - pt + r, q*sw -
+//   pl + s] with g = k / Kg and x read as 0 outside [0,H) x [0,W) (the padding).
 //
 // Chunking: nb = conv2d_chunk_images(s) images at a time. The workspace holds
 //   col   [Cg*R*S, nb*P*Q]  the im2col matrix of one group of the chunk
@@ -22,7 +22,8 @@ struct Conv2dShape {
   int64_t N, C, H, W, K, R, S, P, Q, stride_h, stride_w, pad_top, pad_left, groups;
 };
 
-// Images per chunk: the most whose col + stage fit the workspace budget, at least 1, at most N.
+// Images per chunk: as many as fit ~8 MB of col + stage (cache-sized), raised so a GEMM has at
+// least 4096 columns, capped at 64 MB; always in [1, N]. Both backends use the same chunks.
 int64_t conv2d_chunk_images(const Conv2dShape& s);
 // Floats of scratch the kernels need (col + stage of one chunk); callers allocate it on the
 // kernel's device. Both backends use the same amount.
@@ -37,7 +38,8 @@ void conv2d_forward_cpu(const Conv2dShape& s, const float* x, const float* w, co
 // dx = d(sum y*dy)/dx. Overwrites dx.
 void conv2d_backward_data_cpu(const Conv2dShape& s, const float* dy, const float* w, float* dx,
                               float* workspace);
-// dw = d(sum y*dy)/dw, dbias[k] = sum_{n,p,q} dy[n,k,p,q] (dbias nullable). Overwrites both.
+// dw = d(sum y*dy)/dw, dbias[k] = sum_{n,p,q} dy[n,k,p,q]. Overwrites both; either may be null
+// (not computed: a null dw skips the im2col and GEMMs).
 void conv2d_backward_weight_cpu(const Conv2dShape& s, const float* x, const float* dy, float* dw,
                                 float* dbias, float* workspace);
 

@@ -8,10 +8,10 @@
 #include "nn/core/error.h"
 
 #if TG_CUDA
-#define TG_DISPATCH_CUDA_(dev, opname, ...)    \
-  do {                                         \
+#define TG_DISPATCH_CUDA_(dev, opname, ...)         \
+  do {                                              \
     ::tg::cuda::DeviceGuard tg_guard_((dev).index); \
-    __VA_ARGS__;                               \
+    __VA_ARGS__;                                    \
   } while (0)
 #else
 #define TG_DISPATCH_CUDA_(dev, opname, ...) \
@@ -19,17 +19,17 @@
 #endif
 
 // TG_DISPATCH(device, "conv2d", conv2d_forward_cpu(...), conv2d_forward_cuda(...));
-#define TG_DISPATCH(device, opname, cpu_call, ...)                \
-  do {                                                            \
-    const ::tg::Device tg_dev_ = (device);                        \
-    switch (tg_dev_.type) {                                       \
-      case ::tg::DeviceType::cpu: {                               \
-        cpu_call;                                                 \
-        break;                                                    \
-      }                                                           \
-      case ::tg::DeviceType::cuda: {                              \
-        TG_DISPATCH_CUDA_(tg_dev_, opname, __VA_ARGS__);          \
-        break;                                                    \
-      }                                                           \
-    }                                                             \
+#define TG_DISPATCH(device, opname, cpu_call, ...)       \
+  do {                                                   \
+    const ::tg::Device tg_dev_ = (device);               \
+    switch (tg_dev_.type) {                              \
+      case ::tg::DeviceType::cpu: {                      \
+        cpu_call;                                        \
+        break;                                           \
+      }                                                  \
+      case ::tg::DeviceType::cuda: {                     \
+        TG_DISPATCH_CUDA_(tg_dev_, opname, __VA_ARGS__); \
+        break;                                           \
+      }                                                  \
+    }                                                    \
   } while (0)

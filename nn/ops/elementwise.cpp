@@ -23,10 +23,14 @@ void aligned_strides(const Tensor& t, const Shape& out, int64_t* strides) {
 
 const char* op_name(BinaryOp op) {
   switch (op) {
-    case BinaryOp::add: return "add";
-    case BinaryOp::sub: return "sub";
-    case BinaryOp::mul: return "mul";
-    case BinaryOp::div: return "div";
+    case BinaryOp::add:
+      return "add";
+    case BinaryOp::sub:
+      return "sub";
+    case BinaryOp::mul:
+      return "mul";
+    case BinaryOp::div:
+      return "div";
   }
   return "?";
 }
@@ -63,8 +67,7 @@ Tensor sum_to(const Tensor& g_in, const Shape& shape) {
   s.ndim = static_cast<int>(gs.size());
   for (int d = 0; d < s.ndim; ++d) s.sizes[d] = gs[d];
   aligned_strides(out, gs, s.a_strides);
-  TG_DISPATCH(g.device(), "sum_to",
-              sum_to_cpu(s, g.data<float>(), out.data<float>(), out.numel()),
+  TG_DISPATCH(g.device(), "sum_to", sum_to_cpu(s, g.data<float>(), out.data<float>(), out.numel()),
               sum_to_cuda(s, g.data<float>(), out.data<float>(), out.numel()));
   return out;
 }
@@ -98,8 +101,10 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   if (any_requires_grad({&a, &b})) {
     record({&a, &b}, {&out}, [a, b](BackwardContext& ctx) {
       const Tensor& g = ctx.grad_output(0);
-      if (ctx.needs_input_grad(0)) ctx.accumulate(0, sum_to(binary_forward(BinaryOp::mul, g, b), a.shape()));
-      if (ctx.needs_input_grad(1)) ctx.accumulate(1, sum_to(binary_forward(BinaryOp::mul, g, a), b.shape()));
+      if (ctx.needs_input_grad(0))
+        ctx.accumulate(0, sum_to(binary_forward(BinaryOp::mul, g, b), a.shape()));
+      if (ctx.needs_input_grad(1))
+        ctx.accumulate(1, sum_to(binary_forward(BinaryOp::mul, g, a), b.shape()));
     });
   }
   return out;

@@ -13,9 +13,15 @@ Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
 // x * scale + shift (both scalars).
 Tensor affine(const Tensor& x, float scale, float shift);
-inline Tensor add_scalar(const Tensor& x, float s) { return affine(x, 1.0f, s); }
-inline Tensor mul_scalar(const Tensor& x, float s) { return affine(x, s, 0.0f); }
-inline Tensor neg(const Tensor& x) { return affine(x, -1.0f, 0.0f); }
+inline Tensor add_scalar(const Tensor& x, float s) {
+  return affine(x, 1.0f, s);
+}
+inline Tensor mul_scalar(const Tensor& x, float s) {
+  return affine(x, s, 0.0f);
+}
+inline Tensor neg(const Tensor& x) {
+  return affine(x, -1.0f, 0.0f);
+}
 
 // Sums `g` over the dimensions that broadcasting expanded, giving a tensor of `shape`
 // (the backward of broadcasting). Not recorded on the tape.

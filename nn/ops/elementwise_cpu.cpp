@@ -53,10 +53,14 @@ void binary_typed(const BroadcastShape& s, const float* a, const float* b, float
 
 void binary_cpu(BinaryOp op, const BroadcastShape& s, const float* a, const float* b, float* out) {
   switch (op) {
-    case BinaryOp::add: return binary_typed<BinaryOp::add>(s, a, b, out);
-    case BinaryOp::sub: return binary_typed<BinaryOp::sub>(s, a, b, out);
-    case BinaryOp::mul: return binary_typed<BinaryOp::mul>(s, a, b, out);
-    case BinaryOp::div: return binary_typed<BinaryOp::div>(s, a, b, out);
+    case BinaryOp::add:
+      return binary_typed<BinaryOp::add>(s, a, b, out);
+    case BinaryOp::sub:
+      return binary_typed<BinaryOp::sub>(s, a, b, out);
+    case BinaryOp::mul:
+      return binary_typed<BinaryOp::mul>(s, a, b, out);
+    case BinaryOp::div:
+      return binary_typed<BinaryOp::div>(s, a, b, out);
   }
 }
 

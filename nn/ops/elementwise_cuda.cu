@@ -41,8 +41,8 @@ __global__ void affine_kernel(int64_t n, const float* __restrict__ x, float scal
     out[i] = x[i] * scale + shift;
 }
 
-__global__ void sum_to_kernel(BroadcastShape s, const float* __restrict__ g, float* __restrict__ out,
-                              int64_t out_numel) {
+__global__ void sum_to_kernel(BroadcastShape s, const float* __restrict__ g,
+                              float* __restrict__ out, int64_t out_numel) {
   // g is contiguous over s.sizes; reduced dims are those with a_strides == 0 and size > 1.
   int64_t g_strides[kMaxDims];
   int64_t acc = 1;
@@ -90,10 +90,14 @@ void launch_binary(const BroadcastShape& s, const float* a, const float* b, floa
 
 void binary_cuda(BinaryOp op, const BroadcastShape& s, const float* a, const float* b, float* out) {
   switch (op) {
-    case BinaryOp::add: return launch_binary<BinaryOp::add>(s, a, b, out);
-    case BinaryOp::sub: return launch_binary<BinaryOp::sub>(s, a, b, out);
-    case BinaryOp::mul: return launch_binary<BinaryOp::mul>(s, a, b, out);
-    case BinaryOp::div: return launch_binary<BinaryOp::div>(s, a, b, out);
+    case BinaryOp::add:
+      return launch_binary<BinaryOp::add>(s, a, b, out);
+    case BinaryOp::sub:
+      return launch_binary<BinaryOp::sub>(s, a, b, out);
+    case BinaryOp::mul:
+      return launch_binary<BinaryOp::mul>(s, a, b, out);
+    case BinaryOp::div:
+      return launch_binary<BinaryOp::div>(s, a, b, out);
   }
 }
 
@@ -105,7 +109,8 @@ void affine_cuda(int64_t n, const float* x, float scale, float shift, float* out
 
 void sum_to_cuda(const BroadcastShape& s, const float* g, float* out, int64_t out_numel) {
   if (out_numel == 0) return;
-  sum_to_kernel<<<cuda::grid_for(out_numel), 256, 0, cuda::current_stream()>>>(s, g, out, out_numel);
+  sum_to_kernel<<<cuda::grid_for(out_numel), 256, 0, cuda::current_stream()>>>(s, g, out,
+                                                                               out_numel);
   TG_CUDA_LAUNCH_CHECK();
 }
 

@@ -7,7 +7,7 @@
 //   y[c]       = x[c] * norm[c]^(-beta)
 //
 // Backward (TF's LRNGrad):
-//   dx[j] = dy[j] * norm[j]^(-beta) - 2 alpha beta x[j] sum_{|i - j| <= r} dy[i] x[i] norm[i]^(-beta-1)
+//   dx[j] = dy[j] norm[j]^(-beta) - 2 alpha beta x[j] sum_{|i-j|<=r} dy[i] x[i] norm[i]^(-beta-1)
 //
 // Networks: CifarNet r 4, bias 1, alpha 0.001/9, beta 0.75; AlexNet r 2, bias 2, alpha 1e-4,
 // beta 0.75. The defaults below are TF's.

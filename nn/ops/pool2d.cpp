@@ -48,9 +48,10 @@ Tensor max_pool2d_backward(const Pool2dShape& s, const Tensor& dy_in, const Tens
   const Tensor dy = dy_in.contiguous();
   Tensor dx = Tensor::empty({s.n, s.c, s.h, s.w}, DType::f32, dy.device());
   if (dx.numel() == 0) return dx;
-  TG_DISPATCH(dy.device(), "max_pool2d backward",
-              max_pool2d_backward_cpu(s, dy.data<float>(), argmax.data<int32_t>(), dx.data<float>()),
-              max_pool2d_backward_cuda(s, dy.data<float>(), argmax.data<int32_t>(), dx.data<float>()));
+  TG_DISPATCH(
+      dy.device(), "max_pool2d backward",
+      max_pool2d_backward_cpu(s, dy.data<float>(), argmax.data<int32_t>(), dx.data<float>()),
+      max_pool2d_backward_cuda(s, dy.data<float>(), argmax.data<int32_t>(), dx.data<float>()));
   return dx;
 }
 
@@ -72,9 +73,10 @@ Tensor max_pool2d(const Tensor& x_in, const Pool2dOptions& opt) {
   Tensor y = Tensor::empty({s.n, s.c, s.p, s.q}, DType::f32, x.device());
   Tensor argmax = Tensor::empty({s.n, s.c, s.p, s.q}, DType::i32, x.device());
   if (y.numel() > 0) {
-    TG_DISPATCH(x.device(), "max_pool2d",
-                max_pool2d_forward_cpu(s, x.data<float>(), y.data<float>(), argmax.data<int32_t>()),
-                max_pool2d_forward_cuda(s, x.data<float>(), y.data<float>(), argmax.data<int32_t>()));
+    TG_DISPATCH(
+        x.device(), "max_pool2d",
+        max_pool2d_forward_cpu(s, x.data<float>(), y.data<float>(), argmax.data<int32_t>()),
+        max_pool2d_forward_cuda(s, x.data<float>(), y.data<float>(), argmax.data<int32_t>()));
   }
   if (any_requires_grad({&x_in})) {
     record({&x_in}, {&y}, [s, argmax](BackwardContext& ctx) {
@@ -89,7 +91,8 @@ Tensor avg_pool2d(const Tensor& x_in, const Pool2dOptions& opt) {
   const Tensor x = x_in.contiguous();
   Tensor y = Tensor::empty({s.n, s.c, s.p, s.q}, DType::f32, x.device());
   if (y.numel() > 0) {
-    TG_DISPATCH(x.device(), "avg_pool2d", avg_pool2d_forward_cpu(s, x.data<float>(), y.data<float>()),
+    TG_DISPATCH(x.device(), "avg_pool2d",
+                avg_pool2d_forward_cpu(s, x.data<float>(), y.data<float>()),
                 avg_pool2d_forward_cuda(s, x.data<float>(), y.data<float>()));
   }
   if (any_requires_grad({&x_in})) {

@@ -25,8 +25,8 @@ __device__ __forceinline__ Window window_of(const Pool2dShape& s, int64_t p, int
 }
 
 // Outputs whose window covers input cell (ih, iw): rows [p0, p1), columns [q0, q1).
-__device__ __forceinline__ void covering(const Pool2dShape& s, int64_t ih, int64_t iw,
-                                         int64_t& p0, int64_t& p1, int64_t& q0, int64_t& q1) {
+__device__ __forceinline__ void covering(const Pool2dShape& s, int64_t ih, int64_t iw, int64_t& p0,
+                                         int64_t& p1, int64_t& q0, int64_t& q1) {
   // p covers ih iff p*sh - pad_top <= ih < p*sh - pad_top + kh.
   const int64_t a = ih + s.pad_top - s.kh + 1, b = iw + s.pad_left - s.kw + 1;
   p0 = a <= 0 ? 0 : (a + s.sh - 1) / s.sh;

@@ -64,8 +64,8 @@ void expect_close(const std::vector<double>& actual, const std::vector<double>& 
 
 void expect_close(const Tensor& actual, const Tensor& expected, double atol, double rtol,
                   const std::string& what) {
-  ASSERT_EQ(actual.shape(), expected.shape()) << what << ": shape " << shape_str(actual.shape())
-                                              << " vs " << shape_str(expected.shape());
+  ASSERT_EQ(actual.shape(), expected.shape())
+      << what << ": shape " << shape_str(actual.shape()) << " vs " << shape_str(expected.shape());
   expect_close(to_doubles(actual), to_doubles(expected), atol, rtol, what);
 }
 
@@ -128,7 +128,8 @@ void gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
         continue;
       }
       ++checked;
-      EXPECT_NEAR(analytic[k], fd, opt.atol + opt.rtol * std::max(std::fabs(fd), std::fabs(analytic[k])))
+      EXPECT_NEAR(analytic[k], fd,
+                  opt.atol + opt.rtol * std::max(std::fabs(fd), std::fabs(analytic[k])))
           << "input " << in << " coordinate " << k << " (of " << n << ")";
     }
     EXPECT_LE(kinks, opt.max_kink_fraction * static_cast<double>(coords.size()))

@@ -15,10 +15,10 @@
 namespace tg::testing {
 
 // Skips the current test unless a CUDA device is present (CPU-only build or no GPU).
-#define TG_REQUIRE_CUDA()                                                             \
-  do {                                                                                \
-    if (::tg::cuda::device_count() == 0)                                              \
-      GTEST_SKIP() << "no CUDA device: " << ::tg::cuda::unavailable_reason();         \
+#define TG_REQUIRE_CUDA()                                                     \
+  do {                                                                        \
+    if (::tg::cuda::device_count() == 0)                                      \
+      GTEST_SKIP() << "no CUDA device: " << ::tg::cuda::unavailable_reason(); \
   } while (0)
 
 // Host f32 tensor, uniform in [lo, hi), deterministic in (seed, stream).
@@ -39,10 +39,10 @@ void expect_close(const Tensor& actual, const std::vector<double>& expected, dou
                   double rtol, const std::string& what);
 
 struct GradcheckOptions {
-  double eps = 1e-2;             // central-difference step (f32 forward: not smaller)
-  double atol = 2e-3;            // absolute tolerance on d(loss)/d(x_k)
-  double rtol = 2e-2;            // relative tolerance
-  int max_coords = 48;           // sampled coordinates per input (all if fewer)
+  double eps = 1e-2;                // central-difference step (f32 forward: not smaller)
+  double atol = 2e-3;               // absolute tolerance on d(loss)/d(x_k)
+  double rtol = 2e-2;               // relative tolerance
+  int max_coords = 48;              // sampled coordinates per input (all if fewer)
   double max_kink_fraction = 0.25;  // coordinates skipped as kinks may not exceed this
   uint64_t seed = 1234;
 };

@@ -19,7 +19,8 @@ TEST(PhiloxCurand, MatchesCurandHostGenerator) {
 #if TG_CUDA
   for (uint64_t seed : {0ULL, 123ULL, 0x0123456789abcdefULL}) {
     curandGenerator_t g = nullptr;
-    ASSERT_EQ(curandCreateGeneratorHost(&g, CURAND_RNG_PSEUDO_PHILOX4_32_10), CURAND_STATUS_SUCCESS);
+    ASSERT_EQ(curandCreateGeneratorHost(&g, CURAND_RNG_PSEUDO_PHILOX4_32_10),
+              CURAND_STATUS_SUCCESS);
     ASSERT_EQ(curandSetPseudoRandomGeneratorSeed(g, seed), CURAND_STATUS_SUCCESS);
     std::vector<unsigned int> out(4 * 4096);
     ASSERT_EQ(curandGenerate(g, out.data(), out.size()), CURAND_STATUS_SUCCESS);

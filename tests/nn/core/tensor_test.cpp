@@ -90,7 +90,9 @@ TEST(Tensor, StridedCopyAllDtypes) {
     for (int k = 0; k < 6; ++k) {
       // Compare raw bytes element by element through 1-element views.
       EXPECT_EQ(std::memcmp(db.slice(0, k, k + 1).raw_data(), eb.slice(0, k, k + 1).raw_data(),
-                            element_size(dt)), 0) << dtype_name(dt) << " element " << k;
+                            element_size(dt)),
+                0)
+          << dtype_name(dt) << " element " << k;
     }
   }
   Tensor a = Tensor::from_vector<int64_t>({1, 2, 3, 4, 5, 6}, {2, 3});

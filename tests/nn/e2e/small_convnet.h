@@ -30,7 +30,9 @@ class SmallConvNet {
 
   explicit SmallConvNet(const Device& device, uint64_t seed = 123) : seed_(seed) {
     auto tn = [seed](float std, uint64_t id) {
-      return [=](Tensor& t) { init::truncated_normal_(t, 0.f, std, seed, rng_stream(RngPurpose::init, id)); };
+      return [=](Tensor& t) {
+        init::truncated_normal_(t, 0.f, std, seed, rng_stream(RngPurpose::init, id));
+      };
     };
     auto zero = [](Tensor& t) { init::constant_(t, 0.f); };
     arena_.add("conv_a/w", {6, 3, 3, 3}, tn(0.2f, 1));
@@ -60,7 +62,8 @@ class SmallConvNet {
     h = flatten(h);
     h = dropout(h, 0.1f, /*training=*/true, seed_, rng_stream(RngPurpose::dropout, 0, 0, step));
     Tensor logits = linear(h, p("fc/w"), p("fc/b"));
-    Tensor wd = add(sum_squares(p("conv_a/w")), add(sum_squares(p("conv_b/w")), sum_squares(p("fc/w"))));
+    Tensor wd =
+        add(sum_squares(p("conv_a/w")), add(sum_squares(p("conv_b/w")), sum_squares(p("fc/w"))));
     return add(softmax_cross_entropy(logits, labels), mul_scalar(wd, 5e-4f / 2));
   }
 
@@ -89,7 +92,8 @@ inline std::pair<Tensor, Tensor> synthetic_batch() {
   Tensor x = Tensor::empty({SmallConvNet::kBatch, 3, 12, 12});
   init::uniform_(x, -1.f, 1.f, 7, rng_stream(RngPurpose::data, 0));
   std::vector<int32_t> labels(SmallConvNet::kBatch);
-  for (int64_t i = 0; i < SmallConvNet::kBatch; ++i) labels[i] = static_cast<int32_t>(i % SmallConvNet::kClasses);
+  for (int64_t i = 0; i < SmallConvNet::kBatch; ++i)
+    labels[i] = static_cast<int32_t>(i % SmallConvNet::kClasses);
   return {x, Tensor::from_vector(labels, {SmallConvNet::kBatch})};
 }
 

@@ -2,6 +2,8 @@
 // dropout masks (Philox), so the loss trajectories agree to f32 round-off.
 #include "tests/nn/e2e/small_convnet.h"
 
+#include <cmath>
+
 #include "tests/testing/op_harness.h"
 
 namespace tg {

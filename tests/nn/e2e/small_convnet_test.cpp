@@ -1,6 +1,8 @@
 // End to end on the CPU: the small conv net's loss falls over 20 SGD steps on a fixed batch.
 #include "tests/nn/e2e/small_convnet.h"
 
+#include <cmath>
+
 #include "tests/testing/op_harness.h"
 
 namespace tg {
@@ -14,8 +16,8 @@ TEST(SmallConvNet, LossFallsOver20SgdSteps) {
   // Initial loss near ln(4) = 1.386 (small random logits). Memorizing 8 samples with 1.2K
   // parameters must cut it well below half within 20 steps; dropout noise allows small bumps.
   EXPECT_NEAR(losses.front(), std::log(4.0), 0.3);
-  EXPECT_LT(losses.back(), 0.5f * losses.front()) << "loss did not fall: " << losses.front()
-                                                  << " -> " << losses.back();
+  EXPECT_LT(losses.back(), 0.5f * losses.front())
+      << "loss did not fall: " << losses.front() << " -> " << losses.back();
   int rises = 0;
   for (size_t i = 1; i < losses.size(); ++i) rises += losses[i] > losses[i - 1] + 0.05f;
   EXPECT_LE(rises, 3);

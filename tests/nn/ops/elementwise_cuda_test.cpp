@@ -26,10 +26,12 @@ TEST(ElementwiseCuda, ParityForwardBackward) {
     auto cpu = run(a.clone(), b.clone());
     auto gpu_r = run(a.to(gpu), b.to(gpu));
     for (int k = 0; k < 3; ++k)
-      testing::expect_close(gpu_r[k], cpu[k], kAtol, kRtol, "op " + std::to_string(op) + " out " + std::to_string(k));
+      testing::expect_close(gpu_r[k], cpu[k], kAtol, kRtol,
+                            "op " + std::to_string(op) + " out " + std::to_string(k));
   }
   Tensor x = a.to(gpu);
-  testing::expect_close(affine(x, 2.f, 1.f).to(Device::cpu()), affine(a, 2.f, 1.f), kAtol, kRtol, "affine");
+  testing::expect_close(affine(x, 2.f, 1.f).to(Device::cpu()), affine(a, 2.f, 1.f), kAtol, kRtol,
+                        "affine");
 }
 
 }  // namespace

@@ -38,11 +38,11 @@ struct Case {
   Shape a, b;
 };
 const Case kCases[] = {
-    {{4, 5}, {4, 5}},             // same shape
-    {{2, 3, 4, 5}, {3, 1, 1}},    // per-channel (NCHW bias)
-    {{2, 3, 4, 5}, {5}},          // row vector
-    {{1, 3}, {4, 1}},             // outer broadcast on both sides
-    {{}, {2, 3}},                 // scalar
+    {{4, 5}, {4, 5}},           // same shape
+    {{2, 3, 4, 5}, {3, 1, 1}},  // per-channel (NCHW bias)
+    {{2, 3, 4, 5}, {5}},        // row vector
+    {{1, 3}, {4, 1}},           // outer broadcast on both sides
+    {{}, {2, 3}},               // scalar
 };
 
 TEST(Elementwise, MatchesReferenceWithBroadcasting) {
@@ -103,10 +103,14 @@ TEST(Elementwise, Gradients) {
       testing::gradcheck(
           [op](const std::vector<Tensor>& in) {
             switch (op) {
-              case '+': return add(in[0], in[1]);
-              case '-': return sub(in[0], in[1]);
-              case '*': return mul(in[0], in[1]);
-              default: return div(in[0], in[1]);
+              case '+':
+                return add(in[0], in[1]);
+              case '-':
+                return sub(in[0], in[1]);
+              case '*':
+                return mul(in[0], in[1]);
+              default:
+                return div(in[0], in[1]);
             }
           },
           {a, b});
