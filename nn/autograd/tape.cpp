@@ -34,14 +34,14 @@ void clear_tape() {
   t_tape.clear();
 }
 
-bool any_requires_grad(std::initializer_list<const Tensor*> inputs) {
+bool any_requires_grad(std::span<const Tensor* const> inputs) {
   if (!t_grad_enabled) return false;
   for (const Tensor* t : inputs)
     if (t && t->defined() && t->requires_grad()) return true;
   return false;
 }
 
-void record(std::initializer_list<const Tensor*> inputs, std::initializer_list<Tensor*> outputs,
+void record(std::span<const Tensor* const> inputs, std::initializer_list<Tensor*> outputs,
             BackwardFn fn) {
   Node n;
   n.inputs.reserve(inputs.size());

@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "nn/core/tensor.h"
@@ -58,14 +59,22 @@ class BackwardContext {
 using BackwardFn = std::function<void(BackwardContext&)>;
 
 // True if grad mode is on and any input requires grad: only then should an op record.
-bool any_requires_grad(std::initializer_list<const Tensor*> inputs);
+bool any_requires_grad(std::span<const Tensor* const> inputs);
+inline bool any_requires_grad(std::initializer_list<const Tensor*> inputs) {
+  return any_requires_grad(std::span<const Tensor* const>(inputs.begin(), inputs.size()));
+}
 
 // Appends a node to the tape and marks `outputs` as requiring grad (non-leaf). Inputs that are
 // undefined or do not require grad are kept as null slots, so the closure's indices stay those of
 // the op's argument list. The closure may capture (save) inputs and outputs by value; they are
 // released when backward() has run the node, or by clear_tape().
-void record(std::initializer_list<const Tensor*> inputs, std::initializer_list<Tensor*> outputs,
+// The span form serves ops with a variable number of inputs (concat).
+void record(std::span<const Tensor* const> inputs, std::initializer_list<Tensor*> outputs,
             BackwardFn fn);
+inline void record(std::initializer_list<const Tensor*> inputs,
+                   std::initializer_list<Tensor*> outputs, BackwardFn fn) {
+  record(std::span<const Tensor* const>(inputs.begin(), inputs.size()), outputs, std::move(fn));
+}
 
 // Runs the tape backward from `root`, seeding its gradient with `seed` (default: ones of
 // root's shape, so a scalar loss needs none). Consumes the whole tape.

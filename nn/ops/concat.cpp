@@ -3,8 +3,6 @@
 // runs on the CPU and on CUDA.
 #include "nn/ops/concat.h"
 
-#include <memory>
-
 #include "nn/autograd/tape.h"
 
 namespace tg {
@@ -44,31 +42,21 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
     off += len;
   }
 
-  std::vector<const Tensor*> ptrs;
-  for (const Tensor& x : xs) ptrs.push_back(&x);
-  bool needs_grad = false;
-  for (const Tensor* p : ptrs) needs_grad = needs_grad || any_requires_grad({p});
-  if (needs_grad) {
-    // record() takes a fixed initializer_list of inputs, so this node records none and the
-    // closure adds into the inputs' gradients itself through accumulate_grad (the same checked
-    // += that BackwardContext::accumulate uses). The tape is in execution order, so the inputs'
-    // producers still run after this node in backward().
-    struct Part {
-      std::shared_ptr<AutogradMeta> meta;  // null: no gradient needed
-      int64_t start, len;
-    };
-    std::vector<Part> parts;
+  std::vector<const Tensor*> inputs;
+  for (const Tensor& x : xs) inputs.push_back(&x);
+  if (any_requires_grad(inputs)) {
+    std::vector<int64_t> starts;
     off = 0;
     for (const Tensor& x : xs) {
-      const int64_t len = x.shape()[d];
-      parts.push_back({x.requires_grad() ? x.autograd_meta() : nullptr, off, len});
-      off += len;
+      starts.push_back(off);
+      off += x.shape()[d];
     }
-    record({}, {&out}, [parts = std::move(parts), d](BackwardContext& ctx) {
+    starts.push_back(off);
+    record(inputs, {&out}, [starts = std::move(starts), d](BackwardContext& ctx) {
       const Tensor& dy = ctx.grad_output(0);
-      for (const Part& part : parts) {
-        if (part.meta)
-          accumulate_grad(*part.meta, dy.slice(d, part.start, part.start + part.len).contiguous());
+      for (size_t i = 0; i + 1 < starts.size(); ++i) {
+        if (ctx.needs_input_grad(i))
+          ctx.accumulate(i, dy.slice(d, starts[i], starts[i + 1]).contiguous());
       }
     });
   }

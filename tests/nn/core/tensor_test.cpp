@@ -102,6 +102,14 @@ TEST(Tensor, StridedCopyAllDtypes) {
   EXPECT_THROW(b.copy_from(a), Error);
 }
 
+TEST(Tensor, ZeroSizeIsContiguous) {
+  Tensor t = Tensor::empty({2, 0, 3});
+  EXPECT_EQ(t.numel(), 0);
+  EXPECT_TRUE(t.is_contiguous());
+  EXPECT_EQ(t.view({0, 5}).numel(), 0);
+  t.fill_(1.0);  // nothing to do, must not throw
+}
+
 TEST(Tensor, ToSameDeviceIsIdentity) {
   Tensor t = Tensor::zeros({4});
   EXPECT_TRUE(t.to(Device::cpu()).shares_storage_with(t));
