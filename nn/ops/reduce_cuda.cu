@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "nn/core/cuda_block_reduce.cuh"
 #include "nn/core/cuda_check.cuh"
 #include "nn/ops/reduce_kernels.h"
 
@@ -53,24 +54,7 @@ __device__ __forceinline__ double term(float v) {
   return double(v);
 }
 
-// Combines v over the block in a fixed order; every thread gets the result. `smem` holds 32
-// values. blockDim.x must be a multiple of 32.
-template <typename Combine>
-__device__ double block_reduce(double v, double identity, Combine c, double* smem) {
-  for (int o = 16; o > 0; o >>= 1) v = c(v, __shfl_xor_sync(0xffffffffu, v, o));
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-  if (lane == 0) smem[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    v = lane < nwarps ? smem[lane] : identity;
-    for (int o = 16; o > 0; o >>= 1) v = c(v, __shfl_xor_sync(0xffffffffu, v, o));
-    if (lane == 0) smem[0] = v;
-  }
-  __syncthreads();
-  const double r = smem[0];
-  __syncthreads();  // smem may be reused right after
-  return r;
-}
+using cuda::block_reduce;
 
 template <ReduceOp Op>
 __global__ void reduce_partials_kernel(const float* __restrict__ x, int64_t n,

@@ -13,6 +13,7 @@
 // reading 4 MB, ~40 us at one SM's bandwidth, which no model in this project comes near.
 #include <cstdint>
 
+#include "nn/core/cuda_block_reduce.cuh"
 #include "nn/core/cuda_check.cuh"
 #include "nn/ops/softmax_xent_kernels.h"
 
@@ -43,24 +44,7 @@ struct MinF {
   __device__ long long operator()(long long a, long long b) const { return a < b ? a : b; }
 };
 
-// Combines v over the block in a fixed order; every thread gets the result. `smem` holds 32
-// values. blockDim.x must be a multiple of 32.
-template <typename T, typename Combine>
-__device__ T block_reduce(T v, T identity, Combine c, T* smem) {
-  for (int o = 16; o > 0; o >>= 1) v = c(v, __shfl_xor_sync(0xffffffffu, v, o));
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-  if (lane == 0) smem[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    v = lane < nwarps ? smem[lane] : identity;
-    for (int o = 16; o > 0; o >>= 1) v = c(v, __shfl_xor_sync(0xffffffffu, v, o));
-    if (lane == 0) smem[0] = v;
-  }
-  __syncthreads();
-  const T r = smem[0];
-  __syncthreads();  // smem may be reused right after
-  return r;
-}
+using cuda::block_reduce;
 
 struct RowStats {
   float m;     // max_j x_j
