@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include "nn/core/philox.h"
@@ -72,6 +73,18 @@ void expect_close(const Tensor& actual, const Tensor& expected, double atol, dou
 void expect_close(const Tensor& actual, const std::vector<double>& expected, double atol,
                   double rtol, const std::string& what) {
   expect_close(to_doubles(actual), expected, atol, rtol, what);
+}
+
+void expect_bitwise_equal(const Tensor& actual, const Tensor& expected, const std::string& what) {
+  ASSERT_EQ(actual.shape(), expected.shape()) << what;
+  const std::vector<float> a = actual.to_vector<float>(), b = expected.to_vector<float>();
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) {
+      ADD_FAILURE() << what << ": first mismatch at " << i << ": got " << a[i] << ", expected "
+                    << b[i];
+      return;
+    }
+  }
 }
 
 namespace {

@@ -38,6 +38,11 @@ void expect_close(const Tensor& actual, const Tensor& expected, double atol, dou
 void expect_close(const Tensor& actual, const std::vector<double>& expected, double atol,
                   double rtol, const std::string& what);
 
+// Expects the two f32 tensors to hold the same bits element by element (same shape); reports the
+// first mismatch. For results defined to be identical across devices (dropout masks, ReLU,
+// max-pool argmax routing).
+void expect_bitwise_equal(const Tensor& actual, const Tensor& expected, const std::string& what);
+
 struct GradcheckOptions {
   double eps = 1e-2;                // central-difference step (f32 forward: not smaller)
   double atol = 2e-3;               // absolute tolerance on d(loss)/d(x_k)

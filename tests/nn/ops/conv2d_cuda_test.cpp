@@ -2,6 +2,7 @@
 // across several chunkings. Skips without a GPU.
 #include "nn/ops/conv2d.h"
 
+#include "tests/nn/ops/conv2d_test_util.h"
 #include "tests/testing/op_harness.h"
 
 namespace tg {
@@ -11,17 +12,7 @@ namespace {
 // copies are exact and col2im sums in the same (r, s) order on both.
 constexpr double kAtol = 2e-4, kRtol = 1e-4;
 
-Conv2dOptions opts(int64_t sh, int64_t sw, Padding p, int64_t ph = 0, int64_t pw = 0,
-                   int64_t groups = 1) {
-  Conv2dOptions o;
-  o.stride_h = sh;
-  o.stride_w = sw;
-  o.padding = p;
-  o.pad_h = ph;
-  o.pad_w = pw;
-  o.groups = groups;
-  return o;
-}
+using testing::conv_opts;
 
 struct Case {
   const char* name;
@@ -29,16 +20,16 @@ struct Case {
   Conv2dOptions o;
 };
 const Case kCases[] = {
-    {"same_s1", {2, 3, 7, 6}, {4, 3, 3, 3}, opts(1, 1, Padding::same)},
-    {"same_s1_even_filter", {2, 3, 6, 7}, {5, 3, 4, 2}, opts(1, 1, Padding::same)},
-    {"same_s2", {3, 2, 8, 9}, {4, 2, 3, 3}, opts(2, 2, Padding::same)},
-    {"valid_s2x1", {2, 3, 9, 7}, {4, 3, 3, 2}, opts(2, 1, Padding::valid)},
-    {"explicit_s2", {2, 2, 5, 6}, {3, 2, 3, 3}, opts(2, 2, Padding::explicit_pad, 1, 2)},
-    {"groups2", {2, 4, 6, 6}, {6, 2, 3, 3}, opts(1, 1, Padding::same, 0, 0, 2)},
-    {"alexnet_conv1_like", {2, 3, 35, 35}, {16, 3, 11, 11}, opts(4, 4, Padding::valid)},
-    {"1x1", {3, 5, 4, 5}, {7, 5, 1, 1}, opts(1, 1, Padding::same)},
-    {"lenet_conv2", {64, 20, 14, 14}, {50, 20, 5, 5}, opts(1, 1, Padding::same)},
-    {"single_image", {1, 8, 12, 10}, {6, 8, 5, 3}, opts(1, 2, Padding::same)},
+    {"same_s1", {2, 3, 7, 6}, {4, 3, 3, 3}, conv_opts(1, 1, Padding::same)},
+    {"same_s1_even_filter", {2, 3, 6, 7}, {5, 3, 4, 2}, conv_opts(1, 1, Padding::same)},
+    {"same_s2", {3, 2, 8, 9}, {4, 2, 3, 3}, conv_opts(2, 2, Padding::same)},
+    {"valid_s2x1", {2, 3, 9, 7}, {4, 3, 3, 2}, conv_opts(2, 1, Padding::valid)},
+    {"explicit_s2", {2, 2, 5, 6}, {3, 2, 3, 3}, conv_opts(2, 2, Padding::explicit_pad, 1, 2)},
+    {"groups2", {2, 4, 6, 6}, {6, 2, 3, 3}, conv_opts(1, 1, Padding::same, 0, 0, 2)},
+    {"alexnet_conv1_like", {2, 3, 35, 35}, {16, 3, 11, 11}, conv_opts(4, 4, Padding::valid)},
+    {"1x1", {3, 5, 4, 5}, {7, 5, 1, 1}, conv_opts(1, 1, Padding::same)},
+    {"lenet_conv2", {64, 20, 14, 14}, {50, 20, 5, 5}, conv_opts(1, 1, Padding::same)},
+    {"single_image", {1, 8, 12, 10}, {6, 8, 5, 3}, conv_opts(1, 2, Padding::same)},
 };
 
 std::vector<Tensor> run(const Case& c, Tensor x, Tensor w, Tensor b, const Tensor& dy_host) {
@@ -83,7 +74,7 @@ TEST(Conv2dCuda, KernelParityAcrossChunks) {
   TG_REQUIRE_CUDA();
   const Device gpu = Device::cuda(0);
   const Shape xs{5, 4, 9, 8}, wsh{6, 2, 3, 3};
-  const Conv2dShape s = conv2d_shape(xs, wsh, opts(2, 1, Padding::same, 0, 0, 2));
+  const Conv2dShape s = conv2d_shape(xs, wsh, conv_opts(2, 1, Padding::same, 0, 0, 2));
   const int64_t per_image = (2 * 3 * 3 + 6) * s.P * s.Q;
   const Tensor x = testing::random_uniform(xs, -1, 1, 7, 0),
                w = testing::random_uniform(wsh, -1, 1, 7, 1);

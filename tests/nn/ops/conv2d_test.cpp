@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 
+#include "tests/nn/ops/conv2d_test_util.h"
 #include "tests/testing/op_harness.h"
 
 namespace tg {
@@ -90,17 +91,7 @@ std::vector<double> ref_backward_bias(const Conv2dShape& s, const std::vector<do
   return db;
 }
 
-Conv2dOptions opts(int64_t sh, int64_t sw, Padding p, int64_t ph = 0, int64_t pw = 0,
-                   int64_t groups = 1) {
-  Conv2dOptions o;
-  o.stride_h = sh;
-  o.stride_w = sw;
-  o.padding = p;
-  o.pad_h = ph;
-  o.pad_w = pw;
-  o.groups = groups;
-  return o;
-}
+using testing::conv_opts;
 
 // A case states the output size and leading padding TensorFlow gives, so the shape rule is
 // checked too (pad_before = total / 2, the odd pixel after).
@@ -111,11 +102,11 @@ struct Case {
   int64_t P, Q, pad_top, pad_left;
 };
 const Case kCases[] = {
-    {"same_s1_even_total", {2, 3, 7, 6}, {4, 3, 3, 3}, opts(1, 1, Padding::same), 7, 6, 1, 1},
+    {"same_s1_even_total", {2, 3, 7, 6}, {4, 3, 3, 3}, conv_opts(1, 1, Padding::same), 7, 6, 1, 1},
     {"same_s1_odd_total_even_filter",
      {2, 3, 6, 7},
      {5, 3, 4, 2},
-     opts(1, 1, Padding::same),
+     conv_opts(1, 1, Padding::same),
      6,
      7,
      1,
@@ -123,25 +114,32 @@ const Case kCases[] = {
     {"same_s2_odd_and_even_total",
      {3, 2, 8, 9},
      {4, 2, 3, 3},
-     opts(2, 2, Padding::same),
+     conv_opts(2, 2, Padding::same),
      4,
      5,
      0,
      1},
-    {"valid_s2x1", {2, 3, 9, 7}, {4, 3, 3, 2}, opts(2, 1, Padding::valid), 4, 6, 0, 0},
+    {"valid_s2x1", {2, 3, 9, 7}, {4, 3, 3, 2}, conv_opts(2, 1, Padding::valid), 4, 6, 0, 0},
     {"explicit_pad_1x2_s2",
      {2, 2, 5, 6},
      {3, 2, 3, 3},
-     opts(2, 2, Padding::explicit_pad, 1, 2),
+     conv_opts(2, 2, Padding::explicit_pad, 1, 2),
      3,
      4,
      1,
      2},
-    {"groups2_same", {2, 4, 6, 6}, {6, 2, 3, 3}, opts(1, 1, Padding::same, 0, 0, 2), 6, 6, 1, 1},
+    {"groups2_same",
+     {2, 4, 6, 6},
+     {6, 2, 3, 3},
+     conv_opts(1, 1, Padding::same, 0, 0, 2),
+     6,
+     6,
+     1,
+     1},
     {"groups3_explicit_s2",
      {2, 6, 7, 7},
      {9, 2, 3, 3},
-     opts(2, 2, Padding::explicit_pad, 1, 1, 3),
+     conv_opts(2, 2, Padding::explicit_pad, 1, 1, 3),
      4,
      4,
      1,
@@ -149,16 +147,23 @@ const Case kCases[] = {
     {"alexnet_conv1_like_11x11_s4_valid",
      {2, 3, 27, 27},
      {8, 3, 11, 11},
-     opts(4, 4, Padding::valid),
+     conv_opts(4, 4, Padding::valid),
      5,
      5,
      0,
      0},
-    {"11x11_s4_same", {1, 3, 23, 23}, {4, 3, 11, 11}, opts(4, 4, Padding::same), 6, 6, 4, 4},
-    {"1x1", {3, 5, 4, 5}, {7, 5, 1, 1}, opts(1, 1, Padding::same), 4, 5, 0, 0},
-    {"1x1_s2_valid", {2, 3, 5, 6}, {4, 3, 1, 1}, opts(2, 2, Padding::valid), 3, 3, 0, 0},
-    {"window_equals_input", {2, 2, 5, 5}, {3, 2, 5, 5}, opts(1, 1, Padding::valid), 1, 1, 0, 0},
-    {"lenet_conv2", {2, 20, 14, 14}, {50, 20, 5, 5}, opts(1, 1, Padding::same), 14, 14, 2, 2},
+    {"11x11_s4_same", {1, 3, 23, 23}, {4, 3, 11, 11}, conv_opts(4, 4, Padding::same), 6, 6, 4, 4},
+    {"1x1", {3, 5, 4, 5}, {7, 5, 1, 1}, conv_opts(1, 1, Padding::same), 4, 5, 0, 0},
+    {"1x1_s2_valid", {2, 3, 5, 6}, {4, 3, 1, 1}, conv_opts(2, 2, Padding::valid), 3, 3, 0, 0},
+    {"window_equals_input",
+     {2, 2, 5, 5},
+     {3, 2, 5, 5},
+     conv_opts(1, 1, Padding::valid),
+     1,
+     1,
+     0,
+     0},
+    {"lenet_conv2", {2, 20, 14, 14}, {50, 20, 5, 5}, conv_opts(1, 1, Padding::same), 14, 14, 2, 2},
 };
 
 struct Inputs {
@@ -251,7 +256,7 @@ struct BudgetOverride {
 // including a last chunk of one image (the GEMM then writes y / reads dy in place).
 TEST(Conv2d, KernelsMatchReferenceAcrossChunks) {
   const Shape xs{5, 4, 9, 8}, wsh{6, 2, 3, 3};
-  const Conv2dShape s = conv2d_shape(xs, wsh, opts(2, 1, Padding::same, 0, 0, 2));
+  const Conv2dShape s = conv2d_shape(xs, wsh, conv_opts(2, 1, Padding::same, 0, 0, 2));
   const int64_t per_image = (2 * 3 * 3 + 6) * s.P * s.Q;
   const Inputs in = make_inputs(xs, wsh, 7);
   const Tensor dy = random_uniform({s.N, s.K, s.P, s.Q}, -1, 1, 7, 3);
@@ -319,10 +324,10 @@ TEST(Conv2d, Gradcheck) {
     Conv2dOptions o;
   };
   const Small cases[] = {
-      {{2, 2, 5, 4}, {3, 2, 3, 3}, opts(1, 1, Padding::same)},
-      {{1, 2, 6, 5}, {2, 2, 3, 2}, opts(2, 2, Padding::same)},
-      {{2, 4, 5, 5}, {4, 2, 3, 3}, opts(2, 1, Padding::explicit_pad, 1, 2, 2)},
-      {{1, 3, 7, 6}, {2, 3, 4, 4}, opts(3, 2, Padding::valid)},
+      {{2, 2, 5, 4}, {3, 2, 3, 3}, conv_opts(1, 1, Padding::same)},
+      {{1, 2, 6, 5}, {2, 2, 3, 2}, conv_opts(2, 2, Padding::same)},
+      {{2, 4, 5, 5}, {4, 2, 3, 3}, conv_opts(2, 1, Padding::explicit_pad, 1, 2, 2)},
+      {{1, 3, 7, 6}, {2, 3, 4, 4}, conv_opts(3, 2, Padding::valid)},
   };
   uint64_t seed = 200;
   for (const Small& c : cases) {

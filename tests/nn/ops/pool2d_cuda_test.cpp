@@ -36,16 +36,7 @@ const Case kCases[] = {
     {{1, 2, 6, 5}, {3, 3, 2, 2, Padding::explicit_pad, 1, 1}, "explicit pad"},
 };
 
-void expect_bitwise_equal(const Tensor& gpu, const Tensor& cpu, const std::string& what) {
-  ASSERT_EQ(gpu.shape(), cpu.shape()) << what;
-  const std::vector<float> a = gpu.to_vector<float>(), b = cpu.to_vector<float>();
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) {
-      ADD_FAILURE() << what << ": first mismatch at " << i << ": cuda " << a[i] << ", cpu " << b[i];
-      return;
-    }
-  }
-}
+using testing::expect_bitwise_equal;
 
 std::pair<Tensor, Tensor> run(const Tensor& x0, const Pool2dOptions& o, bool is_max,
                               const Tensor& dy) {

@@ -10,16 +10,7 @@
 namespace tg {
 namespace {
 
-void expect_bitwise_equal(const Tensor& gpu, const Tensor& cpu, const std::string& what) {
-  ASSERT_EQ(gpu.shape(), cpu.shape()) << what;
-  const std::vector<float> a = gpu.to_vector<float>(), b = cpu.to_vector<float>();
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) {
-      ADD_FAILURE() << what << ": first mismatch at " << i << ": cuda " << a[i] << ", cpu " << b[i];
-      return;
-    }
-  }
-}
+using testing::expect_bitwise_equal;
 
 std::pair<Tensor, Tensor> run(Tensor x, const Tensor& dy) {
   x.set_requires_grad(true);
