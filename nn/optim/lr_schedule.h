@@ -1,0 +1,37 @@
+// Learning-rate policies (digest §3.1, TF semantics), lr(step) for step = 0, 1, ...:
+//   constant:     lr0
+//   polynomial:   (lr0 - end) * (1 - min(step, T) / T)^power + end     (T = decay_steps)
+//   exponential:  lr0 * rate^(step / D)        staircase: rate^floor(step / D)   (D = decay_steps)
+//   step:         lr0 * rate^(number of boundaries <= step)   (boundaries = explicit steps)
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tg {
+
+struct LrScheduleOptions {
+  std::string policy = "constant";  // "constant", "polynomial", "exponential", "step"
+  double lr = 0.01;
+  double end_lr = 0.0;              // polynomial
+  double power = 0.5;               // polynomial
+  int64_t decay_steps = 0;          // polynomial T (0 = the run's iterations), exponential D
+  double decay_rate = 0.1;          // exponential, step
+  bool staircase = true;            // exponential
+  std::vector<int64_t> boundaries;  // step
+};
+
+class LrSchedule {
+ public:
+  // Throws on an unknown policy or bad values (negative lr, decay_steps <= 0 where needed,
+  // unsorted boundaries), naming the field.
+  explicit LrSchedule(LrScheduleOptions options);
+  double operator()(int64_t step) const;
+  const LrScheduleOptions& options() const { return options_; }
+
+ private:
+  LrScheduleOptions options_;
+};
+
+}  // namespace tg
