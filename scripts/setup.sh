@@ -14,7 +14,8 @@ PACKAGES=(
   libgloo-dev                # CPU collectives (Gloo, TCP)
   libtomlplusplus-dev        # TOML configs
   libcli11-dev               # command line
-  zlib1g-dev                 # gzipped IDX files
+  zlib1g-dev                 # gzipped IDX files and .tar.gz archives
+  libcurl4-openssl-dev       # `terngrad data fetch` downloads
   libjpeg62-turbo-dev        # JPEG image folders
   dataset-fashion-mnist      # Fashion-MNIST, /usr/share/datasets/fashion-mnist
 )

@@ -1,0 +1,77 @@
+// Datasets: labelled images served as host f32 NCHW batches, with the recipe's preprocessing
+// and augmentation (digest §3.2-3.6). Opened by name through open_dataset() (the one name ->
+// factory table is in datasets/registry.cpp):
+//   mnist, fashion-mnist  IDX files (raw or .gz): train-images-idx3-ubyte[.gz], ... in `path`.
+//                         Pixels -> 2 * (x / 255 - 0.5) in [-1, 1], no augmentation.
+//   cifar10               CIFAR-10 binary: data_batch_1..5.bin, test_batch.bin in `path` (or in
+//                         path/cifar-10-batches-bin). Train: random 24x24 crop, flip, brightness
+//                         +-63/255, contrast [0.2, 1.8], per-image standardization; test: central
+//                         crop + standardization.
+//   image-folder          path/train/<class>/*.jpg and path/val/<class>/*.jpg (classes sorted by
+//                         name -> label index + label_offset), decoded with libjpeg-turbo;
+//                         preprocess "alexnet" or "inception" (see DataOptions).
+//   synthetic             deterministic learnable images generated from the seed (tests, benches).
+//
+// Validation: a wrong magic, truncated file, label out of range, image-size mismatch or missing
+// file throws tg::Error naming the file and what was expected.
+//
+// Determinism: augmentation randomness for an example comes from Philox keyed by
+// (aug_seed, RngPurpose::data, key) where key = key_base + position in the request, so a run
+// (and a resumed run) sees the same pixels for the same step regardless of worker count.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace tg::data {
+
+enum class Split { train, test };
+
+struct DataOptions {
+  std::string name = "mnist";
+  std::string path;              // directory with the dataset's files (unused for synthetic)
+  bool augment = true;           // train split only; the test split never augments
+  // image-folder only
+  std::string preprocess = "alexnet";  // "alexnet" (resize 256x256, crop 224, mean-subtract)
+                                       // or "inception" (distorted crop, flip, jitter, [-1,1])
+  int64_t image_size = 0;        // output H = W; 0 = the dataset's default (28, 24, 224)
+  int64_t label_offset = 0;      // added to folder class indices (1 for 1001-class ImageNet nets)
+  // synthetic only
+  int64_t synthetic_size = 1024;  // examples per split
+  int64_t synthetic_channels = 1;
+  int64_t synthetic_classes = 10;
+  uint64_t synthetic_seed = 1;
+};
+
+struct DatasetInfo {
+  std::string name;
+  std::string path;
+  Split split = Split::train;
+  int64_t size = 0;  // number of examples
+  int64_t channels = 0, height = 0, width = 0;  // of the produced images
+  int64_t num_classes = 0;  // labels are in [0, num_classes)
+};
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  const DatasetInfo& info() const { return info_; }
+
+  // Fills `images` (indices.size() x C x H x W floats, contiguous) and `labels` for the given
+  // example indices (each in [0, size)). `augment` is honoured on the train split only.
+  // Thread-safe (const, no shared mutable state), so batches can be prefetched.
+  virtual void load(std::span<const int64_t> indices, bool augment, uint64_t aug_seed,
+                    uint64_t key_base, float* images, int32_t* labels) const = 0;
+
+ protected:
+  DatasetInfo info_;
+};
+
+// Throws on an unknown name (listing the known ones), a missing path, or invalid files.
+std::unique_ptr<Dataset> open_dataset(const DataOptions& options, Split split);
+std::vector<std::string> dataset_names();
+
+}  // namespace tg::data

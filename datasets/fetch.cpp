@@ -1,0 +1,545 @@
+// `terngrad data fetch`: the built-in table of official sources and checksums, a libcurl
+// download that hashes while it writes "<file>.part", and a small tar reader over zlib's gzip
+// stream for CIFAR-10's archive.
+#include "datasets/fetch.h"
+
+#include <curl/curl.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <system_error>
+
+#include "nn/core/checksum.h"
+#include "nn/core/error.h"
+
+namespace tg::data {
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Source {
+  std::string name;
+  std::string base;  // official URL prefix, ends with '/'
+  std::vector<FetchFile> files;
+  // Archives: the folder they unpack to (relative to dir) and the files it must then hold.
+  std::string extract_subdir;
+  std::vector<std::string> extracted;
+};
+
+// The one table of fetchable datasets.
+const std::vector<Source>& sources() {
+  static const std::vector<Source> table = [] {
+    const auto file = [](const std::string& base, const char* name, const char* md5, int64_t size) {
+      return FetchFile{name, md5, size, base + name};
+    };
+    std::vector<Source> t;
+    // MNIST: the official site http://yann.lecun.com/exdb/mnist/ is unreliable (often 403/down);
+    // PyTorch's S3 copy serves byte-identical files (same sizes and md5 as in
+    // shared/data/README.md).
+    const std::string mnist = "https://ossci-datasets.s3.amazonaws.com/mnist/";
+    t.push_back(
+        {"mnist",
+         mnist,
+         {file(mnist, "train-images-idx3-ubyte.gz", "f68b3c2dcbeaaa9fbdd348bbdeb94873", 9912422),
+          file(mnist, "train-labels-idx1-ubyte.gz", "d53e105ee54ea40749a09fcbcd1e9432", 28881),
+          file(mnist, "t10k-images-idx3-ubyte.gz", "9fb629c4189551a2d022fa330f9573f3", 1648877),
+          file(mnist, "t10k-labels-idx1-ubyte.gz", "ec29112dd5afa0611ce80d1b7f02629c", 4542)},
+         "",
+         {}});
+    // Fashion-MNIST: Zalando's own bucket (md5s from github.com/zalandoresearch/fashion-mnist;
+    // sizes not pinned, -1). Debian's dataset-fashion-mnist re-gzips the files, so its copies
+    // carry different md5s and cannot serve as a mirror.
+    const std::string fashion = "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/";
+    t.push_back(
+        {"fashion-mnist",
+         fashion,
+         {file(fashion, "train-images-idx3-ubyte.gz", "8d4fb7e6c68d591d4c3dfef9ec88bf0d", -1),
+          file(fashion, "train-labels-idx1-ubyte.gz", "25c81989df183df01b3e8a0aad5dffbe", -1),
+          file(fashion, "t10k-images-idx3-ubyte.gz", "bef4ecab320f06d8554ea6380940ec79", -1),
+          file(fashion, "t10k-labels-idx1-ubyte.gz", "bb300cfdad3c16e7a12a480ee83cd310", -1)},
+         "",
+         {}});
+    // CIFAR-10, binary version (Krizhevsky's page https://www.cs.toronto.edu/~kriz/cifar.html).
+    const std::string cifar = "https://www.cs.toronto.edu/~kriz/";
+    t.push_back({"cifar10",
+                 cifar,
+                 {file(cifar, "cifar-10-binary.tar.gz", "c32a1d4ab5d03f1284b67883e8d87530", -1)},
+                 "cifar-10-batches-bin",
+                 {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin",
+                  "data_batch_5.bin", "test_batch.bin"}});
+    return t;
+  }();
+  return table;
+}
+
+const Source& find_source(const std::string& dataset) {
+  for (const Source& s : sources()) {
+    if (s.name == dataset) return s;
+  }
+  std::string known;
+  for (const Source& s : sources()) known += (known.empty() ? "" : ", ") + s.name;
+  TG_THROW("unknown dataset '", dataset, "' for data fetch (known: ", known, ")");
+}
+
+void say(const FetchOptions& o, const std::string& line) {
+  if (o.log) o.log(line);
+}
+
+// Removes a temporary file on scope exit unless it was committed (renamed into place).
+class PartFile {
+ public:
+  explicit PartFile(fs::path p) : path_(std::move(p)) {}
+  ~PartFile() {
+    if (!committed_) {
+      std::error_code ec;
+      fs::remove(path_, ec);
+    }
+  }
+  PartFile(const PartFile&) = delete;
+  PartFile& operator=(const PartFile&) = delete;
+  const fs::path& path() const { return path_; }
+  void commit(const fs::path& final_path) {
+    std::error_code ec;
+    fs::rename(path_, final_path, ec);
+    TG_CHECK(!ec, "cannot rename '", path_.string(), "' to '", final_path.string(),
+             "': ", ec.message());
+    committed_ = true;
+  }
+
+ private:
+  fs::path path_;
+  bool committed_ = false;
+};
+
+using FilePtr = std::unique_ptr<FILE, int (*)(FILE*)>;
+
+// ------------------------------------------------------------------------------- download
+
+void curl_init_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const CURLcode rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+    TG_CHECK(rc == CURLE_OK, "curl_global_init failed: ", curl_easy_strerror(rc));
+  });
+}
+
+struct Transfer {
+  FILE* out = nullptr;
+  Md5 md5;
+  int64_t bytes = 0;
+  int64_t expected_size = -1;  // from the table; else Content-Length once known
+  int64_t next_report = 0;
+  int64_t last_reported = -1;
+  int write_errno = 0;
+  CURL* curl = nullptr;
+  const FetchOptions* options = nullptr;
+  const std::string* name = nullptr;
+};
+
+constexpr int64_t kReportUnknownEvery = 16 << 20;  // bytes between lines when total unknown
+
+std::string progress_line(const Transfer& t, int64_t total) {
+  if (total > 0) {
+    return tg::detail::concat("  ", *t.name, ": ", t.bytes, " / ", total, " bytes (",
+                              100 * t.bytes / total, "%)");
+  }
+  return tg::detail::concat("  ", *t.name, ": ", t.bytes, " bytes");
+}
+
+int64_t transfer_total(Transfer& t) {
+  if (t.expected_size >= 0) return t.expected_size;
+  curl_off_t len = -1;
+  if (curl_easy_getinfo(t.curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &len) == CURLE_OK && len > 0)
+    return len;
+  return -1;
+}
+
+size_t on_data(char* p, size_t size, size_t n, void* user) {
+  auto& t = *static_cast<Transfer*>(user);
+  const size_t len = size * n;
+  if (std::fwrite(p, 1, len, t.out) != len) {
+    t.write_errno = errno;
+    return 0;  // aborts the transfer with CURLE_WRITE_ERROR
+  }
+  t.md5.update(p, len);
+  t.bytes += len;
+  const int64_t total = transfer_total(t);
+  // Ten lines per file when the size is known; the first one after 10%, the last at the end.
+  const int64_t step = total > 0 ? std::max<int64_t>(total / 10, 1) : kReportUnknownEvery;
+  if (t.next_report == 0) t.next_report = step;
+  if (t.bytes >= t.next_report) {
+    say(*t.options, progress_line(t, total));
+    t.last_reported = t.bytes;
+    t.next_report = (t.bytes / step + 1) * step;
+  }
+  return len;
+}
+
+// Whether `path` is present with the expected size and md5 (logging why not, if present).
+bool verified(const FetchOptions& o, const fs::path& path, const FetchFile& f) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return false;
+  const auto size = fs::file_size(path, ec);
+  if (ec) return false;
+  if (f.size >= 0 && int64_t(size) != f.size) {
+    say(o, tg::detail::concat(f.name, ": present but ", size, " bytes, expected ", f.size,
+                              "; downloading again"));
+    return false;
+  }
+  const std::string got = md5_file(path.string());
+  if (got != f.md5) {
+    say(o, tg::detail::concat(f.name, ": present but md5 ", got, ", expected ", f.md5,
+                              "; downloading again"));
+    return false;
+  }
+  return true;
+}
+
+// Downloads `url` to dir/f.name via dir/f.name.part, verifying size and md5 before the rename.
+void download(const FetchOptions& o, const std::string& url, const fs::path& final_path,
+              const FetchFile& f) {
+  curl_init_once();
+  PartFile part(fs::path(final_path.string() + ".part"));
+  FilePtr out(std::fopen(part.path().c_str(), "wb"), &std::fclose);
+  TG_CHECK(out, "cannot create '", part.path().string(), "': ", std::strerror(errno));
+
+  std::unique_ptr<CURL, void (*)(CURL*)> curl(curl_easy_init(), &curl_easy_cleanup);
+  TG_CHECK(curl, "curl_easy_init failed while fetching ", url);
+  Transfer t;
+  t.out = out.get();
+  t.expected_size = f.size;
+  t.curl = curl.get();
+  t.options = &o;
+  t.name = &f.name;
+  char errbuf[CURL_ERROR_SIZE] = {0};
+  CURL* c = curl.get();
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, &on_data);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &t);
+  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+  curl_easy_setopt(c, CURLOPT_FAILONERROR, 1L);  // HTTP >= 400 is an error, body not written
+  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+  curl_easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
+#if LIBCURL_VERSION_NUM >= 0x075500  // 7.85: the string form; the bitmask form is deprecated
+  curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+#else
+  curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS, long(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+  curl_easy_setopt(c, CURLOPT_USERAGENT, "terngrad-data-fetch/1");
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 30L);
+  // Abort a stalled transfer: under 1 KiB/s for a minute.
+  curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+  curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
+
+  say(o, tg::detail::concat(f.name, ": downloading ", url));
+  const CURLcode rc = curl_easy_perform(c);
+  if (rc == CURLE_HTTP_RETURNED_ERROR) {
+    long status = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    TG_THROW("download of ", url, " failed: HTTP ", status, " (", f.name, " not written)");
+  }
+  if (rc == CURLE_WRITE_ERROR && t.write_errno != 0) {
+    TG_THROW("download of ", url, " failed: cannot write '", part.path().string(),
+             "': ", std::strerror(t.write_errno));
+  }
+  TG_CHECK(rc == CURLE_OK, "download of ", url,
+           " failed: ", errbuf[0] ? errbuf : curl_easy_strerror(rc), " (", f.name, " not written)");
+  TG_CHECK(std::fclose(out.release()) == 0, "cannot write '", part.path().string(),
+           "': ", std::strerror(errno));
+  if (t.bytes != t.last_reported) say(o, progress_line(t, transfer_total(t)));
+
+  TG_CHECK(f.size < 0 || t.bytes == f.size, "size mismatch for ", f.name, " from ", url,
+           ": expected ", f.size, " bytes, got ", t.bytes, " (not written)");
+  const std::string got = t.md5.hex();
+  TG_CHECK(got == f.md5, "checksum mismatch for ", f.name, " from ", url, ": expected md5 ", f.md5,
+           ", got md5 ", got, " (not written)");
+  part.commit(final_path);
+  say(o, tg::detail::concat(f.name, ": ", t.bytes, " bytes, md5 ", got, " ok"));
+}
+
+std::string file_url(const std::string& mirror, const FetchFile& f) {
+  if (mirror.empty()) return f.url;
+  std::string base = mirror;
+  if (base.find("://") == std::string::npos) base = "file://" + fs::absolute(base).string();
+  while (!base.empty() && base.back() == '/') base.pop_back();
+  return base + "/" + f.name;
+}
+
+// ---------------------------------------------------------------------------------- untar
+
+constexpr size_t kBlock = 512;
+
+class GzReader {
+ public:
+  explicit GzReader(const std::string& path) : path_(path), gz_(gzopen(path.c_str(), "rb")) {
+    TG_CHECK(gz_, "cannot open archive '", path, "': ", std::strerror(errno));
+    gzbuffer(gz_, 1 << 18);
+  }
+  ~GzReader() { gzclose(gz_); }
+  GzReader(const GzReader&) = delete;
+  GzReader& operator=(const GzReader&) = delete;
+
+  // Reads up to n bytes; fewer only at the end of the stream. Throws on a corrupt stream.
+  size_t read(void* dst, size_t n) {
+    size_t done = 0;
+    while (done < n) {
+      const unsigned ask = unsigned(std::min<size_t>(n - done, 1u << 30));
+      const int got = gzread(gz_, static_cast<char*>(dst) + done, ask);
+      if (got < 0) {
+        int errnum = 0;
+        const char* msg = gzerror(gz_, &errnum);
+        TG_THROW("archive '", path_, "' is corrupt near byte ", offset_ + done,
+                 " of the uncompressed stream: ", msg);
+      }
+      if (got == 0) {
+        // zlib reports a truncated gzip member as an error only once the data is used up.
+        int errnum = 0;
+        const char* msg = gzerror(gz_, &errnum);
+        TG_CHECK(errnum == Z_OK, "archive '", path_, "' is corrupt near byte ", offset_ + done,
+                 " of the uncompressed stream: ", msg);
+        break;
+      }
+      done += size_t(got);
+    }
+    offset_ += done;
+    return done;
+  }
+  void read_exact(void* dst, size_t n, const std::string& what) {
+    TG_CHECK(read(dst, n) == n, "archive '", path_, "' is truncated in ", what, " (at byte ",
+             offset_, " of the uncompressed stream)");
+  }
+  void skip(uint64_t n, const std::string& what) {
+    std::array<char, 1 << 16> scratch;
+    while (n > 0) {
+      const size_t k = size_t(std::min<uint64_t>(n, scratch.size()));
+      read_exact(scratch.data(), k, what);
+      n -= k;
+    }
+  }
+  uint64_t offset() const { return offset_; }
+
+ private:
+  std::string path_;
+  gzFile gz_;
+  uint64_t offset_ = 0;
+};
+
+// A tar numeric field: octal ASCII (space/NUL padded), or GNU base-256 when the top bit is set.
+uint64_t tar_number(const char* field, size_t len, const std::string& archive, uint64_t at) {
+  const auto* u = reinterpret_cast<const unsigned char*>(field);
+  uint64_t v = 0;
+  if (u[0] & 0x80) {
+    TG_CHECK(!(u[0] & 0x40), "archive '", archive, "': negative number in header at byte ", at);
+    v = u[0] & 0x3f;
+    for (size_t i = 1; i < len; ++i) {
+      TG_CHECK(v >> 56 == 0, "archive '", archive, "': number too large in header at byte ", at);
+      v = v << 8 | u[i];
+    }
+    return v;
+  }
+  size_t i = 0;
+  while (i < len && field[i] == ' ') ++i;
+  for (; i < len && field[i] >= '0' && field[i] <= '7'; ++i) v = v * 8 + uint64_t(field[i] - '0');
+  for (; i < len; ++i) {
+    TG_CHECK(field[i] == ' ' || field[i] == '\0', "archive '", archive,
+             "': malformed octal field in header at byte ", at);
+  }
+  return v;
+}
+
+std::string field_string(const char* p, size_t len) {
+  return std::string(p, strnlen(p, len));
+}
+
+// Normalises an entry name to a relative path inside the destination, rejecting escapes.
+std::string safe_relative(const std::string& name, const std::string& archive) {
+  TG_CHECK(!name.empty() && name[0] != '/', "archive '", archive, "': entry '", name,
+           "' has an absolute path; refusing to extract");
+  std::string out;
+  size_t start = 0;
+  while (start <= name.size()) {
+    size_t end = name.find('/', start);
+    if (end == std::string::npos) end = name.size();
+    const std::string part = name.substr(start, end - start);
+    TG_CHECK(part != "..", "archive '", archive, "': entry '", name,
+             "' contains '..'; refusing to extract outside the destination");
+    if (!part.empty() && part != ".") out += (out.empty() ? "" : "/") + part;
+    start = end + 1;
+  }
+  return out;
+}
+
+// The "path" record of a pax extended header ("<len> path=<value>\n" records), or "".
+std::string pax_path(const std::string& data) {
+  size_t pos = 0;
+  std::string path;
+  while (pos < data.size()) {
+    const size_t space = data.find(' ', pos);
+    if (space == std::string::npos) break;
+    const size_t len = std::strtoul(data.c_str() + pos, nullptr, 10);
+    if (len == 0 || pos + len > data.size()) break;
+    const std::string rec = data.substr(space + 1, pos + len - space - 2);  // drop '\n'
+    if (rec.rfind("path=", 0) == 0) path = rec.substr(5);
+    pos += len;
+  }
+  return path;
+}
+
+}  // namespace
+
+std::vector<std::string> extract_tar_gz(const std::string& archive, const std::string& dest) {
+  std::error_code ec;
+  fs::create_directories(dest, ec);
+  TG_CHECK(!ec, "cannot create directory '", dest, "': ", ec.message());
+
+  GzReader in(archive);
+  std::vector<std::string> extracted;
+  std::string long_name;  // from a GNU 'L' or pax 'x' entry, applies to the next entry
+  std::vector<char> data(1 << 20);
+  for (;;) {
+    const uint64_t at = in.offset();
+    char h[kBlock];
+    const size_t got = in.read(h, kBlock);
+    if (got == 0) break;  // end of stream without the two zero blocks: accept
+    TG_CHECK(got == kBlock, "archive '", archive, "' is truncated in the header at byte ", at);
+    if (std::all_of(h, h + kBlock, [](char c) { return c == 0; })) break;  // end-of-archive
+
+    TG_CHECK(std::memcmp(h + 257, "ustar", 5) == 0, "archive '", archive,
+             "': no ustar magic in the header at byte ", at, " (not a tar archive?)");
+    // Header checksum: sum of all bytes with the checksum field read as spaces.
+    uint64_t sum = 0;
+    for (size_t i = 0; i < kBlock; ++i) sum += (i >= 148 && i < 156) ? ' ' : (unsigned char)h[i];
+    const uint64_t want = tar_number(h + 148, 8, archive, at);
+    TG_CHECK(sum == want, "archive '", archive, "': header checksum mismatch at byte ", at,
+             " (stored ", want, ", computed ", sum, ")");
+
+    const uint64_t size = tar_number(h + 124, 12, archive, at);
+    const uint64_t padded = (size + kBlock - 1) / kBlock * kBlock;
+    const char type = h[156];
+    std::string name = field_string(h, 100);
+    if (std::memcmp(h + 257, "ustar\0", 6) == 0 && h[345] != '\0') {  // POSIX prefix field
+      name = field_string(h + 345, 155) + "/" + name;
+    }
+    if (!long_name.empty()) name = long_name;
+
+    if (type == 'L' || type == 'x') {  // GNU long name / pax extended header for the next entry
+      TG_CHECK(size <= (1u << 20), "archive '", archive, "': extended header of ", size,
+               " bytes at byte ", at);
+      std::string body(padded, '\0');
+      in.read_exact(body.data(), padded, "an extended header");
+      body.resize(size);
+      long_name = type == 'L' ? field_string(body.data(), body.size()) : pax_path(body);
+      continue;
+    }
+    long_name.clear();
+    if (type == 'g') {  // pax global header: nothing we use
+      in.skip(padded, "a pax global header");
+      continue;
+    }
+    const std::string rel = safe_relative(name, archive);
+    if (type == '5') {
+      if (!rel.empty()) {
+        fs::create_directories(fs::path(dest) / rel, ec);
+        TG_CHECK(!ec, "cannot create directory '", (fs::path(dest) / rel).string(),
+                 "': ", ec.message());
+      }
+      in.skip(padded, "directory entry '" + name + "'");
+      continue;
+    }
+    TG_CHECK(type == '0' || type == '\0' || type == '7', "archive '", archive, "': entry '", name,
+             "' has type '", type,
+             "' (link, device or fifo); only regular files and directories are extracted");
+    TG_CHECK(!rel.empty(), "archive '", archive, "': file entry with an empty name at byte ", at);
+
+    const fs::path final_path = fs::path(dest) / rel;
+    fs::create_directories(final_path.parent_path(), ec);
+    TG_CHECK(!ec, "cannot create directory '", final_path.parent_path().string(),
+             "': ", ec.message());
+    PartFile part(fs::path(final_path.string() + ".part"));
+    {
+      FilePtr out(std::fopen(part.path().c_str(), "wb"), &std::fclose);
+      TG_CHECK(out, "cannot create '", part.path().string(), "': ", std::strerror(errno));
+      for (uint64_t left = size; left > 0;) {
+        const size_t k = size_t(std::min<uint64_t>(left, data.size()));
+        in.read_exact(data.data(), k, "entry '" + name + "'");
+        TG_CHECK(std::fwrite(data.data(), 1, k, out.get()) == k, "cannot write '",
+                 part.path().string(), "': ", std::strerror(errno));
+        left -= k;
+      }
+      TG_CHECK(std::fclose(out.release()) == 0, "cannot write '", part.path().string(),
+               "': ", std::strerror(errno));
+    }
+    in.skip(padded - size, "entry '" + name + "'");
+    part.commit(final_path);
+    extracted.push_back(rel);
+  }
+  return extracted;
+}
+
+std::vector<std::string> fetchable_datasets() {
+  std::vector<std::string> names;
+  for (const Source& s : sources()) names.push_back(s.name);
+  return names;
+}
+
+std::string default_fetch_dir(const std::string& dataset) {
+  return "data/" + dataset;
+}
+
+std::vector<FetchFile> fetch_files(const std::string& dataset) {
+  return find_source(dataset).files;
+}
+
+std::string fetch_dataset(const FetchOptions& options) {
+  const Source& src = find_source(options.dataset);
+  const fs::path dir = options.dir.empty() ? default_fetch_dir(src.name) : options.dir;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  TG_CHECK(!ec, "cannot create directory '", dir.string(), "' for dataset ", src.name, ": ",
+           ec.message());
+
+  const fs::path out_dir = src.extract_subdir.empty() ? dir : dir / src.extract_subdir;
+  const auto all_extracted = [&] {
+    return !src.extracted.empty() &&
+           std::all_of(src.extracted.begin(), src.extracted.end(),
+                       [&](const std::string& f) { return fs::is_regular_file(out_dir / f, ec); });
+  };
+  if (!options.force && all_extracted()) {
+    say(options, tg::detail::concat(src.name, ": already extracted in ", out_dir.string(),
+                                    " (skipped; --force to fetch again)"));
+    return out_dir.string();
+  }
+
+  for (const FetchFile& f : src.files) {
+    const fs::path path = dir / f.name;
+    if (!options.force && verified(options, path, f)) {
+      say(options, tg::detail::concat(f.name, ": already present, md5 ok (skipped)"));
+      continue;
+    }
+    download(options, file_url(options.mirror, f), path, f);
+  }
+
+  if (!src.extract_subdir.empty()) {
+    for (const FetchFile& f : src.files) {
+      say(options, tg::detail::concat(f.name, ": extracting into ", dir.string()));
+      const auto files = extract_tar_gz((dir / f.name).string(), dir.string());
+      say(options, tg::detail::concat(f.name, ": extracted ", files.size(), " files"));
+    }
+    for (const std::string& f : src.extracted) {
+      TG_CHECK(fs::is_regular_file(out_dir / f, ec), "after extracting ", src.files[0].name,
+               " into '", dir.string(), "': expected file '", (out_dir / f).string(),
+               "' is missing");
+    }
+  }
+  return out_dir.string();
+}
+
+}  // namespace tg::data

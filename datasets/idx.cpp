@@ -1,0 +1,194 @@
+// IDX files (LeCun's format for MNIST; Fashion-MNIST uses the same): a big-endian int32 header
+// (magic = 0x0000_08_NN where 08 = unsigned byte and NN = number of dimensions, then one int32
+// per dimension) followed by the unsigned bytes. Image files are idx3 (magic 2051, N x R x C),
+// label files idx1 (magic 2049, N). Files may be raw or gzipped (detected by the gzip magic
+// 1f 8b, whatever the file name), and are found as `base` or `base.gz` in the data directory.
+//
+// The whole split stays in memory as uint8 (60000 x 784 = 47 MB for MNIST train); load()
+// converts to f32 2 * (x / 255 - 0.5) through a 256-entry table (digest §3.2: LeNet inputs in
+// [-1, 1], no augmentation).
+#include <zlib.h>
+
+#include <array>
+#include <cstring>
+
+#include "datasets/loaders.h"
+#include "nn/core/error.h"
+
+namespace tg::data::detail {
+namespace {
+
+constexpr uint32_t kImageMagic = 2051;  // 0x00000803: unsigned byte, 3 dimensions
+constexpr uint32_t kLabelMagic = 2049;  // 0x00000801: unsigned byte, 1 dimension
+constexpr int64_t kSide = 28;           // MNIST and Fashion-MNIST images are 28 x 28
+constexpr int64_t kClasses = 10;
+constexpr const char* kFashionDefaultPath = "/usr/share/datasets/fashion-mnist";
+
+// The decompressed contents of a raw or gzipped file.
+std::vector<uint8_t> read_maybe_gzip(const std::string& path) {
+  std::vector<uint8_t> raw = read_file(path);
+  if (raw.size() < 2 || raw[0] != 0x1f || raw[1] != 0x8b) return raw;
+
+  // gzip: inflate every member (gunzip accepts concatenated members; so do we).
+  std::vector<uint8_t> out;
+  out.reserve(raw.size() * 4);
+  z_stream zs{};
+  TG_CHECK(inflateInit2(&zs, 16 + MAX_WBITS) == Z_OK, path, ": zlib inflateInit2 failed");
+  zs.next_in = raw.data();
+  zs.avail_in = static_cast<uInt>(raw.size());
+  std::array<uint8_t, 1 << 16> buf;
+  int rc = Z_OK;
+  while (true) {
+    zs.next_out = buf.data();
+    zs.avail_out = static_cast<uInt>(buf.size());
+    rc = inflate(&zs, Z_NO_FLUSH);
+    out.insert(out.end(), buf.data(), buf.data() + (buf.size() - zs.avail_out));
+    if (rc == Z_STREAM_END) {
+      if (zs.avail_in == 0) break;
+      inflateReset(&zs);  // another gzip member follows
+      continue;
+    }
+    if (rc != Z_OK) break;
+    if (zs.avail_in == 0 && zs.avail_out != 0) {
+      rc = Z_BUF_ERROR;  // input exhausted before the end of the gzip stream
+      break;
+    }
+  }
+  const std::string msg = zs.msg ? zs.msg : "";
+  const size_t consumed = raw.size() - zs.avail_in;
+  inflateEnd(&zs);
+  if (rc == Z_BUF_ERROR) {
+    TG_THROW(path, ": truncated gzip stream (ended after ", raw.size(),
+             " compressed bytes; expected a complete gzip file)");
+  }
+  TG_CHECK(rc == Z_STREAM_END, path, ": corrupt gzip data near compressed byte ", consumed, " (",
+           msg.empty() ? "zlib error " + std::to_string(rc) : msg, ")");
+  return out;
+}
+
+uint32_t be32(const uint8_t* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
+}
+
+// `dir/base` or `dir/base.gz`, whichever exists.
+std::string find_idx_file(const std::string& dataset, const std::string& dir,
+                          const std::string& base) {
+  const std::string plain = join_path(dir, base), gz = plain + ".gz";
+  if (file_exists(plain)) return plain;
+  if (file_exists(gz)) return gz;
+  TG_THROW(dataset, ": missing file: neither ", plain, " nor ", gz,
+           " exists (expected the IDX files of the ", dataset, " distribution in data.path)");
+}
+
+// Checks the header and size of an IDX file of `ndim` dimensions; returns the dimensions.
+std::vector<int64_t> parse_header(const std::string& file, const std::vector<uint8_t>& bytes,
+                                  uint32_t magic, int ndim) {
+  const size_t header = 4 + 4 * static_cast<size_t>(ndim);
+  TG_CHECK(bytes.size() >= 4, file, ": truncated: expected at least ", header,
+           " header bytes after decompression, got ", bytes.size());
+  const uint32_t got_magic = be32(bytes.data());
+  TG_CHECK(got_magic == magic, file, ": bad magic ", got_magic, " (expected ", magic,
+           magic == kImageMagic ? ", an IDX3 unsigned-byte image file"
+                                : ", an IDX1 unsigned-byte label file",
+           ")");
+  TG_CHECK(bytes.size() >= header, file, ": truncated: expected at least ", header,
+           " header bytes after decompression, got ", bytes.size());
+  std::vector<int64_t> dims(ndim);
+  // 128-bit: three int32 dimensions can overflow 64 bits in a corrupt header.
+  unsigned __int128 expected = 1;
+  for (int d = 0; d < ndim; ++d) {
+    dims[d] = static_cast<int64_t>(be32(bytes.data() + 4 + 4 * d));
+    TG_CHECK(dims[d] > 0 && dims[d] < (int64_t{1} << 31), file, ": dimension ", d, " is ",
+             static_cast<int32_t>(dims[d]), " (expected a positive size)");
+    expected *= static_cast<uint64_t>(dims[d]);
+  }
+  expected += header;
+  TG_CHECK(expected <= static_cast<unsigned __int128>(1) << 62, file, ": header declares ",
+           static_cast<double>(expected), " bytes (expected a plausible IDX file)");
+  const size_t want = static_cast<size_t>(expected);
+  TG_CHECK(bytes.size() >= want, file, ": truncated: expected ", want,
+           " bytes after decompression, got ", bytes.size());
+  TG_CHECK(bytes.size() == want, file, ": ", bytes.size() - want,
+           " bytes of trailing garbage: expected exactly ", want,
+           " bytes after decompression, got ", bytes.size());
+  return dims;
+}
+
+class IdxDataset final : public Dataset {
+ public:
+  IdxDataset(const std::string& name, const std::string& dir, Split split) {
+    const std::string prefix = split == Split::train ? "train" : "t10k";
+    const std::string image_file = find_idx_file(name, dir, prefix + "-images-idx3-ubyte");
+    const std::string label_file = find_idx_file(name, dir, prefix + "-labels-idx1-ubyte");
+
+    std::vector<uint8_t> image_bytes = read_maybe_gzip(image_file);
+    const std::vector<int64_t> idims = parse_header(image_file, image_bytes, kImageMagic, 3);
+    TG_CHECK(idims[1] == kSide && idims[2] == kSide, image_file, ": images are ", idims[1], "x",
+             idims[2], " (expected ", kSide, "x", kSide, " for ", name, ")");
+    std::vector<uint8_t> label_bytes = read_maybe_gzip(label_file);
+    const std::vector<int64_t> ldims = parse_header(label_file, label_bytes, kLabelMagic, 1);
+    TG_CHECK(ldims[0] == idims[0], label_file, ": ", ldims[0], " labels but ", image_file, " has ",
+             idims[0], " images (expected one label per image)");
+    for (int64_t i = 0; i < ldims[0]; ++i) {
+      const uint8_t y = label_bytes[8 + i];
+      TG_CHECK(y < kClasses, label_file, ": label ", int{y}, " at index ", i,
+               " is out of range (expected 0..", kClasses - 1, ")");
+    }
+
+    // Drop the headers in place rather than copying 47 MB.
+    image_bytes.erase(image_bytes.begin(), image_bytes.begin() + 16);
+    label_bytes.erase(label_bytes.begin(), label_bytes.begin() + 8);
+    pixels_ = std::move(image_bytes);
+    labels_ = std::move(label_bytes);
+    for (int v = 0; v < 256; ++v) to_float_[v] = 2.0f * (static_cast<float>(v) / 255.0f - 0.5f);
+
+    info_.name = name;
+    info_.path = dir;
+    info_.split = split;
+    info_.size = idims[0];
+    info_.channels = 1;
+    info_.height = info_.width = kSide;
+    info_.num_classes = kClasses;
+  }
+
+  void load(std::span<const int64_t> indices, bool augment, uint64_t aug_seed, uint64_t key_base,
+            float* images, int32_t* labels) const override {
+    // No augmentation for IDX datasets (digest §3.2): `augment` and the keys are unused.
+    check_indices(indices, info_.size, info_.name);
+    constexpr int64_t kPixels = kSide * kSide;
+    for (size_t k = 0; k < indices.size(); ++k) {
+      const uint8_t* src = pixels_.data() + indices[k] * kPixels;
+      float* dst = images + static_cast<int64_t>(k) * kPixels;
+      for (int64_t p = 0; p < kPixels; ++p) dst[p] = to_float_[src[p]];
+      labels[k] = labels_[indices[k]];
+    }
+  }
+
+ private:
+  std::vector<uint8_t> pixels_;  // N x 28 x 28
+  std::vector<uint8_t> labels_;  // N
+  float to_float_[256];
+};
+
+void check_image_size(const std::string& name, const DataOptions& options) {
+  TG_CHECK(options.image_size == 0 || options.image_size == kSide, name, " images are ", kSide, "x",
+           kSide, ": data.image_size must be 0 or ", kSide, ", got ", options.image_size);
+}
+
+}  // namespace
+
+std::unique_ptr<Dataset> open_mnist(const DataOptions& options, Split split) {
+  TG_CHECK(!options.path.empty(),
+           "mnist: no data.path given (expected the directory with train-images-idx3-ubyte[.gz] "
+           "etc., e.g. data.path = \"../shared/data/mnist\")");
+  check_image_size("mnist", options);
+  return std::make_unique<IdxDataset>("mnist", options.path, split);
+}
+
+std::unique_ptr<Dataset> open_fashion_mnist(const DataOptions& options, Split split) {
+  check_image_size("fashion-mnist", options);
+  const std::string dir = options.path.empty() ? kFashionDefaultPath : options.path;
+  return std::make_unique<IdxDataset>("fashion-mnist", dir, split);
+}
+
+}  // namespace tg::data::detail

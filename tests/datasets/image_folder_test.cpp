@@ -1,0 +1,332 @@
+// Image-folder loader on small JPEGs written here with libjpeg (3 classes, 300 x 280 images):
+// layout and labels, the alexnet and inception geometry against analytic ramps, colour handling
+// (solid colours, grayscale, Adobe CMYK), augmentation determinism, and the error paths.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+
+// jpeglib.h needs FILE and size_t declared first.
+#include <jpeglib.h>
+
+#include "datasets/dataset.h"
+#include "tests/datasets/temp_dir.h"
+
+namespace tg::data {
+namespace {
+
+using tg::testing::expect_error_with;
+using tg::testing::read_bytes;
+using tg::testing::TempDir;
+using tg::testing::write_bytes;
+
+constexpr int kW = 300, kH = 280;
+constexpr int kCat[3] = {200, 100, 50};
+constexpr int kDog[3] = {30, 180, 90};
+constexpr double kMean[3] = {123.68, 116.78, 103.94};
+// JPEG at quality 100 without chroma subsampling: solid colours and smooth ramps come back
+// within a couple of levels (YCbCr rounding + DCT quantization); 4 levels of 255 is the bound.
+constexpr double kJpegTol = 4.0;
+
+using Fill = std::function<void(int x, int y, uint8_t* px)>;
+
+void write_jpeg(const std::string& path, int w, int h, int comps, const Fill& fill) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::vector<uint8_t> buf(static_cast<size_t>(w) * h * comps);
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x) fill(x, y, buf.data() + (static_cast<size_t>(y) * w + x) * comps);
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr) << path;
+  jpeg_compress_struct c;
+  jpeg_error_mgr err;
+  c.err = jpeg_std_error(&err);
+  jpeg_create_compress(&c);
+  jpeg_stdio_dest(&c, f);
+  c.image_width = w;
+  c.image_height = h;
+  c.input_components = comps;
+  c.in_color_space = comps == 1 ? JCS_GRAYSCALE : comps == 3 ? JCS_RGB : JCS_CMYK;
+  jpeg_set_defaults(&c);
+  jpeg_set_quality(&c, 100, TRUE);
+  for (int i = 0; i < c.num_components; ++i) {
+    c.comp_info[i].h_samp_factor = 1;
+    c.comp_info[i].v_samp_factor = 1;
+  }
+  jpeg_start_compress(&c, TRUE);
+  while (c.next_scanline < c.image_height) {
+    JSAMPROW row = buf.data() + static_cast<size_t>(c.next_scanline) * w * comps;
+    jpeg_write_scanlines(&c, &row, 1);
+  }
+  jpeg_finish_compress(&c);
+  jpeg_destroy_compress(&c);
+  std::fclose(f);
+}
+
+// The ramp image: R rises along x, G along y, B constant.
+double ramp_r(double x) {
+  return x * 255.0 / (kW - 1);
+}
+double ramp_g(double y) {
+  return y * 255.0 / (kH - 1);
+}
+constexpr int kRampB = 128;
+
+Fill solid(const int rgb[3]) {
+  return [rgb](int, int, uint8_t* p) {
+    for (int c = 0; c < 3; ++c) p[c] = static_cast<uint8_t>(rgb[c]);
+  };
+}
+void ramp(int x, int y, uint8_t* p) {
+  p[0] = static_cast<uint8_t>(std::lround(ramp_r(x)));
+  p[1] = static_cast<uint8_t>(std::lround(ramp_g(y)));
+  p[2] = kRampB;
+}
+
+// train: cat/{a,b} solid, dog/{a,b} solid, emu/a ramp, emu/b grayscale ramp (+ a stray .txt);
+// val: cat/v.JPEG, dog/v.jpeg, emu/v.jpg (ramp).
+void write_tree(const TempDir& root) {
+  write_jpeg(root / "train/cat/a.jpg", kW, kH, 3, solid(kCat));
+  write_jpeg(root / "train/cat/b.jpg", kW, kH, 3, solid(kCat));
+  write_bytes(root / "train/cat/readme.txt", {'h', 'i'});
+  write_jpeg(root / "train/dog/a.jpg", kW, kH, 3, solid(kDog));
+  write_jpeg(root / "train/dog/b.jpg", kW, kH, 3, solid(kDog));
+  write_jpeg(root / "train/emu/a.jpg", kW, kH, 3, ramp);
+  write_jpeg(root / "train/emu/b.jpg", kW, kH, 1,
+             [](int x, int, uint8_t* p) { p[0] = static_cast<uint8_t>(std::lround(ramp_r(x))); });
+  write_jpeg(root / "val/cat/v.JPEG", kW, kH, 3, solid(kCat));
+  write_jpeg(root / "val/dog/v.jpeg", kW, kH, 3, solid(kDog));
+  write_jpeg(root / "val/emu/v.jpg", kW, kH, 3, ramp);
+}
+
+DataOptions folder(const std::string& path, const std::string& preprocess = "alexnet") {
+  DataOptions o;
+  o.name = "image-folder";
+  o.path = path;
+  o.preprocess = preprocess;
+  return o;
+}
+
+std::vector<float> load(const Dataset& ds, const std::vector<int64_t>& idx, bool augment,
+                        uint64_t key_base, std::vector<int32_t>* labels) {
+  const DatasetInfo& in = ds.info();
+  std::vector<float> x(idx.size() * in.channels * in.height * in.width);
+  labels->assign(idx.size(), -1);
+  ds.load(idx, augment, 42, key_base, x.data(), labels->data());
+  return x;
+}
+
+constexpr int64_t kS = 224, kPlane = kS * kS;
+
+// Source coordinate of output pixel i when `extent` source pixels are resized to `resized`
+// and the output starts at `offset` (half-pixel centres, clamped).
+double src_coord(int64_t i, int64_t offset, double resized, double extent) {
+  return std::clamp((offset + i + 0.5) * extent / resized - 0.5, 0.0, extent - 1.0);
+}
+
+TEST(ImageFolder, LayoutLabelsAndShapes) {
+  TempDir root;
+  write_tree(root);
+  auto train = open_dataset(folder(root.str()), Split::train);
+  auto val = open_dataset(folder(root.str()), Split::test);
+  EXPECT_EQ(train->info().size, 6);
+  EXPECT_EQ(val->info().size, 3);
+  EXPECT_EQ(train->info().channels, 3);
+  EXPECT_EQ(train->info().height, kS);
+  EXPECT_EQ(train->info().width, kS);
+  EXPECT_EQ(train->info().num_classes, 3);
+  std::vector<int32_t> labels;
+  load(*train, {0, 1, 2, 3, 4, 5}, false, 0, &labels);
+  EXPECT_EQ(labels, (std::vector<int32_t>{0, 0, 1, 1, 2, 2}));
+  load(*val, {0, 1, 2}, false, 0, &labels);
+  EXPECT_EQ(labels, (std::vector<int32_t>{0, 1, 2}));
+
+  DataOptions o = folder(root.str());
+  o.label_offset = 1;  // 1001-class nets: label 0 is "background"
+  auto shifted = open_dataset(o, Split::train);
+  EXPECT_EQ(shifted->info().num_classes, 4);
+  load(*shifted, {0, 5}, false, 0, &labels);
+  EXPECT_EQ(labels, (std::vector<int32_t>{1, 3}));
+}
+
+TEST(ImageFolder, AlexnetSolidColourIsColourMinusMean) {
+  TempDir root;
+  write_tree(root);
+  auto train = open_dataset(folder(root.str()), Split::train);
+  std::vector<int32_t> labels;
+  for (bool augment : {false, true}) {  // a crop or flip of a constant image is the constant
+    const std::vector<float> x = load(*train, {0, 2}, augment, 9, &labels);
+    for (int k = 0; k < 2; ++k) {
+      const int* rgb = k == 0 ? kCat : kDog;
+      for (int c = 0; c < 3; ++c) {
+        for (int64_t i = 0; i < kPlane; ++i) {
+          ASSERT_NEAR(x[(k * 3 + c) * kPlane + i], rgb[c] - kMean[c], kJpegTol)
+              << "image " << k << " channel " << c << " pixel " << i << " augment " << augment;
+        }
+      }
+    }
+  }
+}
+
+TEST(ImageFolder, AlexnetEvalIsTheCentralCropOfThe256Resize) {
+  TempDir root;
+  write_tree(root);
+  auto val = open_dataset(folder(root.str()), Split::test);
+  std::vector<int32_t> labels;
+  const std::vector<float> x = load(*val, {2}, true, 0, &labels);
+  // Bilinear interpolation of a linear ramp is exact, so only JPEG error remains.
+  for (int64_t i = 0; i < kS; i += 7) {
+    for (int64_t j = 0; j < kS; j += 5) {
+      const double sx = src_coord(j, 16, 256, kW), sy = src_coord(i, 16, 256, kH);
+      ASSERT_NEAR(x[i * kS + j], ramp_r(sx) - kMean[0], kJpegTol) << i << "," << j;
+      ASSERT_NEAR(x[kPlane + i * kS + j], ramp_g(sy) - kMean[1], kJpegTol) << i << "," << j;
+      ASSERT_NEAR(x[2 * kPlane + i * kS + j], kRampB - kMean[2], kJpegTol) << i << "," << j;
+    }
+  }
+}
+
+TEST(ImageFolder, AlexnetTrainCropsAndFlipsByKey) {
+  TempDir root;
+  write_tree(root);
+  auto train = open_dataset(folder(root.str()), Split::train);
+  std::vector<int32_t> labels;
+  int flipped = 0, kept = 0;
+  for (uint64_t key = 0; key < 40; ++key) {
+    const std::vector<float> x = load(*train, {4}, true, key, &labels);
+    EXPECT_EQ(load(*train, {4}, true, key, &labels), x) << "key " << key;
+    const float left = x[100 * kS + 0], right = x[100 * kS + kS - 1];
+    (left > right ? flipped : kept) += 1;
+    // Unflipped, column 0 of the R plane samples resized column ox in [0, 32]: recover ox and
+    // check the whole row against it.
+    const bool flip = left > right;
+    const double r0 = (flip ? right : left) + kMean[0];
+    double best_err = 1e9;
+    for (int64_t ox = 0; ox <= 32; ++ox) {
+      double err = 0.0;
+      for (int64_t j = 0; j < kS; j += 11) {
+        const int64_t col = flip ? kS - 1 - j : j;
+        err = std::max(
+            err, std::fabs(x[100 * kS + col] - (ramp_r(src_coord(j, ox, 256, kW)) - kMean[0])));
+      }
+      best_err = std::min(best_err, err);
+    }
+    EXPECT_LT(best_err, kJpegTol) << "key " << key << ": row is no crop of the resized ramp";
+    EXPECT_LE(r0, ramp_r(src_coord(0, 32, 256, kW)) + kJpegTol);
+  }
+  // Binomial(40, 0.5): both outcomes appear except with probability 2^-39.
+  EXPECT_GT(flipped, 0);
+  EXPECT_GT(kept, 0);
+}
+
+TEST(ImageFolder, InceptionEvalIsTheCentral875CropInMinusOneToOne) {
+  TempDir root;
+  write_tree(root);
+  auto val = open_dataset(folder(root.str(), "inception"), Split::test);
+  std::vector<int32_t> labels;
+  const std::vector<float> x = load(*val, {0, 2}, false, 0, &labels);
+  for (int c = 0; c < 3; ++c) {
+    for (int64_t i = 0; i < kPlane; i += 13) {
+      ASSERT_NEAR(x[c * kPlane + i], 2.0 * (kCat[c] / 255.0 - 0.5), 2 * kJpegTol / 255);
+    }
+  }
+  // tf.image.central_crop(0.875) of 300 x 280: start int(18.75) = 18 (x), int(17.5) = 17 (y).
+  const float* r = x.data() + 3 * kPlane;
+  for (int64_t i = 0; i < kS; i += 7) {
+    for (int64_t j = 0; j < kS; j += 5) {
+      const double sx = 18 + src_coord(j, 0, kS, kW - 36), sy = 17 + src_coord(i, 0, kS, kH - 34);
+      ASSERT_NEAR(r[i * kS + j], 2.0 * (ramp_r(sx) / 255 - 0.5), 2 * kJpegTol / 255);
+      ASSERT_NEAR(r[kPlane + i * kS + j], 2.0 * (ramp_g(sy) / 255 - 0.5), 2 * kJpegTol / 255);
+    }
+  }
+}
+
+TEST(ImageFolder, InceptionTrainJittersDeterministicallyWithinRange) {
+  TempDir root;
+  write_tree(root);
+  auto train = open_dataset(folder(root.str(), "inception"), Split::train);
+  std::vector<int32_t> labels;
+  int changed = 0;
+  for (uint64_t key = 0; key < 20; ++key) {
+    const std::vector<float> x = load(*train, {0, 4}, true, key, &labels);
+    EXPECT_EQ(load(*train, {0, 4}, true, key, &labels), x);
+    for (float v : x) ASSERT_TRUE(v >= -1.0f && v <= 1.0f) << v;
+    // Solid colour stays solid: geometry does nothing, colour jitter acts on every pixel alike.
+    for (int c = 0; c < 3; ++c) {
+      const auto [lo, hi] =
+          std::minmax_element(x.begin() + c * kPlane, x.begin() + (c + 1) * kPlane);
+      EXPECT_LT(*hi - *lo, 2 * 2 * kJpegTol / 255) << "key " << key << " channel " << c;
+    }
+    changed += std::fabs(x[0] - 2.0 * (kCat[0] / 255.0 - 0.5)) > 0.05;
+  }
+  EXPECT_GE(changed, 10);  // brightness alone moves R by more than 0.05 in ~80% of draws
+}
+
+TEST(ImageFolder, GrayscaleAndAdobeCmykBecomeRgb) {
+  TempDir root;
+  write_tree(root);
+  // Adobe-inverted CMYK as Photoshop writes it: R = C * K / 255 with K = 255 stores the colour.
+  write_jpeg(root / "train/cat/c.jpg", 64, 64, 4, [](int, int, uint8_t* p) {
+    for (int c = 0; c < 3; ++c) p[c] = static_cast<uint8_t>(kCat[c]);
+    p[3] = 255;
+  });
+  auto train = open_dataset(folder(root.str()), Split::train);
+  ASSERT_EQ(train->info().size, 7);
+  std::vector<int32_t> labels;
+  const std::vector<float> gray = load(*train, {6}, false, 0, &labels);  // emu/b.jpg
+  for (int64_t i = 0; i < kPlane; i += 3) {
+    // Equal channels before the mean subtraction (1e-3: f32 rounding of x - mean).
+    ASSERT_NEAR(gray[i] + kMean[0], gray[kPlane + i] + kMean[1], 1e-3);
+    ASSERT_NEAR(gray[i] + kMean[0], gray[2 * kPlane + i] + kMean[2], 1e-3);
+  }
+  const std::vector<float> cmyk = load(*train, {2}, false, 0, &labels);  // cat/c.jpg
+  EXPECT_EQ(labels[0], 0);
+  for (int c = 0; c < 3; ++c) EXPECT_NEAR(cmyk[c * kPlane + 500], kCat[c] - kMean[c], kJpegTol);
+}
+
+TEST(ImageFolder, CorruptJpegIsAnErrorNamingTheFile) {
+  TempDir root;
+  write_tree(root);
+  write_bytes(root / "train/cat/zz.jpg", {'n', 'o', 't', ' ', 'a', ' ', 'j', 'p', 'e', 'g'});
+  std::vector<uint8_t> half = read_bytes(root / "train/dog/a.jpg");
+  half.resize(half.size() / 2);
+  write_bytes(root / "train/dog/zz.jpg", half);
+  auto train = open_dataset(folder(root.str()), Split::train);
+  ASSERT_EQ(train->info().size, 8);  // listing does not decode
+  std::vector<int32_t> labels;
+  expect_error_with([&] { load(*train, {2}, false, 0, &labels); },
+                    {root / "train/cat/zz.jpg", "JPEG"});
+  expect_error_with([&] { load(*train, {5}, false, 0, &labels); },
+                    {root / "train/dog/zz.jpg", "Premature end"});
+  // Intact files around them still load.
+  load(*train, {0, 4}, false, 0, &labels);
+  EXPECT_EQ(labels, (std::vector<int32_t>{0, 1}));
+}
+
+TEST(ImageFolder, LayoutErrors) {
+  TempDir root;
+  write_tree(root);
+  std::filesystem::create_directories(root / "val/fox");
+  expect_error_with([&] { open_dataset(folder(root.str()), Split::train); },
+                    {"class sets differ", "'fox'", root / "val"});
+  std::filesystem::remove_all(root / "val");
+  expect_error_with([&] { open_dataset(folder(root.str()), Split::train); },
+                    {"missing split directory", root / "val"});
+  std::filesystem::create_directories(root / "val");
+  expect_error_with([&] { open_dataset(folder(root.str()), Split::test); },
+                    {root / "val", "is empty"});
+  for (const char* c : {"cat", "dog", "emu"})
+    std::filesystem::create_directories(root / ("val/" + std::string(c)));
+  expect_error_with([&] { open_dataset(folder(root.str()), Split::test); },
+                    {"no .jpg/.jpeg images", root / "val"});
+  expect_error_with([&] { open_dataset(folder(root.str(), "vgg"), Split::train); },
+                    {"unknown data.preprocess 'vgg'", "alexnet", "inception"});
+  expect_error_with([&] { open_dataset(folder(""), Split::train); }, {"data.path"});
+  DataOptions big = folder(root.str());
+  big.image_size = 300;
+  expect_error_with([&] { open_dataset(big, Split::train); }, {"image_size 300"});
+}
+
+}  // namespace
+}  // namespace tg::data
