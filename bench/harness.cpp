@@ -5,10 +5,6 @@
 #include <fstream>
 #include <sstream>
 
-#if TG_CUDA
-#include <cuda_runtime_api.h>
-#endif
-
 #include "nn/core/cuda_runtime.h"
 
 namespace tg::bench {
@@ -99,14 +95,8 @@ std::string cpu_model() {
 }
 
 std::string gpu_name() {
-#if TG_CUDA
   if (cuda::device_count() == 0) return "";
-  cudaDeviceProp p{};
-  if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) return "";
-  return p.name;
-#else
-  return "";
-#endif
+  return cuda::device_name(0);
 }
 
 }  // namespace tg::bench

@@ -1,6 +1,7 @@
 #include "nn/autograd/tape.h"
 
 #include "nn/core/blas.h"
+#include "nn/core/profile.h"
 
 namespace tg {
 
@@ -10,6 +11,7 @@ struct Node {
   std::vector<std::shared_ptr<AutogradMeta>> inputs;  // null where no grad is needed
   std::vector<std::shared_ptr<AutogradMeta>> outputs;
   BackwardFn fn;
+  const char* layer = "";  // profile::current_layer() when recorded
 };
 
 thread_local std::vector<Node> t_tape;
@@ -56,6 +58,7 @@ void record(std::span<const Tensor* const> inputs, std::initializer_list<Tensor*
     n.outputs.push_back(std::move(m));
   }
   n.fn = std::move(fn);
+  n.layer = profile::current_layer();
   t_tape.push_back(std::move(n));
 }
 
@@ -116,7 +119,13 @@ void backward(const Tensor& root, const Tensor& seed) {
     }
     if (any) {
       ctx.inputs_ = &n.inputs;
-      n.fn(ctx);
+      if (profile::enabled()) {
+        const double t0 = profile::now();
+        n.fn(ctx);
+        profile::add(n.layer, profile::Phase::backward, profile::now() - t0);
+      } else {
+        n.fn(ctx);
+      }
     }
     // Intermediate gradients and saved activations are dead once their node ran.
     for (auto& o : n.outputs) o->grad = Tensor();

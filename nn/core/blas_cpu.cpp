@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "nn/core/blas.h"
+#include "nn/core/profile.h"
 #include "nn/core/cuda_runtime.h"
 #include "nn/core/error.h"
 
@@ -45,6 +46,7 @@ GemmArgs dense_gemm(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float a
 
 void gemm_cpu(const GemmArgs& g) {
   if (g.m == 0 || g.n == 0) return;
+  if (profile::enabled()) profile::add_flops(2 * g.m * g.n * g.k);
   cblas_sgemm(CblasRowMajor, g.trans_a == Trans::N ? CblasNoTrans : CblasTrans,
               g.trans_b == Trans::N ? CblasNoTrans : CblasTrans, static_cast<int>(g.m),
               static_cast<int>(g.n), static_cast<int>(g.k), g.alpha, g.a, static_cast<int>(g.lda),

@@ -2,12 +2,14 @@
 // column-major C^T = op(B)^T op(A)^T, so we swap the operands (and m/n) and keep the
 // transposition flags: the stored row-major matrices read as column-major are the transposes.
 #include "nn/core/blas.h"
+#include "nn/core/profile.h"
 #include "nn/core/cuda_check.cuh"
 
 namespace tg {
 
 void gemm_cuda(const GemmArgs& g) {
   if (g.m == 0 || g.n == 0) return;
+  if (profile::enabled()) profile::add_flops(2 * g.m * g.n * g.k);
   const cublasOperation_t ta = g.trans_a == Trans::N ? CUBLAS_OP_N : CUBLAS_OP_T;
   const cublasOperation_t tb = g.trans_b == Trans::N ? CUBLAS_OP_N : CUBLAS_OP_T;
   TG_CUBLAS_CHECK(cublasSgemm(cuda::cublas_handle(), tb, ta, static_cast<int>(g.n),

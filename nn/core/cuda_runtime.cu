@@ -79,6 +79,12 @@ std::string unavailable_reason() {
   return discovery().reason;
 }
 
+std::string device_name(int device) {
+  cudaDeviceProp p{};
+  TG_CUDA_CHECK(cudaGetDeviceProperties(&p, device));
+  return p.name;
+}
+
 void* stream(int device) {
   return state(device).stream;
 }

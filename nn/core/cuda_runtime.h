@@ -13,6 +13,8 @@ namespace tg::cuda {
 int device_count();
 // Why device_count() is 0 ("built without CUDA", "cudaErrorNoDevice: ..."), or "" if it is not.
 std::string unavailable_reason();
+// The device's name ("NVIDIA H100 80GB HBM3"); throws if `device` does not exist.
+std::string device_name(int device);
 
 // Every device has one stream; every kernel, copy and cuBLAS call of the library runs on it,
 // so freeing a block into the caching allocator and reusing it is ordered by the stream.

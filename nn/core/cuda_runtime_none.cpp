@@ -16,6 +16,9 @@ int device_count() {
 std::string unavailable_reason() {
   return "built without CUDA";
 }
+std::string device_name(int) {
+  no_cuda("cuda::device_name");
+}
 void* stream(int) {
   no_cuda("cuda::stream");
 }
