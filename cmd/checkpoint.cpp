@@ -1,0 +1,183 @@
+#include "cmd/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "cmd/json.h"
+#include "nn/core/checksum.h"
+
+namespace tg::cli {
+
+namespace {
+
+constexpr char kMagic[8] = {'T', 'G', 'C', 'K', 'P', 'T', '\0', '\1'};
+constexpr size_t kDigestLen = 64;  // SHA-256 as hex
+// A header longer than this is certainly garbage (a real one is a few KiB).
+constexpr uint64_t kMaxHeader = 64ull << 20;
+
+DType parse_dtype(const std::string& s, const std::string& file) {
+  for (DType d : {DType::f32, DType::i8, DType::u8, DType::i32, DType::i64, DType::u64})
+    if (s == dtype_name(d)) return d;
+  TG_THROW(file, ": corrupt checkpoint: unknown dtype '", s, "' in header");
+}
+
+// Writes all of `data` to fd or throws naming `path`.
+void write_all(int fd, const void* data, size_t n, const std::string& path) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      ::close(fd);
+      ::unlink(path.c_str());
+      TG_THROW("cannot write ", path, ": ", std::strerror(e));
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+// Writes the pieces to "<path>.tmp", fsyncs, renames over path; the temp file never survives a
+// failure.
+void write_pieces_atomic(const std::string& path,
+                         const std::vector<std::pair<const void*, size_t>>& pieces) {
+  const std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  TG_CHECK(fd >= 0, "cannot create ", tmp, ": ", std::strerror(errno));
+  for (const auto& [data, n] : pieces) write_all(fd, data, n, tmp);
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    TG_THROW("cannot write ", tmp, ": ", std::strerror(e));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    TG_THROW("cannot rename ", tmp, " to ", path, ": ", std::strerror(e));
+  }
+}
+
+}  // namespace
+
+const Tensor& Checkpoint::get(const std::string& name) const {
+  for (const auto& [n, t] : tensors)
+    if (n == name) return t;
+  TG_THROW(source.empty() ? std::string("checkpoint") : source, ": has no tensor '", name, "'");
+}
+
+bool Checkpoint::has(const std::string& name) const {
+  for (const auto& [n, t] : tensors)
+    if (n == name) return true;
+  return false;
+}
+
+void write_file_atomic(const std::string& path, const std::string& text) {
+  write_pieces_atomic(path, {{text.data(), text.size()}});
+}
+
+void save_checkpoint(const std::string& path, const Checkpoint& ckpt) {
+  std::vector<Tensor> host;
+  host.reserve(ckpt.tensors.size());
+  std::string table = "[";
+  uint64_t offset = 0;
+  for (size_t i = 0; i < ckpt.tensors.size(); ++i) {
+    const auto& [name, t] = ckpt.tensors[i];
+    TG_CHECK(t.defined(), "save_checkpoint: tensor '", name, "' is undefined");
+    Tensor h = t.to(Device::cpu()).contiguous();
+    std::string shape = "[";
+    for (size_t d = 0; d < h.shape().size(); ++d)
+      shape += (d ? "," : "") + std::to_string(h.shape()[d]);
+    shape += "]";
+    json::Object o;
+    o.add("name", name).add("dtype", dtype_name(h.dtype())).add_raw("shape", shape);
+    o.add("offset", static_cast<uint64_t>(offset)).add("nbytes", static_cast<uint64_t>(h.nbytes()));
+    table += (i ? "," : "") + o.str();
+    offset += h.nbytes();
+    host.push_back(std::move(h));
+  }
+  table += "]";
+  json::Object header;
+  header.add("step", ckpt.step).add("net", ckpt.net).add("config_toml", ckpt.config_toml);
+  header.add_raw("tensors", table);
+  const std::string hdr = header.str();
+  const uint64_t hlen = hdr.size();
+
+  Sha256 sha;
+  std::vector<std::pair<const void*, size_t>> pieces;
+  pieces.emplace_back(kMagic, sizeof(kMagic));
+  pieces.emplace_back(&hlen, sizeof(hlen));
+  pieces.emplace_back(hdr.data(), hdr.size());
+  for (const Tensor& h : host) pieces.emplace_back(h.raw_data(), h.nbytes());
+  for (const auto& [p, n] : pieces) sha.update(p, n);
+  const std::string digest = sha.hex();
+  pieces.emplace_back(digest.data(), digest.size());
+  write_pieces_atomic(path, pieces);
+}
+
+Checkpoint load_checkpoint(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  TG_CHECK(in.good(), "cannot open checkpoint ", path, ": ", std::strerror(errno));
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t min_size = sizeof(kMagic) + sizeof(uint64_t) + kDigestLen;
+  TG_CHECK(bytes.size() >= sizeof(kMagic) && std::memcmp(bytes.data(), kMagic, 7) == 0, path,
+           ": not a terngrad checkpoint (bad magic)");
+  TG_CHECK(bytes[7] == kMagic[7], path, ": unsupported checkpoint format version ",
+           static_cast<int>(static_cast<unsigned char>(bytes[7])), ", expected ",
+           static_cast<int>(kMagic[7]));
+  TG_CHECK(bytes.size() >= min_size, path, ": truncated checkpoint (", bytes.size(), " bytes)");
+  const size_t body = bytes.size() - kDigestLen;
+  const std::string stored = bytes.substr(body);
+  const std::string actual = sha256_hex(bytes.data(), body);
+  TG_CHECK(stored == actual, path, ": corrupt checkpoint: SHA-256 mismatch (stored ",
+           stored.substr(0, 16), "..., computed ", actual.substr(0, 16),
+           "...); the file was truncated or modified");
+
+  uint64_t hlen = 0;
+  std::memcpy(&hlen, bytes.data() + sizeof(kMagic), sizeof(hlen));
+  const size_t hstart = sizeof(kMagic) + sizeof(hlen);
+  TG_CHECK(hlen <= kMaxHeader && hstart + hlen <= body, path, ": corrupt checkpoint header length ",
+           hlen);
+  json::Value h;
+  try {
+    h = json::parse(std::string_view(bytes).substr(hstart, hlen));
+  } catch (const Error& e) {
+    TG_THROW(path, ": corrupt checkpoint header: ", e.what());
+  }
+  Checkpoint ck;
+  ck.source = path;
+  try {
+    ck.step = static_cast<int64_t>(h["step"].as_number());
+    ck.net = h["net"].as_string();
+    ck.config_toml = h["config_toml"].as_string();
+    const size_t payload = hstart + hlen;
+    for (const json::Value& e : h["tensors"].arr) {
+      const std::string name = e["name"].as_string();
+      DType dt = parse_dtype(e["dtype"].as_string(), path);
+      Shape shape;
+      for (const json::Value& d : e["shape"].arr)
+        shape.push_back(static_cast<int64_t>(d.as_number()));
+      const auto off = static_cast<uint64_t>(e["offset"].as_number());
+      const auto nb = static_cast<uint64_t>(e["nbytes"].as_number());
+      TG_CHECK(nb == static_cast<uint64_t>(numel_of(shape)) * element_size(dt), path,
+               ": corrupt checkpoint: tensor '", name, "' size does not match its shape");
+      TG_CHECK(payload + off + nb <= body, path, ": corrupt checkpoint: tensor '", name,
+               "' lies outside the file");
+      Tensor t = Tensor::empty(shape, dt);
+      if (nb) std::memcpy(t.raw_data(), bytes.data() + payload + off, nb);
+      ck.tensors.emplace_back(name, std::move(t));
+    }
+  } catch (const Error& e) {
+    if (std::string(e.what()).rfind(path, 0) == 0) throw;
+    TG_THROW(path, ": corrupt checkpoint header: ", e.what());
+  }
+  return ck;
+}
+
+}  // namespace tg::cli

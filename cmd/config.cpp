@@ -1,0 +1,751 @@
+// The run configuration (see config.h). Everything about a key lives in ONE table, key_specs():
+// its section, name, the Config field it reads and writes (which also fixes its type), the rule
+// its value must satisfy and a one-line doc. Parsing, --set overrides, validation, to_toml,
+// to_json and reference_markdown all walk that table, so adding a key means adding one row (and
+// the field with its default in config.h; defaults are read from a default-constructed Config).
+#include "cmd/config.h"
+
+#include <toml++/toml.h>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string_view>
+#include <type_traits>
+#include <variant>
+
+#include "cmd/json.h"
+#include "nn/core/error.h"
+
+namespace tg::cli {
+namespace {
+
+// A pointer to one Config field; the alternative held fixes the key's type.
+using FieldPtr = std::variant<std::string*, int64_t*, double*, bool*, std::vector<int64_t>*>;
+// A value of one key, same alternatives in the same order as FieldPtr.
+using FieldValue = std::variant<std::string, int64_t, double, bool, std::vector<int64_t>>;
+// The alternatives' indices: a key's type.
+enum KeyType : size_t { kString = 0, kInteger = 1, kFloat = 2, kBoolean = 3, kIntArray = 4 };
+static_assert(
+    std::is_same_v<std::variant_alternative_t<kIntArray, FieldValue>, std::vector<int64_t>>);
+
+template <auto Section, auto Member>
+FieldPtr member(Config& c) {
+  return &((c.*Section).*Member);
+}
+template <auto Member>
+FieldPtr top_level(Config& c) {
+  return &(c.*Member);
+}
+
+// What a key's value must satisfy (float keys must also be finite).
+struct Rule {
+  enum class Kind { any, non_empty, at_least, above, below, unit, one_of, device, increasing };
+  Kind kind = Kind::any;
+  double bound = 0.0;
+  std::vector<std::string_view> allowed;  // one_of
+};
+Rule any() {
+  return {};
+}
+Rule non_empty() {
+  return {Rule::Kind::non_empty, 0.0, {}};
+}
+Rule at_least(double b) {
+  return {Rule::Kind::at_least, b, {}};
+}
+Rule above(double b) {
+  return {Rule::Kind::above, b, {}};
+}
+Rule below(double b) {
+  return {Rule::Kind::below, b, {}};
+}
+// [0, 1)
+Rule unit() {
+  return {Rule::Kind::unit, 0.0, {}};
+}
+Rule one_of(std::vector<std::string_view> allowed) {
+  return {Rule::Kind::one_of, 0.0, std::move(allowed)};
+}
+Rule device_rule() {
+  return {Rule::Kind::device, 0.0, {}};
+}
+// Strictly increasing, each >= 0.
+Rule increasing() {
+  return {Rule::Kind::increasing, 0.0, {}};
+}
+
+struct KeySpec {
+  std::string_view section;  // "" = top level
+  std::string_view key;
+  FieldPtr (*field)(Config&);
+  Rule rule;
+  std::string_view doc;
+};
+
+// The one table. Order = the order of to_toml, to_json and the reference; top-level keys first
+// (TOML needs them before the first [section]).
+const std::vector<KeySpec>& key_specs() {
+  using C = Config;
+  using M = ModelConfig;
+  using D = DataConfig;
+  using T = TrainConfig;
+  static const std::vector<KeySpec> specs = {
+      {"", "device", top_level<&C::device>, device_rule(), "Compute device of the run"},
+
+      {"model", "name", member<&C::model, &M::name>, non_empty(),
+       "Network to train, by registry name: lenet, cifarnet, alexnet, googlenet, vgg_a"},
+      {"model", "num_classes", member<&C::model, &M::num_classes>, at_least(0),
+       "Output classes; 0 = the net's default"},
+      {"model", "dropout", member<&C::model, &M::dropout>, below(1),
+       "Dropout fraction; < 0 = the net's default"},
+
+      {"data", "name", member<&C::data, &D::name>, non_empty(),
+       "Dataset: mnist, fashion-mnist, cifar10, image-folder, synthetic"},
+      {"data", "path", member<&C::data, &D::path>, any(),
+       "Directory with the dataset's files; empty = the dataset's default location"},
+      {"data", "augment", member<&C::data, &D::augment>, any(),
+       "Apply the dataset's training augmentation to the train split"},
+      {"data", "preprocess", member<&C::data, &D::preprocess>, one_of({"alexnet", "inception"}),
+       "image-folder preprocessing recipe"},
+      {"data", "image_size", member<&C::data, &D::image_size>, at_least(0),
+       "Output image side H = W; 0 = the dataset's default"},
+      {"data", "label_offset", member<&C::data, &D::label_offset>, at_least(0),
+       "Added to image-folder class indices; 1 for 1001-class ImageNet nets"},
+      {"data", "synthetic_size", member<&C::data, &D::synthetic_size>, at_least(1),
+       "synthetic: examples per split"},
+      {"data", "synthetic_channels", member<&C::data, &D::synthetic_channels>, at_least(1),
+       "synthetic: image channels"},
+      {"data", "synthetic_classes", member<&C::data, &D::synthetic_classes>, at_least(1),
+       "synthetic: number of classes"},
+      {"data", "eval_batch_size", member<&C::data, &D::eval_batch_size>, at_least(1),
+       "Batch size of test-set evaluation"},
+      {"data", "eval_limit", member<&C::data, &D::eval_limit>, at_least(0),
+       "Evaluate on the first N test examples only; 0 = all"},
+      {"data", "prefetch", member<&C::data, &D::prefetch>, at_least(0),
+       "Batches loaded ahead by a background thread; 0 = none"},
+
+      {"train", "iterations", member<&C::train, &T::iterations>, at_least(1),
+       "Training iterations, i.e. global steps"},
+      {"train", "batch_size", member<&C::train, &T::batch_size>, at_least(1),
+       "Global batch size, summed over all workers"},
+      {"train", "optimizer", member<&C::train, &T::optimizer>, one_of({"sgd", "momentum", "adam"}),
+       "Optimizer, with TensorFlow semantics"},
+      {"train", "lr", member<&C::train, &T::lr>, at_least(0), "Base learning rate"},
+      {"train", "lr_policy", member<&C::train, &T::lr_policy>,
+       one_of({"constant", "polynomial", "exponential", "step"}), "Learning-rate schedule"},
+      {"train", "lr_power", member<&C::train, &T::lr_power>, at_least(0), "polynomial: power"},
+      {"train", "lr_end", member<&C::train, &T::lr_end>, at_least(0),
+       "polynomial: final learning rate"},
+      {"train", "lr_decay_steps", member<&C::train, &T::lr_decay_steps>, at_least(0),
+       "polynomial: T, 0 = iterations; exponential: decay period D"},
+      {"train", "lr_decay_epochs", member<&C::train, &T::lr_decay_epochs>, at_least(0),
+       "exponential: if > 0, D = int(train_size / batch_size * lr_decay_epochs)"},
+      {"train", "lr_decay_rate", member<&C::train, &T::lr_decay_rate>, above(0),
+       "exponential, step: decay factor"},
+      {"train", "lr_staircase", member<&C::train, &T::lr_staircase>, any(),
+       "exponential: decay in whole periods, rate^floor(step / D)"},
+      {"train", "lr_boundaries", member<&C::train, &T::lr_boundaries>, increasing(),
+       "step: iterations from which lr is multiplied by another lr_decay_rate"},
+      {"train", "momentum", member<&C::train, &T::momentum>, unit(),
+       "Momentum coefficient of the momentum optimizer"},
+      {"train", "adam_beta1", member<&C::train, &T::adam_beta1>, unit(), "Adam beta1"},
+      {"train", "adam_beta2", member<&C::train, &T::adam_beta2>, unit(), "Adam beta2"},
+      {"train", "adam_epsilon", member<&C::train, &T::adam_epsilon>, above(0), "Adam epsilon"},
+      {"train", "weight_decay", member<&C::train, &T::weight_decay>, at_least(0),
+       "L2 coefficient on the net's decayed weights"},
+      {"train", "seed", member<&C::train, &T::seed>, at_least(0),
+       "Seed of initial weights, data order, augmentation, dropout and ternarization"},
+      {"train", "log_every", member<&C::train, &T::log_every>, at_least(1),
+       "Write a metrics.jsonl train record every N iterations"},
+      {"train", "eval_every", member<&C::train, &T::eval_every>, at_least(0),
+       "Evaluate on the test set every N iterations; 0 = only at the end"},
+      {"train", "ema_decay", member<&C::train, &T::ema_decay>, unit(),
+       "Decay of the parameters' moving average; 0 = no EMA, evaluate the raw weights"},
+      {"train", "checkpoint_every", member<&C::train, &T::checkpoint_every>, at_least(0),
+       "Write a checkpoint every N iterations; 0 = only the final one"},
+      {"train", "workers", member<&C::train, &T::workers>, at_least(1),
+       "Data-parallel workers; batch_size must be a multiple of it"},
+  };
+  return specs;
+}
+
+std::string qualified(const KeySpec& s) {
+  return s.section.empty() ? std::string(s.key) : std::string(s.section) + "." + std::string(s.key);
+}
+
+// Section names in table order, without the top level.
+std::vector<std::string_view> section_names() {
+  std::vector<std::string_view> out;
+  for (const auto& s : key_specs()) {
+    if (s.section.empty()) continue;
+    bool seen = false;
+    for (auto n : out) seen = seen || n == s.section;
+    if (!seen) out.push_back(s.section);
+  }
+  return out;
+}
+
+std::string known_keys(std::string_view section) {
+  std::string out;
+  for (const auto& s : key_specs()) {
+    if (s.section != section) continue;
+    if (!out.empty()) out += ", ";
+    out += s.key;
+  }
+  return out;
+}
+
+std::string known_sections() {
+  std::string out;
+  for (auto n : section_names()) {
+    if (!out.empty()) out += ", ";
+    out += "[" + std::string(n) + "]";
+  }
+  return out;
+}
+
+std::string known_top_level() {
+  std::string out = known_keys("");
+  return out + (out.empty() ? "" : ", ") + known_sections();
+}
+
+const KeySpec* find_spec(std::string_view section, std::string_view key) {
+  for (const auto& s : key_specs()) {
+    if (s.section == section && s.key == key) return &s;
+  }
+  return nullptr;
+}
+
+bool is_section(std::string_view name) {
+  for (auto n : section_names()) {
+    if (n == name) return true;
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Formatting values as TOML text (also used in error messages and the reference)
+
+std::string format_double(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[64];
+  // Shortest text that parses back to the same double (round trip of to_toml).
+  const auto res = std::to_chars(buf, buf + sizeof(buf), v);
+  std::string s = json::trim_exponent(std::string(buf, res.ptr));
+  // TOML needs a '.' or an exponent to read a float back as a float.
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string toml_quote(std::string_view s) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out = "\"";
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      default:
+        if (c < 0x20 || c == 0x7F) {
+          out += "\\u00";
+          out.push_back(kHex[c >> 4]);
+          out.push_back(kHex[c & 0xF]);
+        } else {
+          out.push_back(ch);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string int_array_text(const std::vector<int64_t>& v) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) out += ", ";
+    out += std::to_string(v[i]);
+  }
+  return out + "]";
+}
+
+std::string toml_text(const FieldValue& v) {
+  return std::visit(
+      [](const auto& x) -> std::string {
+        using X = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<X, std::string>) {
+          return toml_quote(x);
+        } else if constexpr (std::is_same_v<X, int64_t>) {
+          return std::to_string(x);
+        } else if constexpr (std::is_same_v<X, double>) {
+          return format_double(x);
+        } else if constexpr (std::is_same_v<X, bool>) {
+          return x ? "true" : "false";
+        } else {
+          return int_array_text(x);
+        }
+      },
+      v);
+}
+
+std::string json_text(const FieldValue& v) {
+  return std::visit(
+      [](const auto& x) -> std::string {
+        using X = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<X, std::string>) {
+          return json::quote(x);
+        } else if constexpr (std::is_same_v<X, int64_t>) {
+          return std::to_string(x);
+        } else if constexpr (std::is_same_v<X, double>) {
+          return json::number(x);
+        } else if constexpr (std::is_same_v<X, bool>) {
+          return x ? "true" : "false";
+        } else {
+          std::string out = "[";
+          for (size_t i = 0; i < x.size(); ++i) {
+            if (i) out += ',';
+            out += std::to_string(x[i]);
+          }
+          return out + "]";
+        }
+      },
+      v);
+}
+
+const char* type_name(size_t type) {
+  switch (type) {
+    case kString:
+      return "string";
+    case kInteger:
+      return "integer";
+    case kFloat:
+      return "float";
+    case kBoolean:
+      return "boolean";
+    default:
+      return "integer array";
+  }
+}
+
+const char* expected_phrase(size_t type) {
+  switch (type) {
+    case kString:
+      return "a string";
+    case kInteger:
+      return "an integer";
+    case kFloat:
+      return "a number";  // integers are accepted where floats are expected
+    case kBoolean:
+      return "a boolean";
+    default:
+      return "an array of integers";
+  }
+}
+
+// Reads a field of a const Config. The accessor takes Config& only so one function serves
+// reading and writing; nothing is written here.
+FieldValue get_value(const KeySpec& s, const Config& c) {
+  const FieldPtr f = s.field(const_cast<Config&>(c));
+  return std::visit([](auto* p) -> FieldValue { return *p; }, f);
+}
+
+void set_value(const KeySpec& s, Config& c, FieldValue v) {
+  const FieldPtr f = s.field(c);
+  std::visit([&](auto* p) { *p = std::get<std::decay_t<decltype(*p)>>(std::move(v)); }, f);
+}
+
+// "string \"abc\"", "float 0.5", "table", ... for error messages.
+std::string describe(const toml::node& n) {
+  std::string out;
+  switch (n.type()) {
+    case toml::node_type::string:
+      return "string " + toml_quote(n.as_string()->get());
+    case toml::node_type::integer:
+      return "integer " + std::to_string(n.as_integer()->get());
+    case toml::node_type::floating_point:
+      return "float " + format_double(n.as_floating_point()->get());
+    case toml::node_type::boolean:
+      return std::string("boolean ") + (n.as_boolean()->get() ? "true" : "false");
+    case toml::node_type::table:
+      return "a table";
+    case toml::node_type::array:
+      out = "array ";
+      break;
+    case toml::node_type::date:
+      out = "date ";
+      break;
+    case toml::node_type::time:
+      out = "time ";
+      break;
+    case toml::node_type::date_time:
+      out = "date-time ";
+      break;
+    default:
+      return "an unknown TOML value";
+  }
+  std::ostringstream os;
+  n.visit([&](const auto& x) { os << x; });
+  std::string text = os.str();
+  // Keep one-line messages short for long arrays.
+  if (text.size() > 60) text = text.substr(0, 57) + "...";
+  return out + text;
+}
+
+std::string where(const std::string& source, const toml::source_region& r) {
+  if (r.begin.line == 0) return source;
+  return source + ":" + std::to_string(r.begin.line) + ":" + std::to_string(r.begin.column);
+}
+
+// The key's type: which alternative of FieldPtr its accessor returns.
+size_t type_of(const KeySpec& s) {
+  Config scratch;
+  return s.field(scratch).index();
+}
+
+// Converts a TOML node to the key's type, or throws "<origin>: <key>: expected ..., got ...".
+FieldValue convert(const KeySpec& s, const toml::node& n, const std::string& origin) {
+  const std::string name = qualified(s);
+  switch (type_of(s)) {
+    case kString:
+      if (auto* v = n.as_string()) return v->get();
+      break;
+    case kInteger:
+      if (auto* v = n.as_integer()) return v->get();
+      break;
+    case kFloat:
+      if (auto* v = n.as_floating_point()) return v->get();
+      if (auto* v = n.as_integer()) return static_cast<double>(v->get());
+      break;
+    case kBoolean:
+      if (auto* v = n.as_boolean()) return v->get();
+      break;
+    default:
+      if (const auto* arr = n.as_array()) {
+        std::vector<int64_t> out;
+        for (size_t i = 0; i < arr->size(); ++i) {
+          const auto* v = (*arr)[i].as_integer();
+          TG_CHECK(v, origin, ": ", name, "[", i, "]: expected an integer, got ",
+                   describe((*arr)[i]));
+          out.push_back(v->get());
+        }
+        return out;
+      }
+  }
+  TG_THROW(origin, ": ", name, ": expected ", expected_phrase(type_of(s)), ", got ", describe(n));
+}
+
+// The rule as a phrase completing "must be ...".
+std::string rule_text(const Rule& r) {
+  const auto b = [&]() {
+    const std::string s = format_double(r.bound);
+    return s.size() > 2 && s.ends_with(".0") ? s.substr(0, s.size() - 2) : s;
+  };
+  switch (r.kind) {
+    case Rule::Kind::any:
+      return "";
+    case Rule::Kind::non_empty:
+      return "non-empty";
+    case Rule::Kind::at_least:
+      return ">= " + b();
+    case Rule::Kind::above:
+      return "> " + b();
+    case Rule::Kind::below:
+      return "< " + b();
+    case Rule::Kind::unit:
+      return "in [0, 1)";
+    case Rule::Kind::one_of: {
+      std::string out = "one of ";
+      for (size_t i = 0; i < r.allowed.size(); ++i) {
+        if (i) out += ", ";
+        out += r.allowed[i];
+      }
+      return out;
+    }
+    case Rule::Kind::device:
+      return "cpu, cuda or cuda:N";
+    case Rule::Kind::increasing:
+      return "strictly increasing, each >= 0";
+  }
+  return "";
+}
+
+bool valid_device(const std::string& d) {
+  if (d == "cpu" || d == "cuda") return true;
+  if (!d.starts_with("cuda:") || d.size() == 5 || d.size() > 8) return false;
+  for (size_t i = 5; i < d.size(); ++i) {
+    if (d[i] < '0' || d[i] > '9') return false;
+  }
+  return true;
+}
+
+bool satisfies(const Rule& r, const FieldValue& v) {
+  if (const auto* d = std::get_if<double>(&v); d && !std::isfinite(*d)) return false;
+  double x = 0.0;
+  if (const auto* i = std::get_if<int64_t>(&v)) x = static_cast<double>(*i);
+  if (const auto* d = std::get_if<double>(&v)) x = *d;
+  const auto* s = std::get_if<std::string>(&v);
+  switch (r.kind) {
+    case Rule::Kind::any:
+      return true;
+    case Rule::Kind::non_empty:
+      return s && !s->empty();
+    case Rule::Kind::at_least:
+      return x >= r.bound;
+    case Rule::Kind::above:
+      return x > r.bound;
+    case Rule::Kind::below:
+      return x < r.bound;
+    case Rule::Kind::unit:
+      return x >= 0.0 && x < 1.0;
+    case Rule::Kind::one_of:
+      for (auto a : r.allowed) {
+        if (s && *s == a) return true;
+      }
+      return false;
+    case Rule::Kind::device:
+      return s && valid_device(*s);
+    case Rule::Kind::increasing: {
+      const auto& a = std::get<std::vector<int64_t>>(v);
+      for (size_t i = 0; i < a.size(); ++i) {
+        if (a[i] < 0 || (i > 0 && a[i] <= a[i - 1])) return false;
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
+// Where each key's current value came from, for error messages: the file position, the --set
+// override, or "<source> (default)". `order` says which of two keys was set last.
+struct Origin {
+  std::string text;
+  int order = 0;
+};
+
+class Builder {
+ public:
+  explicit Builder(const std::string& source) : source_(source) {
+    origins_.assign(key_specs().size(), Origin{source + " (default)", 0});
+  }
+
+  void apply_file(const std::string& text) {
+    toml::table root;
+    try {
+      root = toml::parse(text, source_);
+    } catch (const toml::parse_error& e) {
+      TG_THROW(where(source_, e.source()), ": TOML syntax error: ", e.description());
+    }
+    for (auto&& [k, node] : root) {
+      const std::string_view name = k.str();
+      if (const KeySpec* s = find_spec("", name)) {
+        set(*s, convert(*s, node, where(source_, node.source())), where(source_, node.source()));
+        continue;
+      }
+      if (!is_section(name)) {
+        if (node.is_table()) {
+          TG_THROW(where(source_, k.source()), ": unknown section [", name,
+                   "]; known: ", known_top_level());
+        }
+        TG_THROW(where(source_, k.source()), ": unknown top-level key '", name,
+                 "'; known: ", known_top_level());
+      }
+      const auto* section = node.as_table();
+      TG_CHECK(section, where(source_, node.source()), ": ", name, ": expected a table [", name,
+               "], got ", describe(node));
+      for (auto&& [sk, snode] : *section) {
+        const KeySpec* s = find_spec(name, sk.str());
+        TG_CHECK(s, where(source_, sk.source()), ": unknown key '", sk.str(), "' in [", name,
+                 "]; known keys: ", known_keys(name));
+        const std::string at = where(source_, snode.source());
+        set(*s, convert(*s, snode, at), at);
+      }
+    }
+  }
+
+  void apply_override(const std::string& o) {
+    const std::string origin = "--set '" + o + "'";
+    const size_t eq = o.find('=');
+    TG_CHECK(eq != std::string::npos, origin, ": expected section.key=value (e.g. train.lr=0.1)");
+    const std::string lhs = trim(o.substr(0, eq));
+    const std::string raw = trim(o.substr(eq + 1));
+    const size_t dot = lhs.find('.');
+    const std::string section = dot == std::string::npos ? "" : lhs.substr(0, dot);
+    const std::string key = dot == std::string::npos ? lhs : lhs.substr(dot + 1);
+    TG_CHECK(!lhs.empty(), origin, ": expected section.key=value (e.g. train.lr=0.1)");
+    TG_CHECK(section.empty() || is_section(section), origin, ": unknown section [", section,
+             "]; known: ", known_sections());
+    const KeySpec* s = find_spec(section, key);
+    if (!s) {
+      if (section.empty()) {
+        TG_THROW(origin, ": unknown top-level key '", key, "'; known: ", known_top_level());
+      }
+      TG_THROW(origin, ": unknown key '", key, "' in [", section,
+               "]; known keys: ", known_keys(section));
+    }
+    // The value is TOML (0.1, 100, true, "x", [1, 2]); text that is not a TOML value is taken
+    // as a bare string (momentum, cpu, cuda:1, /data/mnist).
+    toml::table parsed;
+    bool is_toml = false;
+    try {
+      parsed = toml::parse("v = " + raw + "\n");
+      is_toml = parsed.size() == 1 && parsed.get("v") != nullptr;
+    } catch (const toml::parse_error&) {
+      is_toml = false;
+    }
+    const bool wants_string = type_of(*s) == kString;
+    if (!is_toml || (wants_string && !parsed.get("v")->is_string())) {
+      toml::value<std::string> bare(raw);
+      set(*s, convert(*s, bare, origin), origin);
+    } else {
+      set(*s, convert(*s, *parsed.get("v"), origin), origin);
+    }
+  }
+
+  Config finish() {
+    const auto& specs = key_specs();
+    for (size_t i = 0; i < specs.size(); ++i) {
+      const FieldValue v = get_value(specs[i], config_);
+      TG_CHECK(satisfies(specs[i].rule, v), origins_[i].text, ": ", qualified(specs[i]),
+               ": must be ", rule_text(specs[i].rule),
+               std::holds_alternative<double>(v) ? " and finite" : "", ", got ", toml_text(v));
+    }
+    const TrainConfig& t = config_.train;
+    TG_CHECK(t.batch_size % t.workers == 0, latest("train", "batch_size", "workers"),
+             ": train.batch_size: must be a multiple of train.workers (", t.workers, "), got ",
+             t.batch_size);
+    TG_CHECK(t.lr_policy != "exponential" || t.lr_decay_steps > 0 || t.lr_decay_epochs > 0,
+             latest("train", "lr_policy", "lr_decay_steps"),
+             ": train.lr_policy = \"exponential\" needs train.lr_decay_steps > 0 or "
+             "train.lr_decay_epochs > 0 (the decay period)");
+    return config_;
+  }
+
+ private:
+  static std::string trim(const std::string& s) {
+    const size_t b = s.find_first_not_of(" \t");
+    if (b == std::string::npos) return "";
+    return s.substr(b, s.find_last_not_of(" \t") - b + 1);
+  }
+
+  size_t index_of(const KeySpec& s) const { return static_cast<size_t>(&s - key_specs().data()); }
+
+  void set(const KeySpec& s, FieldValue v, const std::string& origin) {
+    set_value(s, config_, std::move(v));
+    origins_[index_of(s)] = Origin{origin, ++counter_};
+  }
+
+  // The origin of whichever of the two keys was set last (the one that broke the pair).
+  const std::string& latest(std::string_view section, std::string_view a, std::string_view b) {
+    const Origin& oa = origins_[index_of(*find_spec(section, a))];
+    const Origin& ob = origins_[index_of(*find_spec(section, b))];
+    return ob.order > oa.order ? ob.text : oa.text;
+  }
+
+  std::string source_;
+  Config config_;
+  std::vector<Origin> origins_;
+  int counter_ = 0;
+};
+
+std::string markdown_cell(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '|') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+Config parse_config(const std::string& toml_text, const std::string& source,
+                    const std::vector<std::string>& overrides) {
+  Builder b(source);
+  b.apply_file(toml_text);
+  for (const auto& o : overrides) b.apply_override(o);
+  return b.finish();
+}
+
+Config load_config_file(const std::string& path, const std::vector<std::string>& overrides) {
+  std::error_code ec;
+  TG_CHECK(!std::filesystem::is_directory(path, ec), "config file '", path,
+           "' is a directory, expected a TOML file");
+  std::ifstream in(path, std::ios::binary);
+  TG_CHECK(in, "cannot open config file '", path, "': ", std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  TG_CHECK(!in.bad(), "cannot read config file '", path, "'");
+  return parse_config(ss.str(), path, overrides);
+}
+
+Config default_config(const std::vector<std::string>& overrides) {
+  Builder b("defaults");
+  for (const auto& o : overrides) b.apply_override(o);
+  return b.finish();
+}
+
+std::string to_toml(const Config& c) {
+  std::string out = "# terngrad run configuration: every key, fully resolved.\n";
+  std::string_view section = "";
+  for (const auto& s : key_specs()) {
+    if (s.section != section) {
+      section = s.section;
+      out += "\n[" + std::string(section) + "]\n";
+    }
+    const std::string rule = rule_text(s.rule);
+    out += "# " + std::string(s.doc) + (rule.empty() ? "" : " (" + rule + ")") + "\n";
+    out += std::string(s.key) + " = " + toml_text(get_value(s, c)) + "\n";
+  }
+  return out;
+}
+
+std::string to_json(const Config& c) {
+  json::Object root;
+  for (const auto& s : key_specs()) {
+    if (s.section.empty()) root.add_raw(s.key, json_text(get_value(s, c)));
+  }
+  for (auto name : section_names()) {
+    json::Object sec;
+    for (const auto& s : key_specs()) {
+      if (s.section == name) sec.add_raw(s.key, json_text(get_value(s, c)));
+    }
+    root.add_raw(name, sec.str());
+  }
+  return root.str();
+}
+
+std::string reference_markdown() {
+  const Config defaults;
+  std::string out = "| key | type | default | meaning |\n|---|---|---|---|\n";
+  for (const auto& s : key_specs()) {
+    const std::string rule = rule_text(s.rule);
+    out += "| `" + qualified(s) + "` | " + type_name(type_of(s)) + " | `" +
+           markdown_cell(toml_text(get_value(s, defaults))) + "` | " +
+           markdown_cell(std::string(s.doc) + (rule.empty() ? "" : " (" + rule + ")")) + " |\n";
+  }
+  return out;
+}
+
+}  // namespace tg::cli

@@ -1,0 +1,95 @@
+// The run configuration: TOML file + `--set section.key=value` overrides -> a validated Config.
+// Every key, its type, default, allowed range and one-line doc live in ONE table in
+// cmd/config.cpp; `terngrad config --reference` prints it (Markdown) and the README copies it.
+//
+// Errors (all tg::Error, message names the file and key): TOML syntax error (with line and
+// column), unknown section or key (with the known keys of that section), wrong type
+// ("train.lr: expected a float, got string"), out-of-range value ("train.batch_size: must be
+// >= 1, got 0"), malformed --set ("expected section.key=value").
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tg::cli {
+
+struct ModelConfig {
+  std::string name = "lenet";
+  int64_t num_classes = 0;      // 0 = the net's default
+  double dropout = -1.0;        // fraction dropped; < 0 = the net's default
+
+  bool operator==(const ModelConfig&) const = default;
+};
+
+struct DataConfig {
+  std::string name = "mnist";
+  std::string path = "";        // "" = the dataset's default location where one exists
+  bool augment = true;
+  std::string preprocess = "alexnet";
+  int64_t image_size = 0;
+  int64_t label_offset = 0;
+  int64_t synthetic_size = 1024;
+  int64_t synthetic_channels = 1;
+  int64_t synthetic_classes = 10;
+  int64_t eval_batch_size = 500;
+  int64_t eval_limit = 0;       // evaluate on the first N test examples only; 0 = all
+  int64_t prefetch = 2;         // batches loaded ahead by a background thread; 0 = none
+
+  bool operator==(const DataConfig&) const = default;
+};
+
+struct TrainConfig {
+  int64_t iterations = 10000;
+  int64_t batch_size = 64;      // the total (global) batch over all workers
+  std::string optimizer = "momentum";  // sgd | momentum | adam
+  double lr = 0.01;
+  std::string lr_policy = "polynomial";  // constant | polynomial | exponential | step
+  double lr_power = 0.5;        // polynomial
+  double lr_end = 0.0;          // polynomial
+  int64_t lr_decay_steps = 0;   // polynomial T (0 = iterations); exponential D
+  double lr_decay_epochs = 0.0; // exponential: D = int(train_size / batch_size * epochs) if > 0
+  double lr_decay_rate = 0.1;   // exponential, step
+  bool lr_staircase = true;     // exponential
+  std::vector<int64_t> lr_boundaries;  // step
+  double momentum = 0.9;
+  double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_epsilon = 1e-8;
+  double weight_decay = 5e-4;   // L2 coefficient on the net's decayed weights
+  int64_t seed = 123;
+  int64_t log_every = 100;      // metrics.jsonl "train" record every N iterations
+  int64_t eval_every = 0;       // test-set evaluation every N iterations; 0 = only at the end
+  double ema_decay = 0.9999;    // 0 = no EMA; evaluation then uses the raw weights
+  int64_t checkpoint_every = 1000;  // 0 = only the final checkpoint
+  int64_t workers = 1;          // data-parallel workers (issues 4/5); batch_size % workers == 0
+
+  bool operator==(const TrainConfig&) const = default;
+};
+
+struct Config {
+  ModelConfig model;
+  DataConfig data;
+  TrainConfig train;
+  std::string device = "cpu";   // top-level key: "cpu", "cuda", "cuda:N"
+
+  bool operator==(const Config&) const = default;
+};
+
+// Parses `toml_text` (`source` names it in errors, e.g. the file path), then applies each
+// override "section.key=value" (value in TOML syntax; bare words are taken as strings), then
+// validates. Throws tg::Error as described above.
+Config parse_config(const std::string& toml_text, const std::string& source,
+                    const std::vector<std::string>& overrides = {});
+// Reads the file (throws naming it if unreadable) and calls parse_config.
+Config load_config_file(const std::string& path, const std::vector<std::string>& overrides = {});
+// Defaults + overrides only (no file).
+Config default_config(const std::vector<std::string>& overrides = {});
+
+// The fully resolved config, every key, as TOML text (parse_config(to_toml(c)) == c) and as a
+// JSON object (for summary.json).
+std::string to_toml(const Config& c);
+std::string to_json(const Config& c);
+
+// The key reference as a Markdown table: key, type, default, meaning.
+std::string reference_markdown();
+
+}  // namespace tg::cli

@@ -1,0 +1,172 @@
+// terngrad: the command-line entry point. Subcommands:
+//   train    train a network from a TOML config (+ --set overrides), optionally into --out DIR
+//   eval     evaluate a checkpoint on the test split
+//   data     data fetch: download a dataset's official archives (with checksum verification)
+//   config   print the config key reference or a resolved config
+// Library errors are tg::Error; main prints one line plus a hint and exits non-zero.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cmd/config.h"
+#include "cmd/json.h"
+#include "cmd/progress.h"
+#include "cmd/trainer.h"
+#include "datasets/fetch.h"
+#include "nn/core/error.h"
+
+namespace {
+
+using namespace tg;
+using namespace tg::cli;
+
+constexpr int kExitError = 1;
+constexpr int kExitInterrupted = 130;
+
+void print_train_result(const std::string& summary) {
+  json::Value s = json::parse(summary);
+  if (s.has("interrupted")) return;
+  std::fprintf(
+      stderr,
+      "%s on %s: test accuracy %s (%s weights), loss %.4f; %lld iterations, %.0f img/s, %s\n",
+      s["model"].as_string().c_str(), s["device"].as_string().c_str(),
+      format_percent(s["test_accuracy"].as_number()).c_str(), s["eval_weights"].as_string().c_str(),
+      s["test_loss"].as_number(), static_cast<long long>(s["iterations"].as_number()),
+      s["images_per_sec"].as_number(), format_duration(s["wall_seconds"].as_number()).c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "terngrad: TernGrad (NIPS 2017) ternary-gradient training, a C++20/CUDA research toolkit.\n"
+      "Configs are TOML; `terngrad config --reference` lists every key with its default."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "terngrad 0.1.0");
+
+  // ---- train ---------------------------------------------------------------------------------
+  auto* train = app.add_subcommand("train", "Train a network (single process)");
+  std::string config_path, out_dir, device_flag;
+  std::vector<std::string> overrides;
+  bool resume = false, progress_on = false, progress_off = false;
+  train
+      ->add_option("-c,--config", config_path,
+                   "TOML config file (default: built-in defaults, "
+                   "the LeNet/MNIST recipe)")
+      ->check(CLI::ExistingFile);
+  train->add_option("--set", overrides, "Override a config key: section.key=value (repeatable)")
+      ->allow_extra_args(false);
+  train->add_option(
+      "-o,--out", out_dir,
+      "Output directory: metrics.jsonl, checkpoint.tgckpt, summary.json, config.toml");
+  train->add_flag("--resume", resume, "Continue the run in --out from its last checkpoint");
+  train->add_option("--device", device_flag, "Shortcut for --set device=... (cpu, cuda, cuda:N)");
+  train->add_flag("--progress", progress_on, "Force the live progress line");
+  train->add_flag("--no-progress", progress_off, "Plain log lines even on a terminal");
+
+  // ---- eval ----------------------------------------------------------------------------------
+  auto* eval = app.add_subcommand("eval", "Evaluate a checkpoint on the test split (prints JSON)");
+  std::string ckpt_path, eval_config;
+  std::vector<std::string> eval_overrides;
+  bool eval_raw = false;
+  eval->add_option("--checkpoint", ckpt_path, "Checkpoint file (checkpoint.tgckpt of a run)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  eval->add_option("-c,--config", eval_config,
+                   "Config (default: the one embedded in the checkpoint)")
+      ->check(CLI::ExistingFile);
+  eval->add_option("--set", eval_overrides,
+                   "Override a config key, e.g. data.path=DIR (repeatable)")
+      ->allow_extra_args(false);
+  eval->add_flag("--raw", eval_raw, "Use the raw weights even when the run kept an EMA");
+
+  // ---- data fetch ----------------------------------------------------------------------------
+  auto* data_cmd = app.add_subcommand("data", "Dataset utilities");
+  data_cmd->require_subcommand(1);
+  auto* fetch = data_cmd->add_subcommand(
+      "fetch", "Download a dataset's official files and verify their checksums");
+  std::string fetch_name, fetch_dir, fetch_mirror;
+  bool fetch_force = false;
+  fetch->add_option("dataset", fetch_name, "mnist | fashion-mnist | cifar10")->required();
+  fetch->add_option("--dir", fetch_dir, "Destination directory (default: data/<dataset>)");
+  fetch->add_option("--mirror", fetch_mirror,
+                    "Base URL to fetch the same files from instead of the official site");
+  fetch->add_flag("--force", fetch_force, "Download again even if verified files are present");
+
+  // ---- config --------------------------------------------------------------------------------
+  auto* config_cmd =
+      app.add_subcommand("config", "Print the config reference or a resolved config");
+  bool reference = false;
+  std::string show_path;
+  std::vector<std::string> show_overrides;
+  config_cmd->add_flag("--reference", reference,
+                       "Every key with its type, default and meaning (Markdown)");
+  config_cmd->add_option("-c,--config", show_path, "Print this config fully resolved (TOML)")
+      ->check(CLI::ExistingFile);
+  config_cmd->add_option("--set", show_overrides, "Override a key before printing")
+      ->allow_extra_args(false);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  try {
+    if (*train) {
+      if (!device_flag.empty()) overrides.push_back("device=" + device_flag);
+      const Config cfg = config_path.empty() ? default_config(overrides)
+                                             : load_config_file(config_path, overrides);
+      TrainOptions opt;
+      opt.out_dir = out_dir;
+      opt.resume = resume;
+      opt.progress = progress_on ? 1 : progress_off ? 0 : -1;
+      bool interrupted = false;
+      const std::string summary = run_train(cfg, opt, &interrupted);
+      std::printf("%s\n", summary.c_str());
+      std::fflush(stdout);
+      print_train_result(summary);
+      return interrupted ? kExitInterrupted : 0;
+    }
+    if (*eval) {
+      std::printf("%s\n", run_eval(ckpt_path, eval_config, eval_overrides, eval_raw).c_str());
+      return 0;
+    }
+    if (*fetch) {
+      data::FetchOptions fo;
+      fo.dataset = fetch_name;
+      fo.dir = fetch_dir.empty() ? data::default_fetch_dir(fetch_name) : fetch_dir;
+      fo.mirror = fetch_mirror;
+      fo.force = fetch_force;
+      fo.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+      const std::string where = data::fetch_dataset(fo);
+      std::fprintf(stderr, "%s is ready: pass --set data.path=%s\n", fetch_name.c_str(),
+                   where.c_str());
+      std::printf("%s\n",
+                  json::Object().add("dataset", fetch_name).add("path", where).str().c_str());
+      return 0;
+    }
+    if (*config_cmd) {
+      if (reference) {
+        std::printf("%s", reference_markdown().c_str());
+      } else {
+        const Config cfg = show_path.empty() ? default_config(show_overrides)
+                                             : load_config_file(show_path, show_overrides);
+        std::printf("%s", to_toml(cfg).c_str());
+      }
+      return 0;
+    }
+  } catch (const tg::Error& e) {
+    std::fprintf(stderr, "terngrad: error: %s\n", e.describe().c_str());
+    std::fprintf(stderr, "  (run `terngrad %s --help` for usage)\n",
+                 app.get_subcommands().empty() ? "" : app.get_subcommands()[0]->get_name().c_str());
+    return kExitError;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "terngrad: error: %s\n", e.what());
+    return kExitError;
+  }
+  return 0;
+}

@@ -1,0 +1,616 @@
+#include "cmd/trainer.h"
+
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include "cmd/checkpoint.h"
+#include "cmd/json.h"
+#include "cmd/progress.h"
+#include "cmd/step.h"
+#include "datasets/sampler.h"
+#include "nn/autograd/tape.h"
+#include "nn/core/checksum.h"
+#include "nn/core/cuda_runtime.h"
+#include "nn/ops/elementwise.h"
+#include "nn/ops/reduce.h"
+#include "nn/ops/softmax_xent.h"
+#include "nn/optim/ema.h"
+#include "nn/optim/lr_schedule.h"
+#include "nn/optim/optimizer.h"
+
+namespace tg::cli {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr const char* kCheckpointName = "checkpoint.tgckpt";
+constexpr const char* kMetricsName = "metrics.jsonl";
+constexpr const char* kSummaryName = "summary.json";
+constexpr const char* kConfigName = "config.toml";
+
+std::atomic<bool> g_stop{false};
+extern "C" void on_stop_signal(int) {
+  g_stop.store(true);
+}
+
+// Installs SIGINT/SIGTERM handlers for the scope of a run, restoring the old ones after.
+class StopSignals {
+ public:
+  StopSignals() {
+    g_stop.store(false);
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~StopSignals() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+
+ private:
+  struct sigaction old_int_ {
+  }, old_term_{};
+};
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+HostBatch load_batch(const data::Dataset& ds, const data::BatchSampler& sampler, int64_t step,
+                     int worker, int workers, bool augment, uint64_t seed) {
+  const auto idx = sampler.indices(step, worker, workers);
+  const auto& in = ds.info();
+  HostBatch b;
+  const int64_t n = static_cast<int64_t>(idx.size());
+  b.x = Tensor::empty({n, in.channels, in.height, in.width});
+  b.y = Tensor::empty({n}, DType::i32);
+  ds.load(idx, augment, seed, sampler.first_position(step, worker, workers), b.x.data<float>(),
+          b.y.data<int32_t>());
+  return b;
+}
+
+// Loads the next step's batches on a background thread while the current step computes.
+class Prefetcher {
+ public:
+  Prefetcher(const data::Dataset& ds, const data::BatchSampler& sampler, int workers, bool augment,
+             uint64_t seed, bool enabled)
+      : ds_(ds),
+        sampler_(sampler),
+        workers_(workers),
+        augment_(augment),
+        seed_(seed),
+        enabled_(enabled) {}
+  ~Prefetcher() {
+    if (pending_.valid()) pending_.wait();
+  }
+
+  std::vector<HostBatch> get(int64_t step, int64_t last_step) {
+    std::vector<HostBatch> out;
+    if (pending_.valid() && pending_step_ == step)
+      out = pending_.get();
+    else
+      out = load(step);
+    if (enabled_ && step + 1 < last_step) {
+      pending_step_ = step + 1;
+      pending_ = std::async(std::launch::async, [this, s = step + 1] { return load(s); });
+    }
+    return out;
+  }
+
+ private:
+  std::vector<HostBatch> load(int64_t step) const {
+    std::vector<HostBatch> v;
+    for (int w = 0; w < workers_; ++w)
+      v.push_back(load_batch(ds_, sampler_, step, w, workers_, augment_, seed_));
+    return v;
+  }
+  const data::Dataset& ds_;
+  const data::BatchSampler& sampler_;
+  int workers_;
+  bool augment_;
+  uint64_t seed_;
+  bool enabled_;
+  int64_t pending_step_ = -1;
+  std::future<std::vector<HostBatch>> pending_;
+};
+
+std::string params_sha256(const Tensor& params) {
+  Tensor h = params.to(Device::cpu()).contiguous();
+  return sha256_hex(h.raw_data(), h.nbytes());
+}
+
+// Sum over the decayed tensors of wd * ||w||^2 / 2 (the regularization term of the loss).
+double regularization_loss(const Net& net, double wd) {
+  if (wd == 0.0) return 0.0;
+  NoGradGuard ng;
+  double s = 0.0;
+  const auto& entries = net.arena().entries();
+  for (size_t i = 0; i < entries.size(); ++i)
+    if (net.decayed()[i]) s += sum_squares(entries[i].param).item<float>();
+  return wd * s / 2.0;
+}
+
+// The keys that may differ between a run and the checkpoint it resumes from: they change where
+// and how a run reports, never the numbers it computes.
+Config with_report_keys_of(Config c, const Config& from) {
+  c.device = from.device;
+  c.data.path = from.data.path;
+  c.data.prefetch = from.data.prefetch;
+  c.data.eval_batch_size = from.data.eval_batch_size;
+  c.train.log_every = from.train.log_every;
+  c.train.eval_every = from.train.eval_every;
+  c.train.checkpoint_every = from.train.checkpoint_every;
+  return c;
+}
+
+// Lines of `a` that differ from `b` (TOML text of two configs), for error messages.
+std::string config_diff(const std::string& a, const std::string& b) {
+  auto lines = [](const std::string& s) {
+    std::vector<std::string> v;
+    std::istringstream in(s);
+    std::string section, l;
+    while (std::getline(in, l)) {
+      if (!l.empty() && l[0] == '[')
+        section = l;
+      else if (!l.empty())
+        v.push_back(section + " " + l);
+    }
+    return v;
+  };
+  auto la = lines(a), lb = lines(b);
+  std::string out;
+  for (const auto& l : la)
+    if (std::find(lb.begin(), lb.end(), l) == lb.end()) out += "\n    now:        " + l;
+  for (const auto& l : lb)
+    if (std::find(la.begin(), la.end(), l) == la.end()) out += "\n    checkpoint: " + l;
+  return out;
+}
+
+// Rewrites metrics.jsonl keeping only records of steps <= `step` (records of a run that died
+// after its last checkpoint, and a torn last line, are dropped: the resumed run redoes them).
+void truncate_metrics(const std::string& path, int64_t step) {
+  std::ifstream in(path);
+  if (!in) return;
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    try {
+      json::Value v = json::parse(line);
+      if (v.has("step") && v["step"].as_number() > static_cast<double>(step)) continue;
+      kept += line + "\n";
+    } catch (const Error&) {
+      // torn write from a killed process
+    }
+  }
+  write_file_atomic(path, kept);
+}
+
+class MetricsLog {
+ public:
+  void open(const std::string& path) {
+    out_.open(path, std::ios::app);
+    TG_CHECK(out_.good(), "cannot open ", path, " for writing: ", std::strerror(errno));
+    path_ = path;
+  }
+  void write(const std::string& json_line) {
+    if (!out_.is_open()) return;
+    out_ << json_line << '\n';
+    out_.flush();
+    TG_CHECK(out_.good(), "cannot write ", path_, ": ", std::strerror(errno));
+  }
+
+ private:
+  std::ofstream out_;
+  std::string path_;
+};
+
+}  // namespace
+
+NetOptions net_options(const Config& c) {
+  NetOptions o;
+  o.num_classes = c.model.num_classes;
+  o.dropout_ratio = static_cast<float>(c.model.dropout);
+  o.seed = static_cast<uint64_t>(c.train.seed);
+  return o;
+}
+
+data::DataOptions data_options(const Config& c) {
+  data::DataOptions o;
+  o.name = c.data.name;
+  o.path = c.data.path;
+  o.augment = c.data.augment;
+  o.preprocess = c.data.preprocess;
+  o.image_size = c.data.image_size;
+  o.label_offset = c.data.label_offset;
+  o.synthetic_size = c.data.synthetic_size;
+  o.synthetic_channels = c.data.synthetic_channels;
+  o.synthetic_classes = c.data.synthetic_classes;
+  o.synthetic_seed = static_cast<uint64_t>(c.train.seed);
+  return o;
+}
+
+namespace {
+
+// Throws unless the dataset's images and labels fit the net.
+void check_compatible(const Net& net, const data::Dataset& ds) {
+  const auto& n = net.info();
+  const auto& d = ds.info();
+  TG_CHECK(d.channels == n.in_channels && d.height == n.image_size && d.width == n.image_size,
+           "dataset '", d.name, "' produces ", d.channels, "x", d.height, "x", d.width,
+           " images but model '", n.name, "' expects ", n.in_channels, "x", n.image_size, "x",
+           n.image_size, " (set data.image_size or choose a matching model)");
+  TG_CHECK(d.num_classes <= n.num_classes, "dataset '", d.name, "' has labels up to ",
+           d.num_classes - 1, " but model '", n.name, "' has only ", n.num_classes,
+           " classes (set model.num_classes)");
+}
+
+}  // namespace
+
+EvalResult evaluate(Net& net, const data::Dataset& ds, int64_t batch_size, int64_t limit) {
+  TG_CHECK(batch_size >= 1, "evaluate: batch size must be >= 1, got ", batch_size);
+  NoGradGuard ng;
+  const auto& in = ds.info();
+  const int64_t n = limit > 0 ? std::min(limit, in.size) : in.size;
+  const int64_t k = net.info().num_classes;
+  EvalResult r;
+  double loss_sum = 0.0;
+  int64_t correct = 0, correct5 = 0;
+  std::vector<int64_t> idx;
+  for (int64_t start = 0; start < n; start += batch_size) {
+    const int64_t b = std::min(batch_size, n - start);
+    idx.resize(b);
+    for (int64_t i = 0; i < b; ++i) idx[i] = start + i;
+    Tensor x = Tensor::empty({b, in.channels, in.height, in.width});
+    Tensor y = Tensor::empty({b}, DType::i32);
+    ds.load(idx, false, 0, 0, x.data<float>(), y.data<int32_t>());
+    ForwardContext ctx;
+    ctx.training = false;
+    Tensor logits = net.forward(x.to(net.device()), ctx);
+    loss_sum +=
+        static_cast<double>(softmax_cross_entropy(logits, y.to(net.device())).item<float>()) * b;
+    const std::vector<float> l = logits.to_vector<float>();
+    const int32_t* lab = y.data<int32_t>();
+    for (int64_t i = 0; i < b; ++i) {
+      const float* row = l.data() + i * k;
+      const float target = row[lab[i]];
+      // Rank of the true class: how many logits beat it (ties go against the prediction, so a
+      // constant net never scores).
+      int64_t better = 0;
+      for (int64_t j = 0; j < k; ++j)
+        if (j != lab[i] && row[j] >= target) ++better;
+      correct += better == 0;
+      correct5 += better < 5;
+    }
+  }
+  r.examples = n;
+  r.accuracy = n ? static_cast<double>(correct) / n : 0.0;
+  r.top5_accuracy = n ? static_cast<double>(correct5) / n : 0.0;
+  r.loss = n ? loss_sum / n : 0.0;
+  return r;
+}
+
+namespace {
+
+// Copies the EMA shadow into the net's parameters for the scope, restoring them after.
+class EmaWeights {
+ public:
+  EmaWeights(Net& net, const Ema* ema) : net_(net) {
+    if (!ema) return;
+    backup_ = net.arena().params().clone();
+    Tensor p = net.arena().params();
+    p.copy_from(ema->shadow());
+  }
+  ~EmaWeights() {
+    if (!backup_.defined()) return;
+    Tensor p = net_.arena().params();
+    p.copy_from(backup_);
+  }
+
+ private:
+  Net& net_;
+  Tensor backup_;
+};
+
+std::string eval_json(const EvalResult& r, int64_t step, int64_t k, const char* weights) {
+  json::Object o;
+  o.add("type", "eval").add("step", step).add("test_accuracy", r.accuracy);
+  if (k > 5) o.add("test_top5_accuracy", r.top5_accuracy);
+  o.add("test_loss", r.loss).add("examples", r.examples).add("weights", weights);
+  return o.str();
+}
+
+std::string host_cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      auto p = line.find(':');
+      if (p != std::string::npos) return line.substr(p + 2);
+    }
+  return "unknown";
+}
+
+}  // namespace
+
+std::string run_train(const Config& cfg_in, const TrainOptions& opt, bool* interrupted) {
+  const auto t_start = Clock::now();
+  Config cfg = cfg_in;
+  const Device device = parse_device(cfg.device);
+  check_device_usable(device);
+  const auto& tc = cfg.train;
+  const int workers = static_cast<int>(tc.workers);
+  const uint64_t seed = static_cast<uint64_t>(tc.seed);
+
+  // ---- output directory, resume -------------------------------------------------------------
+  std::optional<Checkpoint> ckpt;
+  std::string ckpt_path, metrics_path;
+  if (!opt.out_dir.empty()) {
+    std::error_code ec;
+    fs::create_directories(opt.out_dir, ec);
+    TG_CHECK(!ec && fs::is_directory(opt.out_dir), "cannot create output directory ", opt.out_dir,
+             ": ", ec.message());
+    ckpt_path = (fs::path(opt.out_dir) / kCheckpointName).string();
+    metrics_path = (fs::path(opt.out_dir) / kMetricsName).string();
+    if (opt.resume) {
+      TG_CHECK(fs::exists(ckpt_path), "--resume: no checkpoint to resume from in ", opt.out_dir,
+               " (expected ", ckpt_path, ")");
+      ckpt = load_checkpoint(ckpt_path);
+      Config saved = parse_config(ckpt->config_toml, ckpt_path + " (embedded config)");
+      const std::string want = to_toml(with_report_keys_of(saved, cfg));
+      const std::string have = to_toml(cfg);
+      TG_CHECK(want == have, "--resume: the config differs from the one ", ckpt_path,
+               " was written with; resuming would not reproduce the run. Differences:",
+               config_diff(have, want));
+    } else {
+      TG_CHECK(!fs::exists(ckpt_path) && !fs::exists(metrics_path), "output directory ",
+               opt.out_dir, " already holds a run (",
+               fs::exists(ckpt_path) ? ckpt_path : metrics_path,
+               "); pass --resume to continue it, or choose another --out");
+    }
+  } else {
+    TG_CHECK(!opt.resume, "--resume needs --out DIR (the directory of the run to continue)");
+  }
+
+  // ---- model, data, optimizer ----------------------------------------------------------------
+  std::unique_ptr<Net> net = make_net(cfg.model.name, net_options(cfg), device);
+  auto train_ds = data::open_dataset(data_options(cfg), data::Split::train);
+  auto test_ds = data::open_dataset(data_options(cfg), data::Split::test);
+  check_compatible(*net, *train_ds);
+  check_compatible(*net, *test_ds);
+  data::BatchSampler sampler(train_ds->info().size, tc.batch_size, seed, /*shuffle=*/true);
+
+  OptimizerOptions oo;
+  oo.name = tc.optimizer;
+  oo.momentum = tc.momentum;
+  oo.beta1 = tc.adam_beta1;
+  oo.beta2 = tc.adam_beta2;
+  oo.epsilon = tc.adam_epsilon;
+  auto optimizer = make_optimizer(oo);
+
+  LrScheduleOptions lo;
+  // The reference code ignores the decay policy for Adam (constant LR, digest §3.1); we follow
+  // the config literally and let the paper configs say "constant".
+  lo.policy = tc.lr_policy;
+  lo.lr = tc.lr;
+  lo.end_lr = tc.lr_end;
+  lo.power = tc.lr_power;
+  lo.decay_steps = tc.lr_decay_steps > 0 ? tc.lr_decay_steps : tc.iterations;
+  if (tc.lr_policy == "exponential" && tc.lr_decay_epochs > 0)
+    lo.decay_steps =
+        std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(train_ds->info().size) /
+                                                  tc.batch_size * tc.lr_decay_epochs));
+  lo.decay_rate = tc.lr_decay_rate;
+  lo.staircase = tc.lr_staircase;
+  lo.boundaries = tc.lr_boundaries;
+  const LrSchedule schedule(lo);
+
+  Tensor params = net->arena().params();
+  Tensor grads = net->arena().grads();
+  std::optional<Ema> ema;
+  if (tc.ema_decay > 0) ema.emplace(params, tc.ema_decay);
+  Tensor loss_sum = Tensor::zeros({}, DType::f32, device);  // over the current log window
+  int64_t window_steps = 0;
+
+  int64_t start_step = 0;
+  if (ckpt) {
+    TG_CHECK(ckpt->net == cfg.model.name, ckpt_path, ": holds model '", ckpt->net,
+             "', config says '", cfg.model.name, "'");
+    const Tensor& p = ckpt->get("params");
+    TG_CHECK(p.numel() == params.numel(), ckpt_path, ": has ", p.numel(), " parameters, model '",
+             cfg.model.name, "' has ", params.numel());
+    params.copy_from(p.view(params.shape()));
+    if (ema) ema->shadow().copy_from(ckpt->get("ema").view(params.shape()));
+    std::vector<std::pair<std::string, Tensor>> ostate;
+    for (const auto& [name, t] : ckpt->tensors)
+      if (name.rfind("optim/", 0) == 0) ostate.emplace_back(name.substr(6), t);
+    if (!ostate.empty()) optimizer->load_state(ostate);
+    for (const auto& [name, t] : net->buffers()) {
+      const Tensor& src = ckpt->get("buffer/" + name);
+      TG_CHECK(src.shape() == t.shape(), ckpt_path, ": buffer '", name, "' has the wrong shape");
+      Tensor dst = t;
+      dst.copy_from(src);
+    }
+    loss_sum.copy_from(ckpt->get("log/loss_sum"));
+    window_steps = ckpt->get("log/window_steps").item<int64_t>();
+    start_step = ckpt->step;
+    truncate_metrics(metrics_path, start_step);
+  }
+
+  MetricsLog metrics;
+  if (!opt.out_dir.empty()) {
+    write_file_atomic((fs::path(opt.out_dir) / kConfigName).string(), to_toml(cfg));
+    metrics.open(metrics_path);
+  }
+
+  auto save = [&](int64_t step_done) {
+    if (ckpt_path.empty()) return;
+    Checkpoint c;
+    c.step = step_done;
+    c.net = cfg.model.name;
+    c.config_toml = to_toml(cfg);
+    c.tensors.emplace_back("params", params);
+    if (ema) c.tensors.emplace_back("ema", ema->shadow());
+    for (auto& [name, t] : optimizer->state()) c.tensors.emplace_back("optim/" + name, t);
+    for (const auto& [name, t] : net->buffers()) c.tensors.emplace_back("buffer/" + name, t);
+    c.tensors.emplace_back("log/loss_sum", loss_sum);
+    c.tensors.emplace_back("log/window_steps",
+                           Tensor::from_vector(std::vector<int64_t>{window_steps}, {1}));
+    save_checkpoint(ckpt_path, c);
+  };
+
+  const bool show_progress =
+      opt.progress == 1 || (opt.progress == -1 && ::isatty(STDERR_FILENO) == 1);
+  Progress progress(tc.iterations, show_progress);
+  const int64_t k = net->info().num_classes;
+  auto run_eval_now = [&](int64_t step_done) {
+    EmaWeights swap(*net, ema ? &*ema : nullptr);
+    EvalResult r = evaluate(*net, *test_ds, cfg.data.eval_batch_size, cfg.data.eval_limit);
+    metrics.write(eval_json(r, step_done, k, ema ? "ema" : "raw"));
+    progress.message("eval @ " + std::to_string(step_done) + ": test accuracy " +
+                     format_percent(r.accuracy) + ", loss " + format_fixed(r.loss, 4) +
+                     (ema ? " (EMA weights)" : ""));
+    return r;
+  };
+
+  // ---- the loop ------------------------------------------------------------------------------
+  StopSignals stop_signals;
+  Prefetcher prefetch(*train_ds, sampler, workers, cfg.data.augment, seed, cfg.data.prefetch > 0);
+  double train_seconds = 0.0;
+  int64_t images = 0;
+  bool stopped = false;
+  double last_loss = NAN;
+  TrainStep train_step(*net, *optimizer, ema ? &*ema : nullptr, tc.weight_decay, seed);
+  int64_t step = start_step;
+  progress.start(start_step);
+  for (; step < tc.iterations; ++step) {
+    const auto t0 = Clock::now();
+    const double lr = schedule(step);
+    std::vector<HostBatch> batches = prefetch.get(step, tc.iterations);
+    train_step.run(batches, step, lr, loss_sum);
+    ++window_steps;
+    if (device.is_cuda()) cuda::synchronize(device.index);
+    train_seconds += seconds_since(t0);
+    images += tc.batch_size;
+    const int64_t done = step + 1;
+    progress.update(done, images / std::max(train_seconds, 1e-9));
+
+    if (done % tc.log_every == 0 || done == tc.iterations) {
+      last_loss = loss_sum.item<float>() / static_cast<double>(window_steps);
+      const double reg = regularization_loss(*net, tc.weight_decay);
+      json::Object o;
+      o.add("type", "train").add("step", done).add("loss", last_loss).add("reg_loss", reg);
+      o.add("lr", lr).add("epoch", sampler.epoch(done));
+      o.add("images_per_sec", images / std::max(train_seconds, 1e-9));
+      o.add("wall_seconds", seconds_since(t_start));
+      metrics.write(o.str());
+      progress.log_step(done, last_loss, lr, images / std::max(train_seconds, 1e-9));
+      loss_sum.zero_();
+      window_steps = 0;
+    }
+    if (tc.eval_every > 0 && done % tc.eval_every == 0 && done != tc.iterations) run_eval_now(done);
+    if (tc.checkpoint_every > 0 && done % tc.checkpoint_every == 0 && done != tc.iterations)
+      save(done);
+    if (g_stop.load()) {
+      stopped = true;
+      ++step;
+      break;
+    }
+  }
+  progress.finish();
+  const int64_t steps_done = step;
+
+  if (stopped) {
+    save(steps_done);
+    if (interrupted) *interrupted = true;
+    progress.message("interrupted after iteration " + std::to_string(steps_done) +
+                     (ckpt_path.empty() ? std::string(" (no --out: nothing saved)")
+                                        : "; checkpoint saved, continue with --resume"));
+  }
+
+  // ---- final evaluation and summary ------------------------------------------------------------
+  json::Object s;
+  if (!stopped) {
+    save(steps_done);
+    EvalResult r = run_eval_now(steps_done);
+    s.add("test_accuracy", r.accuracy);
+    if (k > 5) s.add("test_top5_accuracy", r.top5_accuracy);
+    s.add("test_loss", r.loss).add("test_examples", r.examples);
+    s.add("eval_weights", ema ? "ema" : "raw");
+  } else {
+    s.add("interrupted", true);
+  }
+  s.add("iterations", steps_done).add("start_iteration", start_step);
+  s.add("train_loss", last_loss);
+  s.add("images_per_sec", images / std::max(train_seconds, 1e-9));
+  s.add("train_seconds", train_seconds).add("wall_seconds", seconds_since(t_start));
+  s.add("device", device.str());
+  s.add("device_name", device.is_cuda() ? cuda::device_name(device.index) : host_cpu_model());
+  s.add("model", cfg.model.name).add("num_params", net->arena().total_numel());
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  s.add("peak_rss_mb", static_cast<double>(ru.ru_maxrss) / 1024.0);  // Linux: ru_maxrss in KiB
+  s.add("params_sha256", params_sha256(params));
+  if (ema) s.add("ema_sha256", params_sha256(ema->shadow()));
+  s.add_raw("config", to_json(cfg));
+  const std::string summary = s.str();
+  if (!opt.out_dir.empty() && !stopped)
+    write_file_atomic((fs::path(opt.out_dir) / kSummaryName).string(), summary + "\n");
+  return summary;
+}
+
+std::string run_eval(const std::string& checkpoint_path, const std::string& config_path,
+                     const std::vector<std::string>& overrides, bool use_raw) {
+  Checkpoint ck = load_checkpoint(checkpoint_path);
+  Config cfg = config_path.empty()
+                   ? parse_config(ck.config_toml, checkpoint_path + " (embedded config)", overrides)
+                   : load_config_file(config_path, overrides);
+  TG_CHECK(cfg.model.name == ck.net, checkpoint_path, ": holds model '", ck.net,
+           "' but the config says '", cfg.model.name, "'");
+  const Device device = parse_device(cfg.device);
+  check_device_usable(device);
+  std::unique_ptr<Net> net = make_net(cfg.model.name, net_options(cfg), device);
+  const bool has_ema = ck.has("ema");
+  const bool ema = has_ema && !use_raw;
+  const Tensor& src = ck.get(ema ? "ema" : "params");
+  Tensor params = net->arena().params();
+  TG_CHECK(src.numel() == params.numel(), checkpoint_path, ": has ", src.numel(),
+           " parameters, model '", cfg.model.name, "' has ", params.numel());
+  params.copy_from(src.view(params.shape()));
+  for (const auto& [name, t] : net->buffers()) {
+    Tensor dst = t;
+    dst.copy_from(ck.get("buffer/" + name));
+  }
+  auto test_ds = data::open_dataset(data_options(cfg), data::Split::test);
+  check_compatible(*net, *test_ds);
+  const auto t0 = Clock::now();
+  EvalResult r = evaluate(*net, *test_ds, cfg.data.eval_batch_size, cfg.data.eval_limit);
+  json::Object o;
+  o.add("checkpoint", checkpoint_path).add("step", ck.step).add("model", cfg.model.name);
+  o.add("test_accuracy", r.accuracy);
+  if (net->info().num_classes > 5) o.add("test_top5_accuracy", r.top5_accuracy);
+  o.add("test_loss", r.loss).add("test_examples", r.examples);
+  o.add("eval_weights", ema ? "ema" : "raw").add("device", device.str());
+  o.add("eval_seconds", seconds_since(t0));
+  return o.str();
+}
+
+}  // namespace tg::cli

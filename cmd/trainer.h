@@ -1,0 +1,58 @@
+// Single-process training and evaluation driven by a Config: the loop behind `terngrad train`
+// and `terngrad eval`.
+//
+// One iteration (digest §1.10 with fp32 gradients): lr = schedule(step); for each of the
+// `train.workers` emulated workers, forward/backward on its slice of the global batch with the
+// loss scaled by 1/workers (so the gradient buffer ends up holding the workers' average); add
+// weight_decay * w to the gradient of every decayed tensor (the reference code's loss term
+// wd * ||w||^2 / 2, so later compression sees it); optimizer step; EMA update.
+// Every random choice (data order, augmentation, dropout) is keyed by (seed, step, ...), so a
+// run resumed from a checkpoint ends bit-identical to an uninterrupted one.
+//
+// Output directory (optional): metrics.jsonl (one JSON object per logged step, per evaluation),
+// checkpoint.tgckpt (every train.checkpoint_every iterations and at the end, atomic),
+// summary.json (at the end, atomic), config.toml (the resolved config).
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+
+#include "cmd/config.h"
+#include "datasets/dataset.h"
+#include "nn/nets/net.h"
+
+namespace tg::cli {
+
+struct TrainOptions {
+  std::string out_dir;  // "" = write nothing, print the summary only
+  bool resume = false;  // continue from out_dir/checkpoint.tgckpt
+  int progress = -1;    // live progress line: 1 on, 0 off, -1 = when stderr is a terminal
+};
+
+struct EvalResult {
+  double accuracy = 0.0;       // fraction in [0, 1]
+  double top5_accuracy = 0.0;  // fraction; meaningful when num_classes > 5
+  double loss = 0.0;           // mean softmax cross-entropy
+  int64_t examples = 0;
+};
+
+// Runs training; returns the summary as a JSON object string (also written to
+// out_dir/summary.json). Returns normally after SIGINT/SIGTERM too, having saved a checkpoint;
+// then `interrupted` is set and the summary has "interrupted": true.
+std::string run_train(const Config& config, const TrainOptions& options, bool* interrupted = nullptr);
+
+// Evaluates `net` (in inference mode) on the first `limit` examples (0 = all) of `dataset`.
+EvalResult evaluate(Net& net, const data::Dataset& dataset, int64_t batch_size, int64_t limit = 0);
+
+// `terngrad eval`: loads the checkpoint, rebuilds the net from the checkpoint's config (with
+// `overrides` applied, e.g. data.path), evaluates on the test split with the EMA weights when
+// the run kept them (raw weights when use_raw), and returns the result as a JSON object string.
+std::string run_eval(const std::string& checkpoint_path, const std::string& config_path,
+                     const std::vector<std::string>& overrides, bool use_raw);
+
+// Network and dataset options as the config resolves them.
+NetOptions net_options(const Config& c);
+data::DataOptions data_options(const Config& c);
+
+}  // namespace tg::cli

@@ -1,0 +1,351 @@
+// End-to-end tests of `terngrad train` / `eval` / `config`: the real binary on the synthetic
+// dataset (fast), its output files, checkpoint/resume bit-identity (including after kill -9 and
+// SIGTERM), and every refusal path (existing run, changed config, corrupt/truncated/foreign
+// checkpoint, bad config, missing data).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <thread>
+
+#include "cmd/checkpoint.h"
+#include "cmd/config.h"
+#include "cmd/json.h"
+#include "nn/core/checksum.h"
+#include "tests/cmd/cli_util.h"
+
+namespace tg::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A quick LeNet run on the synthetic dataset: 10 classes of noisy prototypes, 28x28x1.
+std::vector<std::string> quick_args(const std::string& out, int iterations = 40) {
+  return {"train", "--no-progress",
+          "--set", "data.name=synthetic",
+          "--set", "data.synthetic_size=512",
+          "--set", "data.eval_batch_size=128",
+          "--set", "train.batch_size=16",
+          "--set", "train.iterations=" + std::to_string(iterations),
+          "--set", "train.log_every=5",
+          "--set", "train.checkpoint_every=10",
+          "--out", out};
+}
+
+json::Value parse_file(const std::string& path) {
+  return json::parse(read_text(path));
+}
+
+std::vector<json::Value> parse_lines(const std::string& path) {
+  std::vector<json::Value> v;
+  std::istringstream in(read_text(path));
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) v.push_back(json::parse(line));
+  return v;
+}
+
+std::string summary_sha(const std::string& dir) {
+  return parse_file(dir + "/summary.json")["params_sha256"].as_string();
+}
+
+TEST(TrainCli, WritesSummaryMetricsCheckpointAndLearns) {
+  TempDir dir("train");
+  const std::string out = dir / "run";
+  CliResult r = run_cli(quick_args(out));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+
+  // stdout is the summary, as one JSON object; summary.json holds the same.
+  json::Value printed = json::parse(r.out);
+  json::Value s = parse_file(out + "/summary.json");
+  EXPECT_EQ(printed["params_sha256"].as_string(), s["params_sha256"].as_string());
+  for (const char* key : {"test_accuracy", "test_loss", "iterations", "images_per_sec",
+                          "wall_seconds", "peak_rss_mb"})
+    EXPECT_TRUE(s[key].type == json::Value::Type::number) << key;
+  EXPECT_EQ(s["device"].as_string(), "cpu");
+  EXPECT_EQ(s["iterations"].as_number(), 40);
+  EXPECT_EQ(s["params_sha256"].as_string().size(), 64u);
+  EXPECT_EQ(s["config"]["train"]["batch_size"].as_number(), 16);
+  EXPECT_EQ(s["config"]["model"]["name"].as_string(), "lenet");
+  // Chance is 10%; 40 steps of batch 16 on separable prototypes must learn something real.
+  EXPECT_GT(s["test_accuracy"].as_number(), 0.5);
+  EXPECT_LE(s["test_accuracy"].as_number(), 1.0);
+
+  // metrics.jsonl: a train record every 5 steps, an eval record at the end.
+  std::vector<json::Value> m = parse_lines(out + "/metrics.jsonl");
+  std::vector<int> train_steps;
+  int evals = 0;
+  for (const auto& v : m) {
+    if (v["type"].as_string() == "train") {
+      train_steps.push_back(static_cast<int>(v["step"].as_number()));
+      EXPECT_TRUE(std::isfinite(v["loss"].as_number()));
+      EXPECT_GE(v["lr"].as_number(), 0.0);
+    } else if (v["type"].as_string() == "eval") {
+      ++evals;
+      EXPECT_EQ(v["test_accuracy"].as_number(), s["test_accuracy"].as_number());
+    }
+  }
+  std::vector<int> want;
+  for (int i = 5; i <= 40; i += 5) want.push_back(i);
+  EXPECT_EQ(train_steps, want);
+  EXPECT_EQ(evals, 1);
+  // The loss went down from the first window to the last.
+  EXPECT_LT(
+      m.back().has("loss") ? m.back()["loss"].as_number() : m[m.size() - 2]["loss"].as_number(),
+      m.front()["loss"].as_number());
+
+  // The final checkpoint holds the parameters whose SHA-256 the summary reports.
+  cli::Checkpoint ck = cli::load_checkpoint(out + "/checkpoint.tgckpt");
+  EXPECT_EQ(ck.step, 40);
+  EXPECT_EQ(ck.net, "lenet");
+  const Tensor& p = ck.get("params");
+  EXPECT_EQ(p.numel(), 1256080);
+  EXPECT_EQ(sha256_hex(p.raw_data(), p.nbytes()), s["params_sha256"].as_string());
+  EXPECT_TRUE(ck.has("ema"));
+  // config.toml is the resolved config and parses back to the same values.
+  cli::Config c = cli::load_config_file(out + "/config.toml");
+  EXPECT_EQ(c.train.iterations, 40);
+  EXPECT_EQ(c.data.name, "synthetic");
+  EXPECT_FALSE(fs::exists(out + "/checkpoint.tgckpt.tmp"));
+}
+
+TEST(TrainCli, ResumeAfterKill9EndsBitIdentical) {
+  TempDir dir("resume");
+  const std::string a = dir / "a", b = dir / "b";
+  constexpr int kIters = 300;
+  ASSERT_EQ(run_cli(quick_args(a, kIters)).exit_code, 0);
+
+  // Start the same run, kill -9 it once it has passed a few checkpoints.
+  pid_t pid = spawn_cli(quick_args(b, kIters), dir / "b_out", dir / "b_err");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  bool killed = false;
+  while (std::chrono::steady_clock::now() < deadline) {
+    const std::string metrics = read_text(b + "/metrics.jsonl");
+    if (metrics.find("\"step\":65,") != std::string::npos) {
+      ::kill(pid, SIGKILL);
+      killed = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  const int code = wait_exit(pid);
+  ASSERT_TRUE(killed) << "the run never reached step 65";
+  ASSERT_EQ(code, 128 + SIGKILL);
+  ASSERT_FALSE(fs::exists(b + "/summary.json")) << "the run finished before it was killed";
+  ASSERT_TRUE(fs::exists(b + "/checkpoint.tgckpt"));
+  const int64_t saved_step = cli::load_checkpoint(b + "/checkpoint.tgckpt").step;
+  EXPECT_GE(saved_step, 60);
+  EXPECT_LT(saved_step, kIters);
+
+  std::vector<std::string> resume = quick_args(b, kIters);
+  resume.push_back("--resume");
+  CliResult r = run_cli(resume);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("resuming at iteration"), std::string::npos) << r.err;
+  EXPECT_EQ(summary_sha(b), summary_sha(a));
+  EXPECT_EQ(parse_file(b + "/summary.json")["ema_sha256"].as_string(),
+            parse_file(a + "/summary.json")["ema_sha256"].as_string());
+  // The metrics of the resumed run are those of the uninterrupted one (no duplicate or missing
+  // steps; the losses are the same numbers).
+  std::vector<json::Value> ma = parse_lines(a + "/metrics.jsonl"),
+                           mb = parse_lines(b + "/metrics.jsonl");
+  ASSERT_EQ(ma.size(), mb.size());
+  for (size_t i = 0; i < ma.size(); ++i) {
+    EXPECT_EQ(ma[i]["step"].as_number(), mb[i]["step"].as_number());
+    if (ma[i]["type"].as_string() == "train")
+      EXPECT_EQ(ma[i]["loss"].as_number(), mb[i]["loss"].as_number())
+          << "step " << ma[i]["step"].as_number();
+  }
+}
+
+TEST(TrainCli, SigtermSavesACheckpointAndResumeFinishesTheRun) {
+  TempDir dir("sigterm");
+  const std::string a = dir / "a", b = dir / "b";
+  constexpr int kIters = 200;
+  ASSERT_EQ(run_cli(quick_args(a, kIters)).exit_code, 0);
+  pid_t pid = spawn_cli(quick_args(b, kIters), dir / "b_out", dir / "b_err");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < deadline &&
+         read_text(b + "/metrics.jsonl").find("\"step\":25,") == std::string::npos)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  ::kill(pid, SIGTERM);
+  const int code = wait_exit(pid);
+  if (code == 0) GTEST_SKIP() << "the run finished before SIGTERM arrived";
+  ASSERT_EQ(code, 130) << read_text(dir / "b_err");
+  EXPECT_NE(read_text(dir / "b_err").find("--resume"), std::string::npos);
+  const int64_t saved = cli::load_checkpoint(b + "/checkpoint.tgckpt").step;
+  EXPECT_GE(saved, 25);  // the step it stopped at, not the last periodic checkpoint
+  std::vector<std::string> resume = quick_args(b, kIters);
+  resume.push_back("--resume");
+  ASSERT_EQ(run_cli(resume).exit_code, 0);
+  EXPECT_EQ(summary_sha(b), summary_sha(a));
+}
+
+TEST(TrainCli, RefusesToOverwriteAnExistingRun) {
+  TempDir dir("exists");
+  const std::string out = dir / "run";
+  ASSERT_EQ(run_cli(quick_args(out, 10)).exit_code, 0);
+  const std::string before = read_text(out + "/summary.json");
+  CliResult r = run_cli(quick_args(out, 10));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("already holds a run"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--resume"), std::string::npos) << r.err;
+  EXPECT_EQ(read_text(out + "/summary.json"), before);  // nothing already written is lost
+}
+
+TEST(TrainCli, ResumeRefusesAChangedConfigAndAMissingCheckpoint) {
+  TempDir dir("changed");
+  const std::string out = dir / "run";
+  ASSERT_EQ(run_cli(quick_args(out, 10)).exit_code, 0);
+  std::vector<std::string> args = quick_args(out, 10);
+  args.insert(args.end(), {"--set", "train.lr=0.02", "--resume"});
+  CliResult r = run_cli(args);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("config differs"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("lr = 0.02"), std::string::npos) << r.err;
+
+  std::vector<std::string> fresh = quick_args(dir / "nothing", 10);
+  fresh.push_back("--resume");
+  r = run_cli(fresh);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("no checkpoint to resume from"), std::string::npos) << r.err;
+}
+
+TEST(TrainCli, CorruptTruncatedAndForeignCheckpointsAreRefused) {
+  TempDir dir("corrupt");
+  const std::string out = dir / "run";
+  ASSERT_EQ(run_cli(quick_args(out, 10)).exit_code, 0);
+  const std::string good = read_text(out + "/checkpoint.tgckpt");
+
+  std::string flipped = good;
+  flipped[flipped.size() / 2] ^= 0x40;
+  write_text(dir / "flipped.tgckpt", flipped);
+  CliResult r = run_cli({"eval", "--checkpoint", dir / "flipped.tgckpt"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("corrupt checkpoint"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("flipped.tgckpt"), std::string::npos) << r.err;
+
+  write_text(dir / "short.tgckpt", good.substr(0, good.size() / 3));
+  r = run_cli({"eval", "--checkpoint", dir / "short.tgckpt"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("short.tgckpt"), std::string::npos) << r.err;
+
+  write_text(dir / "foreign.tgckpt", "this is not a checkpoint at all, just text padding padding");
+  r = run_cli({"eval", "--checkpoint", dir / "foreign.tgckpt"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("not a terngrad checkpoint"), std::string::npos) << r.err;
+
+  // A corrupt checkpoint in a run directory is refused by --resume too, and left in place.
+  write_text(out + "/checkpoint.tgckpt", flipped);
+  std::vector<std::string> args = quick_args(out, 10);
+  args.push_back("--resume");
+  r = run_cli(args);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("corrupt checkpoint"), std::string::npos) << r.err;
+  EXPECT_EQ(read_text(out + "/checkpoint.tgckpt"), flipped);
+
+  // In-process: load_checkpoint names the file.
+  try {
+    cli::load_checkpoint(dir / "flipped.tgckpt");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("SHA-256 mismatch"), std::string::npos) << e.what();
+  }
+}
+
+TEST(TrainCli, EvalReproducesTheRunsAccuracyAndRefusesAMismatchedModel) {
+  TempDir dir("eval");
+  const std::string out = dir / "run";
+  ASSERT_EQ(run_cli(quick_args(out, 20)).exit_code, 0);
+  json::Value s = parse_file(out + "/summary.json");
+  CliResult r = run_cli({"eval", "--checkpoint", out + "/checkpoint.tgckpt"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json::Value e = json::parse(r.out);
+  EXPECT_EQ(e["test_accuracy"].as_number(), s["test_accuracy"].as_number());
+  EXPECT_EQ(e["test_loss"].as_number(), s["test_loss"].as_number());
+  EXPECT_EQ(e["eval_weights"].as_string(), "ema");
+  EXPECT_EQ(e["step"].as_number(), 20);
+
+  r = run_cli({"eval", "--checkpoint", out + "/checkpoint.tgckpt", "--raw"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["eval_weights"].as_string(), "raw");
+
+  r = run_cli({"eval", "--checkpoint", out + "/checkpoint.tgckpt", "--set", "model.name=cifarnet"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("cifarnet"), std::string::npos) << r.err;
+}
+
+TEST(TrainCli, ConfigAndDataErrorsNameTheCulprit) {
+  TempDir dir("cfgerr");
+  write_text(dir / "bad_key.toml", "[train]\nlearning_rate = 0.1\n");
+  CliResult r = run_cli({"train", "--config", dir / "bad_key.toml"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("learning_rate"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("bad_key.toml"), std::string::npos) << r.err;
+
+  write_text(dir / "syntax.toml", "[train]\niterations = 10\nlr = = 3\n");
+  r = run_cli({"train", "--config", dir / "syntax.toml"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("syntax.toml:3:"), std::string::npos) << r.err;  // file:line:column
+
+  r = run_cli({"train", "--set", "train.batch_size=0"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("train.batch_size"), std::string::npos) << r.err;
+
+  r = run_cli({"train", "--set", "data.path=" + dir / "no_such_dir", "--out", dir / "never"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("no_such_dir"), std::string::npos) << r.err;
+
+  r = run_cli({"train", "--device", "cuda:7", "--set", "data.name=synthetic"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("cuda"), std::string::npos) << r.err;
+
+  r = run_cli({"train", "--set", "model.name=resnet"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("lenet"), std::string::npos) << r.err;  // lists the known nets
+}
+
+TEST(TrainCli, HelpAndConfigReference) {
+  CliResult r = run_cli({"train", "--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("--resume"), std::string::npos);
+  EXPECT_NE(r.out.find("--set"), std::string::npos);
+  r = run_cli({"config", "--reference"});
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* key :
+       {"train.iterations", "train.batch_size", "train.optimizer", "train.lr", "train.lr_policy",
+        "train.momentum", "train.weight_decay", "train.seed", "train.eval_every", "train.ema_decay",
+        "model.name", "data.path", "device"})
+    EXPECT_NE(r.out.find(key), std::string::npos) << key;
+  r = run_cli({});
+  EXPECT_NE(r.exit_code, 0);
+}
+
+TEST(PaperConfigs, AllParseAndCarryTheRecipe) {
+  const std::string dir = std::string(TG_SOURCE_DIR) + "/paper/configs/";
+  for (const char* f : {"lenet_mnist.toml", "lenet_fashion_mnist.toml", "cifarnet_cifar10.toml",
+                        "alexnet_imagenet.toml", "googlenet_imagenet.toml"}) {
+    SCOPED_TRACE(f);
+    EXPECT_NO_THROW(cli::load_config_file(dir + f));
+  }
+  cli::Config c = cli::load_config_file(dir + "lenet_mnist.toml");
+  EXPECT_EQ(c.model.name, "lenet");
+  EXPECT_EQ(c.train.optimizer, "momentum");
+  EXPECT_DOUBLE_EQ(c.train.momentum, 0.9);
+  EXPECT_DOUBLE_EQ(c.train.lr, 0.01);
+  EXPECT_EQ(c.train.lr_policy, "polynomial");
+  EXPECT_DOUBLE_EQ(c.train.lr_power, 0.5);
+  EXPECT_DOUBLE_EQ(c.train.weight_decay, 5e-4);
+  EXPECT_EQ(c.train.batch_size, 64);
+  EXPECT_EQ(c.train.iterations, 10000);
+  EXPECT_DOUBLE_EQ(c.train.ema_decay, 0.9999);
+  cli::Config cf = cli::load_config_file(dir + "cifarnet_cifar10.toml");
+  EXPECT_EQ(cf.train.optimizer, "adam");
+  EXPECT_DOUBLE_EQ(cf.train.lr, 0.0002);
+  EXPECT_EQ(cf.train.lr_policy, "constant");
+  EXPECT_EQ(cf.train.batch_size, 128);
+}
+
+}  // namespace
+}  // namespace tg::testing
