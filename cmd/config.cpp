@@ -242,44 +242,11 @@ std::string format_double(double v) {
   return s;
 }
 
+// A TOML basic string: JSON's escapes are valid TOML; TOML additionally forbids a raw DEL.
 std::string toml_quote(std::string_view s) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out = "\"";
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        if (c < 0x20 || c == 0x7F) {
-          out += "\\u00";
-          out.push_back(kHex[c >> 4]);
-          out.push_back(kHex[c & 0xF]);
-        } else {
-          out.push_back(ch);
-        }
-    }
-  }
-  return out + "\"";
+  std::string out = json::quote(s);
+  for (size_t p = 0; (p = out.find('\x7f', p)) != std::string::npos;) out.replace(p, 1, "\\u007F");
+  return out;
 }
 
 std::string int_array_text(const std::vector<int64_t>& v) {

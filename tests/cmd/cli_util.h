@@ -1,5 +1,4 @@
-// Runs the real `terngrad` binary from tests: fork/exec with stdout and stderr captured, plus
-// helpers for temp directories and small files.
+// Runs the real `terngrad` binary from tests: fork/exec with stdout and stderr captured.
 #pragma once
 
 #include <fcntl.h>
@@ -7,47 +6,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
+
+#include "tests/testing/files.h"
 
 namespace tg::testing {
 
 struct CliResult {
   int exit_code = -1;  // 128 + signal if killed
   std::string out, err;
-};
-
-inline std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-inline void write_text(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
-
-// A fresh empty directory under the system temp dir, removed by the destructor.
-class TempDir {
- public:
-  explicit TempDir(const std::string& tag) {
-    std::string tmpl = (std::filesystem::temp_directory_path() / ("tg_" + tag + "_XXXXXX")).string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
 };
 
 // Starts `terngrad args...` with stdout/stderr redirected to files; returns the pid.
@@ -81,7 +49,7 @@ inline int wait_exit(pid_t pid) {
 
 // Runs `terngrad args...` to completion.
 inline CliResult run_cli(const std::vector<std::string>& args) {
-  TempDir io("cli_io");
+  TempDir io;
   const std::string out = io / "out", err = io / "err";
   CliResult r;
   r.exit_code = wait_exit(spawn_cli(args, out, err));

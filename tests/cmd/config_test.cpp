@@ -7,37 +7,26 @@
 
 #include <toml++/toml.h>
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "cmd/json.h"
 #include "nn/core/error.h"
+#include "tests/testing/errors.h"
+#include "tests/testing/files.h"
 
 namespace tg::cli {
 namespace {
 
-// Runs `fn`, expects a tg::Error, and checks the message contains every fragment.
-template <typename Fn>
-void expect_error(Fn&& fn, const std::vector<std::string>& fragments) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error; expected one containing '" << fragments.front() << "'";
-  } catch (const tg::Error& e) {
-    const std::string msg = e.what();
-    for (const auto& f : fragments) {
-      EXPECT_NE(msg.find(f), std::string::npos) << "missing '" << f << "' in: " << msg;
-    }
-  }
-}
+using tg::testing::expect_error_with;
 
 void expect_file_error(const std::string& text, const std::vector<std::string>& fragments) {
-  expect_error([&] { parse_config(text, "run.toml"); }, fragments);
+  expect_error_with([&] { parse_config(text, "run.toml"); }, fragments);
 }
 
 void expect_set_error(const std::vector<std::string>& overrides,
                       const std::vector<std::string>& fragments) {
-  expect_error([&] { default_config(overrides); }, fragments);
+  expect_error_with([&] { default_config(overrides); }, fragments);
 }
 
 TEST(Config, DefaultsAreTheLeNetMnistRecipe) {
@@ -154,16 +143,14 @@ TEST(Config, PartialFileKeepsOtherDefaultsAndAcceptsDottedKeys) {
 }
 
 TEST(Config, LoadsFromFileAndNamesAnUnreadableOne) {
-  const std::string path = ::testing::TempDir() + "tg_config_test.toml";
-  {
-    std::ofstream out(path);
-    out << "[train]\niterations = 5\n";
-  }
+  const tg::testing::TempDir dir;
+  const std::string path = dir / "tg_config_test.toml";
+  tg::testing::write_text(path, "[train]\niterations = 5\n");
   EXPECT_EQ(load_config_file(path).train.iterations, 5);
   EXPECT_EQ(load_config_file(path, {"train.iterations=6"}).train.iterations, 6);
   std::remove(path.c_str());
-  expect_error([&] { load_config_file(path); }, {"cannot open config file", path});
-  expect_error([&] { load_config_file(::testing::TempDir()); }, {"is a directory"});
+  expect_error_with([&] { load_config_file(path); }, {"cannot open config file", path});
+  expect_error_with([&] { load_config_file(dir.str()); }, {"is a directory"});
 }
 
 TEST(ConfigErrors, SyntaxErrorNamesFileLineAndColumn) {
@@ -319,10 +306,10 @@ TEST(ConfigOverrides, AppliedAfterTheFileAndValidatedTogether) {
       parse_config("[train]\nbatch_size = 0\n", "f.toml", {"train.batch_size=8"}).train.batch_size,
       8);
   // Each setting alone is valid, together they are not; the error names the override.
-  expect_error([&] { parse_config(text, "f.toml", {"train.workers=3"}); },
-               {"--set 'train.workers=3'",
-                "train.batch_size: must be a multiple of "
-                "train.workers (3), got 64"});
+  expect_error_with([&] { parse_config(text, "f.toml", {"train.workers=3"}); },
+                    {"--set 'train.workers=3'",
+                     "train.batch_size: must be a multiple of "
+                     "train.workers (3), got 64"});
 }
 
 TEST(ConfigOverrides, Errors) {

@@ -8,25 +8,20 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "nn/core/error.h"
+#include "tests/testing/errors.h"
 
 namespace tg::json {
 namespace {
 
-// Expects parse(text) to throw a tg::Error whose message names byte `offset`.
+// Expects parse(text) to throw a tg::Error whose message names byte `offset` (and `what`).
 void expect_parse_error(const std::string& text, size_t offset, const std::string& what = "") {
-  try {
-    parse(text);
-    FAIL() << "no error for: " << text;
-  } catch (const tg::Error& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find("at byte " + std::to_string(offset)), std::string::npos)
-        << "input: " << text << "\nmessage: " << msg;
-    if (!what.empty()) {
-      EXPECT_NE(msg.find(what), std::string::npos) << msg;
-    }
-  }
+  SCOPED_TRACE("input: " + text);
+  std::vector<std::string> fragments = {"at byte " + std::to_string(offset)};
+  if (!what.empty()) fragments.push_back(what);
+  tg::testing::expect_error_with([&] { parse(text); }, fragments);
 }
 
 TEST(JsonWriter, ObjectKeepsInsertionOrderAndTypes) {

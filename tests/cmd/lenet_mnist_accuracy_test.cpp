@@ -16,7 +16,7 @@ namespace {
 constexpr double kMinAccuracy = 0.991;
 
 TEST(PaperAccuracy, LenetMnistReaches99_1Percent) {
-  TempDir dir("lenet_mnist");
+  TempDir dir;
   const std::string out = dir / "run";
   CliResult r = run_cli({"train", "--no-progress", "--config",
                          std::string(TG_SOURCE_DIR) + "/paper/configs/lenet_mnist.toml", "--set",

@@ -14,6 +14,7 @@
 #include "cmd/json.h"
 #include "nn/core/checksum.h"
 #include "tests/cmd/cli_util.h"
+#include "tests/testing/errors.h"
 
 namespace tg::testing {
 namespace {
@@ -51,7 +52,7 @@ std::string summary_sha(const std::string& dir) {
 }
 
 TEST(TrainCli, WritesSummaryMetricsCheckpointAndLearns) {
-  TempDir dir("train");
+  TempDir dir;
   const std::string out = dir / "run";
   CliResult r = run_cli(quick_args(out));
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -111,7 +112,7 @@ TEST(TrainCli, WritesSummaryMetricsCheckpointAndLearns) {
 }
 
 TEST(TrainCli, ResumeAfterKill9EndsBitIdentical) {
-  TempDir dir("resume");
+  TempDir dir;
   const std::string a = dir / "a", b = dir / "b";
   constexpr int kIters = 300;
   ASSERT_EQ(run_cli(quick_args(a, kIters)).exit_code, 0);
@@ -160,7 +161,7 @@ TEST(TrainCli, ResumeAfterKill9EndsBitIdentical) {
 }
 
 TEST(TrainCli, SigtermSavesACheckpointAndResumeFinishesTheRun) {
-  TempDir dir("sigterm");
+  TempDir dir;
   const std::string a = dir / "a", b = dir / "b";
   constexpr int kIters = 200;
   ASSERT_EQ(run_cli(quick_args(a, kIters)).exit_code, 0);
@@ -183,7 +184,7 @@ TEST(TrainCli, SigtermSavesACheckpointAndResumeFinishesTheRun) {
 }
 
 TEST(TrainCli, RefusesToOverwriteAnExistingRun) {
-  TempDir dir("exists");
+  TempDir dir;
   const std::string out = dir / "run";
   ASSERT_EQ(run_cli(quick_args(out, 10)).exit_code, 0);
   const std::string before = read_text(out + "/summary.json");
@@ -195,7 +196,7 @@ TEST(TrainCli, RefusesToOverwriteAnExistingRun) {
 }
 
 TEST(TrainCli, ResumeRefusesAChangedConfigAndAMissingCheckpoint) {
-  TempDir dir("changed");
+  TempDir dir;
   const std::string out = dir / "run";
   ASSERT_EQ(run_cli(quick_args(out, 10)).exit_code, 0);
   std::vector<std::string> args = quick_args(out, 10);
@@ -213,7 +214,7 @@ TEST(TrainCli, ResumeRefusesAChangedConfigAndAMissingCheckpoint) {
 }
 
 TEST(TrainCli, CorruptTruncatedAndForeignCheckpointsAreRefused) {
-  TempDir dir("corrupt");
+  TempDir dir;
   const std::string out = dir / "run";
   ASSERT_EQ(run_cli(quick_args(out, 10)).exit_code, 0);
   const std::string good = read_text(out + "/checkpoint.tgckpt");
@@ -246,16 +247,11 @@ TEST(TrainCli, CorruptTruncatedAndForeignCheckpointsAreRefused) {
   EXPECT_EQ(read_text(out + "/checkpoint.tgckpt"), flipped);
 
   // In-process: load_checkpoint names the file.
-  try {
-    cli::load_checkpoint(dir / "flipped.tgckpt");
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("SHA-256 mismatch"), std::string::npos) << e.what();
-  }
+  expect_error_with([&] { cli::load_checkpoint(dir / "flipped.tgckpt"); }, {"SHA-256 mismatch"});
 }
 
 TEST(TrainCli, EvalReproducesTheRunsAccuracyAndRefusesAMismatchedModel) {
-  TempDir dir("eval");
+  TempDir dir;
   const std::string out = dir / "run";
   ASSERT_EQ(run_cli(quick_args(out, 20)).exit_code, 0);
   json::Value s = parse_file(out + "/summary.json");
@@ -277,7 +273,7 @@ TEST(TrainCli, EvalReproducesTheRunsAccuracyAndRefusesAMismatchedModel) {
 }
 
 TEST(TrainCli, ConfigAndDataErrorsNameTheCulprit) {
-  TempDir dir("cfgerr");
+  TempDir dir;
   write_text(dir / "bad_key.toml", "[train]\nlearning_rate = 0.1\n");
   CliResult r = run_cli({"train", "--config", dir / "bad_key.toml"});
   EXPECT_EQ(r.exit_code, 1);

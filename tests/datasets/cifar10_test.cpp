@@ -10,15 +10,13 @@
 
 #include "datasets/dataset.h"
 #include "nn/core/philox.h"
-#include "tests/datasets/temp_dir.h"
+#include "tests/testing/errors.h"
+#include "tests/testing/files.h"
 
 namespace tg::data {
 namespace {
 
-using tg::testing::expect_error_with;
-using tg::testing::read_bytes;
-using tg::testing::TempDir;
-using tg::testing::write_bytes;
+using namespace tg::testing;
 
 constexpr int64_t kRecord = 3073;
 constexpr int64_t kRecordsPerTrainFile = 20;

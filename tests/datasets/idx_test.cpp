@@ -8,15 +8,13 @@
 #include <filesystem>
 
 #include "datasets/dataset.h"
-#include "tests/datasets/temp_dir.h"
+#include "tests/testing/errors.h"
+#include "tests/testing/files.h"
 
 namespace tg::data {
 namespace {
 
-using tg::testing::expect_error_with;
-using tg::testing::read_bytes;
-using tg::testing::TempDir;
-using tg::testing::write_bytes;
+using namespace tg::testing;
 
 const std::string kMnistDir = TG_SHARED_DATA_DIR "/mnist";
 const std::string kFashionDir = "/usr/share/datasets/fashion-mnist";

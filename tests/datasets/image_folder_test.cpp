@@ -13,15 +13,13 @@
 #include <jpeglib.h>
 
 #include "datasets/dataset.h"
-#include "tests/datasets/temp_dir.h"
+#include "tests/testing/errors.h"
+#include "tests/testing/files.h"
 
 namespace tg::data {
 namespace {
 
-using tg::testing::expect_error_with;
-using tg::testing::read_bytes;
-using tg::testing::TempDir;
-using tg::testing::write_bytes;
+using namespace tg::testing;
 
 constexpr int kW = 300, kH = 280;
 constexpr int kCat[3] = {200, 100, 50};

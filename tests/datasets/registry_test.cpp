@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "datasets/dataset.h"
-#include "tests/datasets/temp_dir.h"
+#include "tests/testing/errors.h"
 
 namespace tg::data {
 namespace {

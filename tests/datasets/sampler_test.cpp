@@ -9,7 +9,7 @@
 #include <numeric>
 #include <set>
 
-#include "tests/datasets/temp_dir.h"
+#include "tests/testing/errors.h"
 
 namespace tg::data {
 namespace {

@@ -6,7 +6,7 @@
 #include <numeric>
 
 #include "datasets/dataset.h"
-#include "tests/datasets/temp_dir.h"
+#include "tests/testing/errors.h"
 
 namespace tg::data {
 namespace {

@@ -8,12 +8,12 @@
 #include <cmath>
 #include <limits>
 
-#include "tests/nn/optim/optim_test_util.h"
+#include "tests/testing/errors.h"
 
 namespace tg {
 namespace {
 
-using testing::expect_error;
+using tg::testing::expect_error_with;
 
 // The same double formula evaluated in another order: a few ulp.
 constexpr double kRtol = 1e-14;
@@ -115,7 +115,7 @@ TEST(LrSchedule, StepBoundaries) {
 
 TEST(LrSchedule, NegativeStepThrows) {
   const LrSchedule s(LrScheduleOptions{});
-  expect_error([&] { s(-1); }, "lr_schedule: step must be >= 0, got -1");
+  expect_error_with([&] { s(-1); }, {"lr_schedule: step must be >= 0, got -1"});
 }
 
 TEST(LrSchedule, ValidationErrors) {
@@ -125,9 +125,10 @@ TEST(LrSchedule, ValidationErrors) {
 
   LrScheduleOptions o;
   o.policy = "cosine";
-  expect_error([&] { build(o); },
-               "lr_schedule: unknown policy 'cosine' (known: constant, polynomial, exponential, "
-               "step)");
+  expect_error_with(
+      [&] { build(o); },
+      {"lr_schedule: unknown policy 'cosine' (known: constant, polynomial, exponential, "
+       "step)"});
 
   for (const char* p : {"constant", "polynomial", "exponential", "step"}) {
     SCOPED_TRACE(p);
@@ -137,8 +138,9 @@ TEST(LrSchedule, ValidationErrors) {
     q.boundaries = {5};
     for (const double lr : {-0.1, nan, inf}) {
       q.lr = lr;
-      expect_error([&] { build(q); },
-                   std::string("lr_schedule: lr must be finite and >= 0 for policy '") + p + "'");
+      expect_error_with(
+          [&] { build(q); },
+          {std::string("lr_schedule: lr must be finite and >= 0 for policy '") + p + "'"});
     }
     q.lr = 0.0;
     EXPECT_NO_THROW(build(q)) << "lr = 0 is allowed";
@@ -147,49 +149,51 @@ TEST(LrSchedule, ValidationErrors) {
   o = LrScheduleOptions{};
   o.policy = "polynomial";
   o.decay_steps = 0;
-  expect_error([&] { build(o); },
-               "lr_schedule: decay_steps must be > 0 for policy 'polynomial', got 0");
+  expect_error_with([&] { build(o); },
+                    {"lr_schedule: decay_steps must be > 0 for policy 'polynomial', got 0"});
   o.decay_steps = -5;
-  expect_error([&] { build(o); },
-               "lr_schedule: decay_steps must be > 0 for policy 'polynomial', got -5");
+  expect_error_with([&] { build(o); },
+                    {"lr_schedule: decay_steps must be > 0 for policy 'polynomial', got -5"});
   o.decay_steps = 100;
   o.end_lr = -1.0;
-  expect_error([&] { build(o); },
-               "lr_schedule: end_lr must be finite and >= 0 for policy 'polynomial', got -1");
+  expect_error_with(
+      [&] { build(o); },
+      {"lr_schedule: end_lr must be finite and >= 0 for policy 'polynomial', got -1"});
   o.end_lr = 0.0;
   for (const double pw : {0.0, -0.5, nan}) {
     o.power = pw;
-    expect_error([&] { build(o); },
-                 "lr_schedule: power must be finite and > 0 for policy 'polynomial'");
+    expect_error_with([&] { build(o); },
+                      {"lr_schedule: power must be finite and > 0 for policy 'polynomial'"});
   }
 
   o = LrScheduleOptions{};
   o.policy = "exponential";
-  expect_error([&] { build(o); },
-               "lr_schedule: decay_steps must be > 0 for policy 'exponential', got 0");
+  expect_error_with([&] { build(o); },
+                    {"lr_schedule: decay_steps must be > 0 for policy 'exponential', got 0"});
   o.decay_steps = 10;
   for (const double r : {0.0, -0.1, inf}) {
     o.decay_rate = r;
-    expect_error([&] { build(o); },
-                 "lr_schedule: decay_rate must be finite and > 0 for policy 'exponential'");
+    expect_error_with([&] { build(o); },
+                      {"lr_schedule: decay_rate must be finite and > 0 for policy 'exponential'"});
   }
 
   o = LrScheduleOptions{};
   o.policy = "step";
-  expect_error([&] { build(o); }, "lr_schedule: boundaries must not be empty for policy 'step'");
+  expect_error_with([&] { build(o); },
+                    {"lr_schedule: boundaries must not be empty for policy 'step'"});
   o.boundaries = {-1, 5};
-  expect_error([&] { build(o); },
-               "lr_schedule: boundaries[0] must be >= 0 for policy 'step', got -1");
+  expect_error_with([&] { build(o); },
+                    {"lr_schedule: boundaries[0] must be >= 0 for policy 'step', got -1"});
   o.boundaries = {5, 10, 10};
-  expect_error([&] { build(o); },
-               "lr_schedule: boundaries must be strictly increasing for policy 'step', got "
-               "boundaries[1] = 10 and boundaries[2] = 10");
+  expect_error_with([&] { build(o); },
+                    {"lr_schedule: boundaries must be strictly increasing for policy 'step', got "
+                     "boundaries[1] = 10 and boundaries[2] = 10"});
   o.boundaries = {5, 3};
-  expect_error([&] { build(o); }, "boundaries[0] = 5 and boundaries[1] = 3");
+  expect_error_with([&] { build(o); }, {"boundaries[0] = 5 and boundaries[1] = 3"});
   o.boundaries = {5};
   o.decay_rate = 0.0;
-  expect_error([&] { build(o); },
-               "lr_schedule: decay_rate must be finite and > 0 for policy 'step', got 0");
+  expect_error_with([&] { build(o); },
+                    {"lr_schedule: decay_rate must be finite and > 0 for policy 'step', got 0"});
 
   // Fields of other policies are not checked.
   o = LrScheduleOptions{};

@@ -1,0 +1,387 @@
+#!/usr/bin/env python3
+"""PyTorch eager reference for bench_train: the time of one full training step of the paper's nets.
+
+What it measures
+----------------
+The wall-clock time of one training iteration of LeNet (batch 64), CifarNet (batch 128) and the
+two-column AlexNet (batch 128), built exactly as the TernGrad digest §3.2 describes
+(/work/shared/paper/TERNGRAD.md) and as nn/nets/{lenet,cifarnet,alexnet}.cpp build them:
+
+    forward (training mode: BN batch statistics, dropout 0.5 on AlexNet fc6/fc7)
+    + softmax cross-entropy (mean over the batch)
+    + backward
+    + grad += wd * w on the decayed weight tensors (SGD weight_decay, per parameter group)
+    + momentum-0.9 SGD step (torch.optim.SGD, dampening 0, not Nesterov: a = m*a + g; w -= lr*a,
+      which is TF's MomentumOptimizer and our nn/optim momentum)
+    + EMA of all parameters with TF's warm-up rule d = min(0.9999, (1+t)/(10+t))
+    + the loss added to a device scalar (bench_train's loss_sum; no host sync).
+
+How it matches bench_train (bench/bench_train.cpp, cmd/step.h)
+---------------------------------------------------------------
+* Same nets, same parameter counts (asserted at start-up: 1,256,080 / 1,068,298 / 60,969,321),
+  NCHW, fp32. The same decayed tensors: LeNet all four weights, CifarNet fc3/fc4 weights only,
+  AlexNet every conv and fc weight; the same wd (5e-4, what bench_train passes), lr 0.01.
+* TF SAME padding reproduced exactly: symmetric conv padding where TF's is symmetric (5x5 and 3x3
+  stride 1), F.pad with TF's asymmetric split elsewhere (AlexNet conv1 11x11/4 on 224: 3 before,
+  4 after -> 56; CifarNet 3x3/2 SAME max pools on 24 and 12: 0 before, 1 after, padded with -inf
+  -> 12 and 6). AlexNet pools are VALID (56->27->13->6).
+* LRN: torch.nn.LocalResponseNorm with TF's (depth_radius r, bias k, alpha a, beta b) converted to
+  size 2r+1, alpha a*(2r+1), beta b, k (TF does not divide alpha by the window, torch does).
+  AlexNet's LRN is per column: the 2x48 (2x128) channel tensor is viewed as [2N, 48, H, W] so the
+  window never crosses the column boundary.
+* BN (AlexNet convs): offset (beta) only: F.batch_norm with a frozen all-ones weight buffer
+  (keeps cuDNN's fused path), eps 0.001, momentum 1-0.9997, no conv bias.
+* AlexNet's two columns: conv1 is one 96-filter conv (two 48-filter columns on the full image are
+  the same math), conv2/conv4/conv5 are groups=2 convs (each column on its own half), conv3 is one
+  384-filter conv on the 256-channel concat (each column sees the whole concat).
+* Differences: the synthetic batch is already on the device (bench_train's step_ms includes the
+  host->device copy of the batch; compare against its step_ms - transfer_ms, or note it);
+  the optimizer runs over per-tensor parameters (torch's foreach kernels on CUDA, or --fused)
+  where ours runs over one flat arena.
+* Timing: 10 warm-up steps, then steps until >= --seconds have elapsed (and >= 5 steps), each
+  timed with torch.cuda.synchronize() after it; median / p10 / p90 chosen from the sorted
+  samples as bench_train does (sorted[n/2], sorted[n/10], sorted[9n/10]).
+* Precision: by default TF32 is OFF for both cuDNN and cuBLAS (torch enables it for cuDNN convs
+  by default); our engine runs strict fp32 (CUBLAS_DEFAULT_MATH). --tf32 turns it on to show
+  PyTorch's out-of-the-box numbers. torch.backends.cudnn.benchmark = True on CUDA.
+
+Output: one JSON line per net on stdout:
+  {"kind": "pytorch_step", "net": ..., "device": ..., "batch": ..., "step_ms": ..., "p10_ms": ...,
+   "p90_ms": ..., "images_per_sec": ..., "steps": ..., "params": ..., "torch": ..., "gpu": ...,
+   "cudnn_benchmark": ..., "tf32": ..., "threads": ..., "optimizer": ...}
+
+How to run
+----------
+  CPU (same machine as bench_train --device cpu):
+      python3 bench/pytorch_step.py --device cpu --threads 2 --seconds 3
+  GPU machine (torch with CUDA installed), next to build/bench/bench_train --device cuda:
+      python3 bench/pytorch_step.py                      # lenet, cifarnet, alexnet on cuda
+      python3 bench/pytorch_step.py --net alexnet --seconds 5
+      python3 bench/pytorch_step.py --tf32 --fused       # PyTorch's fastest eager settings
+"""
+
+import argparse
+import json
+import math
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+EXPECTED_PARAMS = {"lenet": 1_256_080, "cifarnet": 1_068_298, "alexnet": 60_969_321}
+DEFAULT_BATCH = {"lenet": 64, "cifarnet": 128, "alexnet": 128}
+
+
+def tf_same_pad(size, k, s):
+    """TF SAME padding (before, after) for one spatial dim of `size` with kernel k, stride s."""
+    out = -(-size // s)
+    total = max((out - 1) * s + k - size, 0)
+    return total // 2, total - total // 2
+
+
+def tf_lrn(depth_radius, bias, alpha, beta):
+    """torch LocalResponseNorm computing TF's in / (bias + alpha * sum_{|d'-d|<=r} in^2)^beta."""
+    size = 2 * depth_radius + 1
+    return nn.LocalResponseNorm(size, alpha=alpha * size, beta=beta, k=bias)
+
+
+def trunc_normal_(t, std):
+    nn.init.trunc_normal_(t, mean=0.0, std=std, a=-2 * std, b=2 * std)
+
+
+def conv(in_c, out_c, k, std, bias=0.0, padding=0, stride=1, groups=1, with_bias=True):
+    c = nn.Conv2d(in_c, out_c, k, stride=stride, padding=padding, groups=groups, bias=with_bias)
+    trunc_normal_(c.weight, std)
+    if with_bias:
+        nn.init.constant_(c.bias, bias)
+    return c
+
+
+def dense(in_f, out_f, std, bias=0.0):
+    d = nn.Linear(in_f, out_f)
+    trunc_normal_(d.weight, std)
+    nn.init.constant_(d.bias, bias)
+    return d
+
+
+class SameMaxPool(nn.Module):
+    """TF SAME max pool: pads with -inf by TF's (before, after) split, then a VALID max pool."""
+
+    def __init__(self, k, s):
+        super().__init__()
+        self.k, self.s = k, s
+
+    def forward(self, x):
+        ph = tf_same_pad(x.shape[2], self.k, self.s)
+        pw = tf_same_pad(x.shape[3], self.k, self.s)
+        if any(ph) or any(pw):
+            x = F.pad(x, (pw[0], pw[1], ph[0], ph[1]), value=-math.inf)
+        return F.max_pool2d(x, self.k, self.s)
+
+
+class BNOffset(nn.Module):
+    """Batch norm with a learnable offset (beta) only: TF slim batch_norm(scale=False)."""
+
+    def __init__(self, channels, decay=0.9997, eps=1e-3):
+        super().__init__()
+        self.beta = nn.Parameter(torch.zeros(channels))
+        self.register_buffer("gamma", torch.ones(channels))  # frozen: keeps cuDNN's fused BN
+        self.register_buffer("running_mean", torch.zeros(channels))
+        self.register_buffer("running_var", torch.ones(channels))
+        self.momentum, self.eps = 1.0 - decay, eps
+
+    def forward(self, x):
+        return F.batch_norm(x, self.running_mean, self.running_var, self.gamma, self.beta,
+                            training=self.training, momentum=self.momentum, eps=self.eps)
+
+
+class LeNet(nn.Module):
+    num_classes, in_channels, image_size = 10, 1, 28
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = conv(1, 20, 5, 0.05, padding=2)
+        self.conv2 = conv(20, 50, 5, 0.05, padding=2)
+        self.fc3 = dense(7 * 7 * 50, 500, 0.048)
+        self.logits = dense(500, 10, 0.0767)
+        self.pool = SameMaxPool(2, 2)  # 28 -> 14 -> 7, no padding needed
+        self.decayed = [self.conv1.weight, self.conv2.weight, self.fc3.weight, self.logits.weight]
+
+    def forward(self, x):
+        x = self.pool(F.relu(self.conv1(x)))
+        x = self.pool(F.relu(self.conv2(x)))
+        x = F.relu(self.fc3(torch.flatten(x, 1)))
+        return self.logits(x)
+
+
+class CifarNet(nn.Module):
+    num_classes, in_channels, image_size = 10, 3, 24
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = conv(3, 64, 5, 0.05, bias=0.0, padding=2)
+        self.conv2 = conv(64, 64, 5, 0.05, bias=0.1, padding=2)
+        self.fc3 = dense(6 * 6 * 64, 384, 0.04, bias=0.1)
+        self.fc4 = dense(384, 192, 0.04, bias=0.1)
+        self.logits = dense(192, 10, 1.0 / 192, bias=0.0)
+        self.pool = SameMaxPool(3, 2)  # 24 -> 12 -> 6, pads 0 before / 1 after
+        self.lrn = tf_lrn(4, 1.0, 0.001 / 9.0, 0.75)
+        self.decayed = [self.fc3.weight, self.fc4.weight]
+
+    def forward(self, x):
+        x = self.lrn(self.pool(F.relu(self.conv1(x))))  # conv1 -> pool1 -> lrn1
+        x = self.pool(self.lrn(F.relu(self.conv2(x))))  # conv2 -> lrn2 -> pool2
+        x = F.relu(self.fc3(torch.flatten(x, 1)))
+        x = F.relu(self.fc4(x))
+        return self.logits(x)
+
+
+class AlexNet(nn.Module):
+    num_classes, in_channels, image_size = 1001, 3, 224
+
+    def __init__(self, dropout=0.5):
+        super().__init__()
+        s = 0.01
+        self.conv1 = conv(3, 96, 11, s, stride=4, with_bias=False)  # 2 columns x 48, full image
+        self.bn1 = BNOffset(96)
+        self.conv2 = conv(96, 256, 5, s, padding=2, groups=2, with_bias=False)
+        self.bn2 = BNOffset(256)
+        self.conv3 = conv(256, 384, 3, s, padding=1, with_bias=False)  # each column on the concat
+        self.bn3 = BNOffset(384)
+        self.conv4 = conv(384, 384, 3, s, padding=1, groups=2, with_bias=False)
+        self.bn4 = BNOffset(384)
+        self.conv5 = conv(384, 256, 3, s, padding=1, groups=2, with_bias=False)
+        self.bn5 = BNOffset(256)
+        self.fc6 = dense(6 * 6 * 256, 4096, 0.005, bias=0.1)
+        self.fc7 = dense(4096, 4096, 0.005, bias=0.1)
+        self.logits = dense(4096, 1001, 0.01, bias=0.0)
+        self.lrn = tf_lrn(2, 2.0, 1e-4, 0.75)
+        self.dropout = dropout
+        self.conv1_pad = tf_same_pad(224, 11, 4)  # (3, 4): 224 -> 56
+        self.decayed = [m.weight for m in (self.conv1, self.conv2, self.conv3, self.conv4,
+                                           self.conv5, self.fc6, self.fc7, self.logits)]
+
+    def column_lrn(self, x):
+        # LRN within each column: [N, 2C, H, W] viewed as [2N, C, H, W] (no copy).
+        n, c, h, w = x.shape
+        return self.lrn(x.view(n * 2, c // 2, h, w)).view(n, c, h, w)
+
+    def forward(self, x):
+        b, a = self.conv1_pad
+        x = F.pad(x, (b, a, b, a))
+        x = F.max_pool2d(self.column_lrn(F.relu(self.bn1(self.conv1(x)))), 3, 2)  # 56 -> 27
+        x = F.max_pool2d(self.column_lrn(F.relu(self.bn2(self.conv2(x)))), 3, 2)  # 27 -> 13
+        x = F.relu(self.bn3(self.conv3(x)))
+        x = F.relu(self.bn4(self.conv4(x)))
+        x = F.max_pool2d(F.relu(self.bn5(self.conv5(x))), 3, 2)  # 13 -> 6
+        x = torch.flatten(x, 1)
+        x = F.dropout(F.relu(self.fc6(x)), self.dropout, self.training)
+        x = F.dropout(F.relu(self.fc7(x)), self.dropout, self.training)
+        return self.logits(x)
+
+
+NETS = {"lenet": LeNet, "cifarnet": CifarNet, "alexnet": AlexNet}
+
+
+def count_params(model):
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def check_param_counts():
+    """Asserts the three nets have the digest's parameter counts (built on CPU, cheap)."""
+    for name, cls in NETS.items():
+        n = count_params(cls())
+        assert n == EXPECTED_PARAMS[name], f"{name}: {n} parameters, expected {EXPECTED_PARAMS[name]}"
+
+
+def check_shapes():
+    """The spatial sizes TF SAME/VALID give: CifarNet 24->12->6, AlexNet 56->27->13->6."""
+    x = torch.zeros(1, 64, 24, 24)
+    pool = SameMaxPool(3, 2)
+    assert pool(x).shape[-1] == 12 and pool(pool(x)).shape[-1] == 6
+    x = torch.zeros(1, 32, 28, 28)
+    pool = SameMaxPool(2, 2)
+    assert pool(x).shape[-1] == 14 and pool(pool(x)).shape[-1] == 7
+    b, a = tf_same_pad(224, 11, 4)
+    assert (b, a) == (3, 4) and (224 + b + a - 11) // 4 + 1 == 56
+
+
+class Ema:
+    """shadow <- d*shadow + (1-d)*param, d = min(decay, (1+t)/(10+t)) (TF's num_updates rule)."""
+
+    def __init__(self, params, decay=0.9999):
+        self.params = list(params)
+        self.shadow = [p.detach().clone() for p in self.params]
+        self.decay = decay
+
+    @torch.no_grad()
+    def update(self, t):
+        d = min(self.decay, (1.0 + t) / (10.0 + t))
+        params = [p.detach() for p in self.params]
+        if hasattr(torch, "_foreach_lerp_"):
+            torch._foreach_lerp_(self.shadow, params, 1.0 - d)
+        else:
+            torch._foreach_mul_(self.shadow, d)
+            torch._foreach_add_(self.shadow, params, alpha=1.0 - d)
+
+
+def make_optimizer(model, lr, wd, fused):
+    decayed_ids = {id(p) for p in model.decayed}
+    decayed = [p for p in model.parameters() if id(p) in decayed_ids]
+    rest = [p for p in model.parameters() if id(p) not in decayed_ids]
+    groups = [{"params": decayed, "weight_decay": wd}, {"params": rest, "weight_decay": 0.0}]
+    kwargs = {"lr": lr, "momentum": 0.9, "dampening": 0.0, "nesterov": False}
+    if fused:
+        kwargs["fused"] = True
+    return torch.optim.SGD(groups, **kwargs), ("sgd-fused" if fused else "sgd-default")
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def run_net(name, device, batch, seconds, args):
+    torch.manual_seed(123)
+    model = NETS[name]().to(device)
+    model.train()
+    params = count_params(model)
+    opt, opt_name = make_optimizer(model, args.lr, args.wd, args.fused)
+    ema = Ema(model.parameters(), 0.9999)
+
+    # One synthetic batch, already on the device (as bench_train's single reused batch).
+    gen = torch.Generator().manual_seed(7)
+    x = torch.randn(batch, model.in_channels, model.image_size, model.image_size, generator=gen)
+    x = x.to(device)
+    y = (torch.arange(batch) % model.num_classes).to(device)
+    loss_sum = torch.zeros((), device=device)
+
+    it = 0
+
+    def step():
+        nonlocal it
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()  # grad += wd*w (decayed group), a = 0.9*a + g, w -= lr*a
+        ema.update(it)
+        loss_sum.add_(loss.detach())
+        it += 1
+
+    for _ in range(10):  # warm-up: allocator, cuDNN benchmark autotuning, thread pools
+        step()
+    sync(device)
+
+    times = []
+    elapsed = 0.0
+    while elapsed < seconds or len(times) < 5:
+        t0 = time.perf_counter()
+        step()
+        sync(device)
+        dt = time.perf_counter() - t0
+        times.append(dt)
+        elapsed += dt
+    loss_final = float(loss_sum)  # one host sync at the end; also checks the run stayed finite
+    assert math.isfinite(loss_final), f"{name}: non-finite loss"
+
+    s = sorted(times)
+    n = len(s)
+    step_s = s[n // 2]
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else ""
+    rec = {
+        "kind": "pytorch_step", "net": name, "device": str(device), "batch": batch,
+        "step_ms": step_s * 1e3, "p10_ms": s[n // 10] * 1e3, "p90_ms": s[n * 9 // 10] * 1e3,
+        "images_per_sec": batch / step_s, "steps": n, "params": params,
+        "torch": torch.__version__, "gpu": gpu,
+        "cudnn_benchmark": bool(torch.backends.cudnn.benchmark) if device.type == "cuda" else False,
+        "tf32": bool(args.tf32) if device.type == "cuda" else False,
+        "threads": torch.get_num_threads(), "optimizer": opt_name,
+        "mean_loss": loss_final / it,
+    }
+    print(json.dumps(rec), flush=True)
+    print(f"{name} batch {batch} on {device}: {step_s * 1e3:.2f} ms/step "
+          f"(p10 {rec['p10_ms']:.2f}, p90 {rec['p90_ms']:.2f}), {batch / step_s:.0f} img/s, "
+          f"{n} steps", file=sys.stderr)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--net", choices=sorted(NETS), action="append",
+                   help="repeatable; default lenet+cifarnet+alexnet on cuda, lenet+cifarnet on cpu")
+    p.add_argument("--batch", type=int, default=0, help="override the per-net default batch")
+    p.add_argument("--seconds", type=float, default=3.0, help="timed seconds per net (>= 5 steps)")
+    p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: torch default)")
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--wd", type=float, default=5e-4, help="bench_train's weight decay")
+    p.add_argument("--tf32", action="store_true", help="allow TF32 in cuDNN/cuBLAS (default off)")
+    p.add_argument("--fused", action="store_true", help="torch.optim.SGD(fused=True)")
+    args = p.parse_args()
+
+    device = torch.device(args.device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = True
+        torch.backends.cudnn.allow_tf32 = args.tf32
+        torch.backends.cuda.matmul.allow_tf32 = args.tf32
+
+    check_param_counts()
+    check_shapes()
+
+    nets = args.net or (["lenet", "cifarnet", "alexnet"] if device.type == "cuda"
+                        else ["lenet", "cifarnet"])
+    print(f"torch {torch.__version__}, device {device}"
+          + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "")
+          + f", threads {torch.get_num_threads()}", file=sys.stderr)
+    for name in nets:
+        run_net(name, device, args.batch or DEFAULT_BATCH[name], args.seconds, args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
