@@ -24,7 +24,7 @@
 #include "nn/core/cuda_runtime.h"
 #include "nn/core/profile.h"
 #include "nn/init/init.h"
-#include "nn/core/openmp_env.h"
+#include "nn/core/cpu_env.h"
 #include "nn/core/philox.h"
 
 namespace tg::bench {
@@ -199,7 +199,7 @@ int main_impl(int argc, char** argv) {
 }  // namespace tg::bench
 
 int main(int argc, char** argv) {
-  tg::apply_openmp_defaults(argv);  // what terngrad runs with
+  tg::apply_cpu_defaults(argv);  // what terngrad runs with
   try {
     return tg::bench::main_impl(argc, argv);
   } catch (const tg::Error& e) {

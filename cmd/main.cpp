@@ -17,7 +17,7 @@
 #include "cmd/trainer.h"
 #include "datasets/fetch.h"
 #include "nn/core/error.h"
-#include "nn/core/openmp_env.h"
+#include "nn/core/cpu_env.h"
 
 namespace {
 
@@ -42,7 +42,7 @@ void print_train_result(const std::string& summary) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  tg::apply_openmp_defaults(argv);
+  tg::apply_cpu_defaults(argv);
   CLI::App app{
       "terngrad: TernGrad (NIPS 2017) ternary-gradient training, a C++20/CUDA research toolkit.\n"
       "Configs are TOML; `terngrad config --reference` lists every key with its default."};

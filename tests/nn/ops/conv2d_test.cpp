@@ -164,6 +164,15 @@ const Case kCases[] = {
      0,
      0},
     {"lenet_conv2", {2, 20, 14, 14}, {50, 20, 5, 5}, conv_opts(1, 1, Padding::same), 14, 14, 2, 2},
+    // Stride 1 with Q == W but P > H: the shifted-plane im2col's guard zeros cover 2 rows.
+    {"explicit_pad_s1_taller_output",
+     {2, 3, 5, 6},
+     {4, 3, 3, 3},
+     conv_opts(1, 1, Padding::explicit_pad, 2, 1),
+     7,
+     6,
+     2,
+     1},
 };
 
 struct Inputs {
@@ -286,6 +295,55 @@ TEST(Conv2d, KernelsMatchReferenceAcrossChunks) {
     conv2d_backward_weight_cpu(s, nullptr, dy.data<float>(), nullptr, db2.data<float>(), nullptr);
     expect_close(dw2, ref_backward_weight(s, xd, dyd), kAtol, kRtol, "dw alone");
     expect_close(db2, ref_backward_bias(s, dyd), kAtol, kRtol, "dbias alone");
+  }
+}
+
+// Stride 1 with Q == W runs the shifted-plane im2col / col2im (one masked pass per col row over
+// a zero-guarded plane copy): asymmetric SAME padding (even filter) and explicit padding taller
+// than the filter reach, each on the per-thread task path (1-2 images per chunk, several chunks
+// per thread) and the one-chunk path (all images, every step split across the threads).
+TEST(Conv2d, ShiftedPlaneKernelsMatchReference) {
+  struct ShiftCase {
+    const char* name;
+    Shape x, w;
+    Conv2dOptions o;
+  };
+  const ShiftCase cases[] = {
+      {"same_even_filter", {9, 3, 6, 7}, {5, 3, 4, 2}, conv_opts(1, 1, Padding::same)},
+      {"explicit_pad_2x1",
+       {9, 2, 5, 6},
+       {4, 2, 3, 3},
+       conv_opts(1, 1, Padding::explicit_pad, 2, 1)},
+      {"groups2_5x5", {9, 4, 6, 6}, {6, 2, 5, 5}, conv_opts(1, 1, Padding::same, 0, 0, 2)},
+  };
+  uint64_t seed = 300;
+  for (const ShiftCase& c : cases) {
+    const Conv2dShape s = conv2d_shape(c.x, c.w, c.o);
+    ASSERT_EQ(s.Q, s.W);
+    const int64_t per_image = (s.C / s.groups * s.R * s.S + s.K) * s.P * s.Q;
+    const Inputs in = make_inputs(c.x, c.w, seed);
+    const Tensor dy = random_uniform({s.N, s.K, s.P, s.Q}, -1, 1, seed++, 3);
+    const auto xd = testing::to_doubles(in.x), wd = testing::to_doubles(in.w),
+               bd = testing::to_doubles(in.b), dyd = testing::to_doubles(dy);
+    for (int64_t nb : {int64_t{1}, int64_t{2}, s.N}) {
+      SCOPED_TRACE(std::string(c.name) + ", images per chunk " + std::to_string(nb));
+      BudgetOverride budget(nb * per_image + per_image / 2);
+      ASSERT_EQ(conv2d_chunk_images(s), nb);
+      std::vector<float> ws(conv2d_workspace_floats(s), std::nanf(""));
+      Tensor y = Tensor::full({s.N, s.K, s.P, s.Q}, 7.0);
+      Tensor dx = Tensor::full(c.x, 7.0), dw = Tensor::full(c.w, 7.0),
+             db = Tensor::full({s.K}, 7.0);
+      conv2d_forward_cpu(s, in.x.data<float>(), in.w.data<float>(), in.b.data<float>(),
+                         y.data<float>(), ws.data());
+      expect_close(y, ref_forward(s, xd, wd, &bd), kAtol, kRtol, "y");
+      conv2d_backward_data_cpu(s, dy.data<float>(), in.w.data<float>(), dx.data<float>(),
+                               ws.data());
+      expect_close(dx, ref_backward_data(s, dyd, wd), kAtol, kRtol, "dx");
+      conv2d_backward_weight_cpu(s, in.x.data<float>(), dy.data<float>(), dw.data<float>(),
+                                 db.data<float>(), ws.data());
+      expect_close(dw, ref_backward_weight(s, xd, dyd), kAtol, kRtol, "dw");
+      expect_close(db, ref_backward_bias(s, dyd), kAtol, kRtol, "dbias");
+    }
   }
 }
 

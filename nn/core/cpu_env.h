@@ -1,0 +1,24 @@
+// CPU runtime settings our binaries (terngrad, bench_train) start with. Both libraries involved
+// read their settings when they load, before main, so apply_cpu_defaults() sets what the user
+// left unset and re-executes the program once (/proc/self/exe, same arguments):
+//
+// - GOMP_SPINCOUNT=10000 (unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set). libgomp, shared by
+//   our kernels and the OpenMP build of OpenBLAS, spins ~300K iterations at every barrier by
+//   default. When another process also wants the cores (a test suite under `ctest -j`, two runs
+//   side by side) that spinning steals the time slices the other threads need: two LeNet
+//   trainings on 2 cores ran at 1,050 + 750 img/s instead of ~1,800 each. A short spin keeps the
+//   quiet-machine speed and recovers part of it (1,240 + 1,230); OMP_WAIT_POLICY=passive
+//   recovers all of it under contention but costs 5-10% on a quiet machine.
+// - OPENBLAS_CORETYPE=SkylakeX (unless set) when the CPU has AVX-512 F/BW/DQ/VL but OpenBLAS
+//   chose its AVX2 kernels: OpenBLAS 0.3.21 (Debian 12) does not know AMD Zen 4 and runs its
+//   Haswell sgemm there, while its AVX-512 kernels, which Zen 4 executes, are ~1.9x faster
+//   (2 EPYC cores: 225 -> 440 GFLOP/s; CifarNet batch-128 training 80 -> 53 ms/step).
+#pragma once
+
+namespace tg {
+
+// Call first thing in main. Returns normally when nothing needs changing or the re-exec is
+// impossible (then the libraries' own defaults stay).
+void apply_cpu_defaults(char** argv);
+
+}  // namespace tg
