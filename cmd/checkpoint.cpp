@@ -93,12 +93,13 @@ void save_checkpoint(const std::string& path, const Checkpoint& ckpt) {
     Tensor h = t.to(Device::cpu()).contiguous();
     std::string shape = "[";
     for (size_t d = 0; d < h.shape().size(); ++d)
-      shape += (d ? "," : "") + std::to_string(h.shape()[d]);
+      shape += std::string(d ? "," : "") + std::to_string(h.shape()[d]);
     shape += "]";
     json::Object o;
     o.add("name", name).add("dtype", dtype_name(h.dtype())).add_raw("shape", shape);
     o.add("offset", static_cast<uint64_t>(offset)).add("nbytes", static_cast<uint64_t>(h.nbytes()));
-    table += (i ? "," : "") + o.str();
+    if (i) table += ",";
+    table += o.str();
     offset += h.nbytes();
     host.push_back(std::move(h));
   }

@@ -154,9 +154,10 @@ TEST(TrainCli, ResumeAfterKill9EndsBitIdentical) {
   ASSERT_EQ(ma.size(), mb.size());
   for (size_t i = 0; i < ma.size(); ++i) {
     EXPECT_EQ(ma[i]["step"].as_number(), mb[i]["step"].as_number());
-    if (ma[i]["type"].as_string() == "train")
+    if (ma[i]["type"].as_string() == "train") {
       EXPECT_EQ(ma[i]["loss"].as_number(), mb[i]["loss"].as_number())
           << "step " << ma[i]["step"].as_number();
+    }
   }
 }
 
