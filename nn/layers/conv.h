@@ -31,6 +31,15 @@ struct ConvConfig {
   bool batch_norm = false;  // offset-only BN (scale fixed at 1), moving stats buffers
   BatchNormOptions bn;      // decay 0.9997, eps 0.001 by default (TF-slim)
   bool relu = true;
+
+  // This config with `filters` k x k filters at `stride` (the rest unchanged).
+  ConvConfig shaped(int64_t k_filters, int64_t k, int64_t s = 1) const {
+    ConvConfig c = *this;
+    c.filters = k_filters;
+    c.kernel_h = c.kernel_w = k;
+    c.stride = s;
+    return c;
+  }
 };
 
 class ConvLayer {

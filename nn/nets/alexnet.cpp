@@ -41,19 +41,15 @@ namespace {
 class AlexNet final : public Net {
  public:
   AlexNet(const NetOptions& o, const Device& device) {
-    info_ = nets_detail::resolve_info("alexnet", o, 3, 224, 1001, device);
-    device_ = device;
     const float ratio = nets_detail::resolve_dropout("alexnet", o, 0.5f);
-    ParamBuilder b(arena_, decayed_, buffers_, o.seed, device);
+    ParamBuilder b =
+        start(nets_detail::resolve_info("alexnet", o, 3, 224, 1001, device), device, o.seed);
 
     ConvConfig c;
     c.init = WeightInit::truncated_normal(0.01f);
     c.batch_norm = true;
     auto conv = [&](const char* name, int64_t in, int64_t filters, int64_t k, int64_t stride) {
-      c.filters = filters;
-      c.kernel_h = c.kernel_w = k;
-      c.stride = stride;
-      return ConvLayer(b, name, in, c);
+      return ConvLayer(b, name, in, c.shaped(filters, k, stride));
     };
     // Registration order = the reference's creation order (column 1, then column 2, per layer).
     conv1_ = {conv("conv1_1", info_.in_channels, 48, 11, 4),

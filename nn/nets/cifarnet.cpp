@@ -26,9 +26,8 @@ namespace {
 class CifarNet final : public Net {
  public:
   CifarNet(const NetOptions& o, const Device& device) {
-    info_ = nets_detail::resolve_info("cifarnet", o, 3, 24, 10, device);
-    device_ = device;
-    ParamBuilder b(arena_, decayed_, buffers_, o.seed, device);
+    ParamBuilder b =
+        start(nets_detail::resolve_info("cifarnet", o, 3, 24, 10, device), device, o.seed);
 
     ConvConfig c;
     c.filters = 64;

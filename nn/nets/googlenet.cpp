@@ -60,9 +60,7 @@ class Mixed {
   Mixed(ParamBuilder& b, int64_t in, const MixedSpec& m, ConvConfig c) {
     const std::string p = m.name;
     auto conv = [&](const std::string& name, int64_t cin, int64_t filters, int64_t k) {
-      c.filters = filters;
-      c.kernel_h = c.kernel_w = k;
-      return ConvLayer(b, p + "/" + name, cin, c);
+      return ConvLayer(b, p + "/" + name, cin, c.shaped(filters, k));
     };
     b0_ = conv("Branch_0/Conv2d_0a_1x1", in, m.b0, 1);
     b1a_ = conv("Branch_1/Conv2d_0a_1x1", in, m.b1_reduce, 1);
@@ -101,21 +99,15 @@ constexpr std::array<MixedSpec, 9> kMixed = {{
 class GoogLeNet final : public Net {
  public:
   GoogLeNet(const NetOptions& o, const Device& device) {
-    info_ = nets_detail::resolve_info("googlenet", o, 3, 224, 1001, device);
-    device_ = device;
     const float ratio = nets_detail::resolve_dropout("googlenet", o, 0.2f);
-    ParamBuilder b(arena_, decayed_, buffers_, o.seed, device);
+    ParamBuilder b =
+        start(nets_detail::resolve_info("googlenet", o, 3, 224, 1001, device), device, o.seed);
 
     ConvConfig c;
     c.init = WeightInit::truncated_normal(0.01f);
     c.batch_norm = true;
     auto conv = [&](const char* name, int64_t in, int64_t filters, int64_t k, int64_t stride) {
-      c.filters = filters;
-      c.kernel_h = c.kernel_w = k;
-      c.stride = stride;
-      ConvLayer l(b, name, in, c);
-      c.stride = 1;
-      return l;
+      return ConvLayer(b, name, in, c.shaped(filters, k, stride));
     };
     conv1a_ = conv("Conv2d_1a_7x7", info_.in_channels, 64, 7, 2);
     conv2b_ = conv("Conv2d_2b_1x1", 64, 64, 1, 1);

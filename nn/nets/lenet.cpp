@@ -23,9 +23,8 @@ namespace {
 class LeNet final : public Net {
  public:
   LeNet(const NetOptions& o, const Device& device) {
-    info_ = nets_detail::resolve_info("lenet", o, 1, 28, 10, device);
-    device_ = device;
-    ParamBuilder b(arena_, decayed_, buffers_, o.seed, device);
+    ParamBuilder b =
+        start(nets_detail::resolve_info("lenet", o, 1, 28, 10, device), device, o.seed);
 
     ConvConfig c;
     c.kernel_h = c.kernel_w = 5;

@@ -15,6 +15,7 @@
 
 #include "nn/autograd/arena.h"
 #include "nn/core/tensor.h"
+#include "nn/layers/param_builder.h"
 
 namespace tg {
 
@@ -38,7 +39,7 @@ struct ForwardContext {
 };
 
 struct NetInfo {
-  std::string name;        // "lenet", ...
+  std::string name;  // "lenet", ...
   int64_t in_channels = 0;
   int64_t image_size = 0;  // H = W
   int64_t num_classes = 0;
@@ -71,6 +72,14 @@ class Net {
   // Throws unless x is a defined f32 [N, C, H, W] tensor (N >= 1) on device() whose C, H, W
   // match info(); the message names the net, the expected and the actual shape.
   void check_input(const Tensor& x) const;
+
+  // Sets info_ and device_ and returns the builder that registers parameters (initial weights
+  // keyed by `seed`) and buffers into this net.
+  ParamBuilder start(const NetInfo& info, const Device& device, uint64_t seed) {
+    info_ = info;
+    device_ = device;
+    return ParamBuilder(arena_, decayed_, buffers_, seed, device);
+  }
 
   NetInfo info_;
   Device device_;

@@ -44,10 +44,9 @@ constexpr std::array<VggConv, 8> kConvs = {{
 class VggA final : public Net {
  public:
   VggA(const NetOptions& o, const Device& device) {
-    info_ = nets_detail::resolve_info("vgg_a", o, 3, 224, 1000, device);
-    device_ = device;
     const float ratio = nets_detail::resolve_dropout("vgg_a", o, 0.5f);
-    ParamBuilder b(arena_, decayed_, buffers_, o.seed, device);
+    ParamBuilder b =
+        start(nets_detail::resolve_info("vgg_a", o, 3, 224, 1000, device), device, o.seed);
 
     ConvConfig c;
     c.kernel_h = c.kernel_w = 3;
