@@ -1,0 +1,190 @@
+// TernGrad kernel benchmark (terngrad/ternary_kernels.h), CPU and, when a GPU is present, CUDA:
+// the fused ternarize+pack pass in both wire formats, the stats pass, unpack_accumulate and
+// scale_accumulated, against a plain copy of the same 4n bytes on the same machine. These are
+// the T_enc inputs of the performance model (digest §6.2).
+//
+// Bytes counted (read + written), n = elements:
+//   copy 4n bytes:        8n              (memcpy single-threaded, an OpenMP copy, cudaMemcpy D2D)
+//   stats:                4n
+//   ternarize_pack:       4n + packed     (packed = n/4 two_bit, n/5 base3)
+//   unpack_accumulate:    packed + 8n     (int32 acc read and written)
+//   scale_accumulated:    8n
+// `frac_of_copy` = GB/s of the kernel / GB/s of the best copy on that device (target on the CPU:
+// ternarize_pack >= 0.5).
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench/harness.h"
+#include "nn/core/cpu_env.h"
+#include "nn/core/cuda_runtime.h"
+#include "nn/core/error.h"
+#include "nn/core/philox.h"
+#include "terngrad/ternary_kernels.h"
+
+namespace tg::bench {
+namespace {
+
+using tern::PackFormat;
+
+constexpr uint64_t kSeed = 1;
+const int64_t kSizes[] = {1 << 20, 10 * (1 << 20)};
+
+const char* name(PackFormat f) {
+  return f == PackFormat::two_bit ? "two_bit" : "base3";
+}
+
+std::vector<float> gradient(int64_t n) {
+  std::vector<float> g(n);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> d(0.0f, 1e-3f);
+  for (float& v : g) v = d(rng);
+  return g;
+}
+
+void report(const std::string& device, const char* op, const char* format, int64_t n,
+            const Timing& t, double bytes, double copy_gbps) {
+  const double gbps = bytes / (t.median_ms * 1e6);
+  JsonLine line;
+  line.add("bench", "ternary").add("device", device).add("op", op).add("format", format);
+  line.add("n", static_cast<long long>(n)).add_timing(t).add("gbps", gbps);
+  line.add("gelem_per_s", static_cast<double>(n) / (t.median_ms * 1e6));
+  if (copy_gbps > 0) line.add("frac_of_copy", gbps / copy_gbps);
+  line.print();
+}
+
+void run_cpu() {
+  const std::function<void()> nosync = [] {};
+  for (int64_t n : kSizes) {
+    const std::vector<float> g = gradient(n);
+    std::vector<float> dst(n, 0.0f);
+    const double copy_bytes = 8.0 * n;
+    const Timing t_memcpy =
+        time_it([&] { std::memcpy(dst.data(), g.data(), n * sizeof(float)); }, nosync);
+    const Timing t_omp = time_it(
+        [&] {
+          constexpr int64_t kChunk = 1 << 16;
+#pragma omp parallel for schedule(static)
+          for (int64_t b = 0; b < n; b += kChunk)
+            std::memcpy(dst.data() + b, g.data() + b, std::min(kChunk, n - b) * sizeof(float));
+        },
+        nosync);
+    report("cpu", "memcpy", "f32", n, t_memcpy, copy_bytes, 0);
+    report("cpu", "omp_copy", "f32", n, t_omp, copy_bytes, 0);
+    const double copy_gbps = copy_bytes / (std::min(t_memcpy.median_ms, t_omp.median_ms) * 1e6);
+
+    tern::TensorStats st;
+    report("cpu", "tensor_stats", "f32", n,
+           time_it([&] { tern::tensor_stats_cpu(g.data(), n, &st); }, nosync), 4.0 * n, copy_gbps);
+    const float s = static_cast<float>(2.5 * st.sigma());
+    std::vector<int32_t> acc(n, 0);
+    std::vector<float> out(n);
+    for (PackFormat f : {PackFormat::two_bit, PackFormat::base3}) {
+      const size_t packed = tern::packed_bytes(f, n);
+      std::vector<uint8_t> p(packed);
+      uint64_t step = 0;
+      report("cpu", "ternarize_pack", name(f), n,
+             time_it(
+                 [&] {
+                   tern::ternarize_pack_cpu(g.data(), n, s, kSeed,
+                                            rng_stream(RngPurpose::ternarize, step++), f, p.data());
+                 },
+                 nosync),
+             4.0 * n + packed, copy_gbps);
+      report("cpu", "unpack_accumulate", name(f), n,
+             time_it([&] { tern::unpack_accumulate_cpu(p.data(), n, f, acc.data()); }, nosync),
+             packed + 8.0 * n, copy_gbps);
+    }
+    report("cpu", "scale_accumulated", "i32", n,
+           time_it([&] { tern::scale_accumulated_cpu(acc.data(), n, s / 4, out.data()); }, nosync),
+           8.0 * n, copy_gbps);
+  }
+}
+
+#if TG_CUDA
+// Device buffer on GPU 0, freed on scope exit.
+struct DeviceBuffer {
+  explicit DeviceBuffer(size_t bytes) : p(cuda::malloc_raw(0, bytes)) {}
+  ~DeviceBuffer() { cuda::free_raw(0, p); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(p);
+  }
+  void* p;
+};
+
+void run_cuda() {
+  cuda::DeviceGuard guard(0);
+  const std::string dev = "cuda:0";
+  const std::function<void()> sync = [] { cuda::synchronize(0); };
+  for (int64_t n : kSizes) {
+    const std::vector<float> g = gradient(n);
+    DeviceBuffer dg(n * sizeof(float)), ddst(n * sizeof(float)), dacc(n * sizeof(int32_t)),
+        dout(n * sizeof(float)), dp(tern::packed_bytes(PackFormat::two_bit, n));
+    cuda::copy_h2d(0, dg.p, g.data(), n * sizeof(float));
+    cuda::memset_async(0, dacc.p, 0, n * sizeof(int32_t));
+    const double copy_bytes = 8.0 * n;
+    const Timing t_copy =
+        time_it([&] { cuda::copy_d2d(0, ddst.p, dg.p, n * sizeof(float)); }, sync);
+    report(dev, "memcpy_d2d", "f32", n, t_copy, copy_bytes, 0);
+    const double copy_gbps = copy_bytes / (t_copy.median_ms * 1e6);
+    tern::TensorStats st;
+    report(dev, "tensor_stats", "f32", n,
+           time_it([&] { tern::tensor_stats_cuda(dg.as<float>(), n, &st); }, sync), 4.0 * n,
+           copy_gbps);
+    const float s = static_cast<float>(2.5 * st.sigma());
+    for (PackFormat f : {PackFormat::two_bit, PackFormat::base3}) {
+      const size_t packed = tern::packed_bytes(f, n);
+      uint64_t step = 0;
+      report(dev, "ternarize_pack", name(f), n,
+             time_it(
+                 [&] {
+                   tern::ternarize_pack_cuda(dg.as<float>(), n, s, kSeed,
+                                             rng_stream(RngPurpose::ternarize, step++), f,
+                                             dp.as<uint8_t>());
+                 },
+                 sync),
+             4.0 * n + packed, copy_gbps);
+      report(
+          dev, "unpack_accumulate", name(f), n,
+          time_it([&] { tern::unpack_accumulate_cuda(dp.as<uint8_t>(), n, f, dacc.as<int32_t>()); },
+                  sync),
+          packed + 8.0 * n, copy_gbps);
+    }
+    report(
+        dev, "scale_accumulated", "i32", n,
+        time_it(
+            [&] { tern::scale_accumulated_cuda(dacc.as<int32_t>(), n, s / 4, dout.as<float>()); },
+            sync),
+        8.0 * n, copy_gbps);
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace tg::bench
+
+int main(int, char** argv) {
+  using namespace tg;
+  apply_cpu_defaults(argv);
+  try {
+    bench::JsonLine()
+        .add("bench", "machine")
+        .add("cpu", bench::cpu_model())
+        .add("gpu", bench::gpu_name())
+        .print();
+    bench::run_cpu();
+#if TG_CUDA
+    if (cuda::device_count() > 0) bench::run_cuda();
+#endif
+  } catch (const Error& e) {
+    std::fprintf(stderr, "bench_ternary: %s\n", e.describe().c_str());
+    return 1;
+  }
+  return 0;
+}

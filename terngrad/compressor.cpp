@@ -1,0 +1,366 @@
+#include "terngrad/compressor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "nn/core/blas.h"
+#include "nn/core/cuda_runtime.h"
+#include "nn/core/philox.h"
+#include "nn/ops/dispatch.h"
+#include "terngrad/baseline_kernels.h"
+
+namespace tg::tern {
+
+namespace {
+
+// ---- device-generic helpers on raw pointers --------------------------------------------------
+
+void copy_bytes(const Device& d, void* dst, const void* src, size_t n) {
+  if (n == 0) return;
+  if (d.is_cpu())
+    std::memcpy(dst, src, n);
+  else
+    cuda::copy_d2d(d.index, dst, src, n);
+}
+
+TensorStats stats(const Device& d, const float* g, int64_t n) {
+  TensorStats st;
+  TG_DISPATCH(d, "tensor_stats", tensor_stats_cpu(g, n, &st), tensor_stats_cuda(g, n, &st));
+  return st;
+}
+
+void ternarize(const Device& d, const float* g, int64_t n, float s, uint64_t seed, uint64_t stream,
+               PackFormat f, uint8_t* out) {
+  TG_DISPATCH(d, "ternarize_pack", ternarize_pack_cpu(g, n, s, seed, stream, f, out),
+              ternarize_pack_cuda(g, n, s, seed, stream, f, out));
+}
+
+void unpack(const Device& d, const uint8_t* in, int64_t n, PackFormat f, int32_t* acc) {
+  TG_DISPATCH(d, "unpack_accumulate", unpack_accumulate_cpu(in, n, f, acc),
+              unpack_accumulate_cuda(in, n, f, acc));
+}
+
+void scale_ints(const Device& d, const int32_t* acc, int64_t n, float scale, float* out) {
+  TG_DISPATCH(d, "scale_accumulated", scale_accumulated_cpu(acc, n, scale, out),
+              scale_accumulated_cuda(acc, n, scale, out));
+}
+
+float read_float(const Device& d, const uint8_t* p) {
+  float v = 0;
+  if (d.is_cpu())
+    std::memcpy(&v, p, sizeof v);
+  else
+    cuda::copy_d2h(d.index, &v, p, sizeof v);
+  return v;
+}
+
+void write_float(const Device& d, uint8_t* p, float v) {
+  if (d.is_cpu())
+    std::memcpy(p, &v, sizeof v);
+  else
+    cuda::copy_h2d(d.index, p, &v, sizeof v);
+}
+
+void check_buffers(const Compressor& c, const Tensor& g, const Tensor& msg, size_t bytes) {
+  check_tensor(g, "gradient", DType::f32, g.device());
+  TG_CHECK(g.is_contiguous() && g.numel() == c.total(), c.name(), ": gradient must be a contiguous f32 [",
+           c.total(), "], got ", g.str());
+  check_tensor(msg, "message", DType::u8, g.device());
+  TG_CHECK(msg.is_contiguous() && static_cast<size_t>(msg.numel()) == bytes, c.name(),
+           ": message must be a contiguous u8 [", bytes, "] on the gradient's device, got ",
+           msg.str());
+}
+
+// out = acc.floats / workers over the whole buffer.
+void finalize_floats(const Accumulator& acc, int workers, Tensor& out) {
+  out.zero_();
+  axpy(out.device(), out.numel(), 1.0f / static_cast<float>(workers), acc.floats.data<float>(),
+       out.data<float>());
+}
+
+// ---- none: raw fp32 --------------------------------------------------------------------------
+
+class NoneCompressor final : public Compressor {
+ public:
+  explicit NoneCompressor(std::vector<GradSlot> layout) : Compressor(std::move(layout)) {}
+  std::string name() const override { return "none"; }
+  size_t payload_bytes(int64_t) const override { return fp32_bytes(); }
+  void encode(const Tensor& g, const float*, int64_t step, int, Tensor& msg) override {
+    check_buffers(*this, g, msg, payload_bytes(step));
+    copy_bytes(g.device(), msg.raw_data(), g.raw_data(), fp32_bytes());
+  }
+  void accumulate(const Tensor& msg, const float*, int64_t, Accumulator& acc) const override {
+    axpy(msg.device(), total_, 1.0f, reinterpret_cast<const float*>(msg.data<uint8_t>()),
+         acc.floats.data<float>());
+  }
+  void finalize(const Accumulator& acc, const float*, int64_t, int workers,
+                Tensor& out) const override {
+    finalize_floats(acc, workers, out);
+  }
+};
+
+// ---- terngrad --------------------------------------------------------------------------------
+
+class TernGradCompressor final : public Compressor {
+ public:
+  TernGradCompressor(const CompressionOptions& o, std::vector<GradSlot> layout)
+      : Compressor(std::move(layout)), o_(o) {
+    const size_t n = layout_.size();
+    ternary_.resize(n);
+    for (size_t t = 0; t < n; ++t) {
+      const bool logits = n >= 2 && t >= n - 2;
+      ternary_[t] = layout_[t].numel >= o_.min_size && (o_.quantize_logits || !logits);
+    }
+  }
+  std::string name() const override { return "terngrad"; }
+  bool shared() const { return o_.scaler_sharing == "max"; }
+  int64_t num_meta() const override { return shared() ? static_cast<int64_t>(layout_.size()) : 0; }
+
+  // The reference code's floating_grad_epoch: the last epoch of every F-epoch window is fp32.
+  bool floating(int64_t step) const {
+    if (o_.floating_grad_epoch <= 0) return false;
+    const auto e = static_cast<int64_t>(std::floor(static_cast<double>(step) / o_.steps_per_epoch));
+    return e % o_.floating_grad_epoch == o_.floating_grad_epoch - 1;
+  }
+  bool ternary(size_t t, int64_t step) const { return ternary_[t] && !floating(step); }
+
+  float scaler_of(const TensorStats& st) const {
+    return static_cast<float>(o_.clip > 0 ? o_.clip * st.sigma() : st.max_abs);
+  }
+
+  void local_meta(const Tensor& g, float* meta) const override {
+    if (!shared()) return;
+    const float* p = g.data<float>();
+    for (size_t t = 0; t < layout_.size(); ++t)
+      meta[t] = ternary_[t] ? scaler_of(stats(g.device(), p + layout_[t].offset, layout_[t].numel))
+                            : 0.0f;
+  }
+
+  size_t slot_bytes(size_t t, int64_t step) const {
+    const int64_t n = layout_[t].numel;
+    if (!ternary(t, step)) return static_cast<size_t>(n) * sizeof(float);
+    return packed_bytes(o_.pack, n) + (shared() ? 0 : sizeof(float));
+  }
+  size_t payload_bytes(int64_t step) const override {
+    size_t b = 0;
+    for (size_t t = 0; t < layout_.size(); ++t) b += slot_bytes(t, step);
+    return b;
+  }
+
+  void encode(const Tensor& g, const float* shared_meta, int64_t step, int worker,
+              Tensor& msg) override {
+    check_buffers(*this, g, msg, payload_bytes(step));
+    const Device d = g.device();
+    const float* p = g.data<float>();
+    uint8_t* m = msg.data<uint8_t>();
+    for (size_t t = 0; t < layout_.size(); ++t) {
+      const GradSlot& sl = layout_[t];
+      if (!ternary(t, step)) {
+        copy_bytes(d, m, p + sl.offset, sl.numel * sizeof(float));
+      } else {
+        float s = 0;
+        uint8_t* codes = m;
+        if (shared()) {
+          s = shared_meta[t];
+        } else {
+          s = scaler_of(stats(d, p + sl.offset, sl.numel));
+          write_float(d, m, s);
+          codes = m + sizeof(float);
+        }
+        ternarize(d, p + sl.offset, sl.numel, s, o_.seed,
+                  rng_stream(RngPurpose::ternarize, static_cast<uint64_t>(step),
+                             static_cast<uint64_t>(worker), t),
+                  o_.pack, codes);
+      }
+      m += slot_bytes(t, step);
+    }
+  }
+
+  void accumulate(const Tensor& msg, const float*, int64_t step, Accumulator& acc) const override {
+    const Device d = msg.device();
+    const uint8_t* m = msg.data<uint8_t>();
+    int32_t* ints = acc.ints.data<int32_t>();
+    float* floats = acc.floats.data<float>();
+    for (size_t t = 0; t < layout_.size(); ++t) {
+      const GradSlot& sl = layout_[t];
+      if (!ternary(t, step)) {
+        axpy(d, sl.numel, 1.0f, reinterpret_cast<const float*>(m), floats + sl.offset);
+      } else if (shared()) {
+        unpack(d, m, sl.numel, o_.pack, ints + sl.offset);  // exact integer code sums
+      } else {
+        // Own scalers (the no-sharing ablation): codes of different workers are on different
+        // grids, so they are summed as floats s_w * code (in message order).
+        const float s = read_float(d, m);
+        Tensor tmp_i = Tensor::zeros({sl.numel}, DType::i32, d);
+        Tensor tmp_f = Tensor::empty({sl.numel}, DType::f32, d);
+        unpack(d, m + sizeof(float), sl.numel, o_.pack, tmp_i.data<int32_t>());
+        scale_ints(d, tmp_i.data<int32_t>(), sl.numel, s, tmp_f.data<float>());
+        axpy(d, sl.numel, 1.0f, tmp_f.data<float>(), floats + sl.offset);
+      }
+      m += slot_bytes(t, step);
+    }
+  }
+
+  void finalize(const Accumulator& acc, const float* shared_meta, int64_t step, int workers,
+                Tensor& out) const override {
+    finalize_floats(acc, workers, out);  // raw and unshared slots
+    if (!shared()) return;
+    const Device d = out.device();
+    for (size_t t = 0; t < layout_.size(); ++t) {
+      if (!ternary(t, step)) continue;
+      const GradSlot& sl = layout_[t];
+      scale_ints(d, acc.ints.data<int32_t>() + sl.offset, sl.numel,
+                 shared_meta[t] / static_cast<float>(workers), out.data<float>() + sl.offset);
+    }
+  }
+
+ private:
+  CompressionOptions o_;
+  std::vector<bool> ternary_;
+};
+
+// ---- fp16, qsgd, onebit: per-slot baselines accumulated as floats ------------------------------
+
+class BaselineCompressor final : public Compressor {
+ public:
+  BaselineCompressor(const CompressionOptions& o, std::vector<GradSlot> layout)
+      : Compressor(std::move(layout)), o_(o) {}
+  std::string name() const override { return o_.method; }
+
+  size_t slot_bytes(const GradSlot& sl) const {
+    if (o_.method == "fp16") return fp16_packed_bytes(sl.numel);
+    if (o_.method == "qsgd") return qsgd_packed_bytes(sl.numel, o_.qsgd_levels, o_.qsgd_bucket);
+    return onebit_packed_bytes(sl.numel);
+  }
+  size_t payload_bytes(int64_t) const override {
+    size_t b = 0;
+    for (const GradSlot& sl : layout_) b += slot_bytes(sl);
+    return b;
+  }
+
+  void encode(const Tensor& g, const float*, int64_t step, int worker, Tensor& msg) override {
+    check_buffers(*this, g, msg, payload_bytes(step));
+    const Device d = g.device();
+    const float* p = g.data<float>();
+    uint8_t* m = msg.data<uint8_t>();
+    float* residual = nullptr;
+    if (o_.method == "onebit") {
+      if (residuals_.size() <= static_cast<size_t>(worker)) residuals_.resize(worker + 1);
+      Tensor& r = residuals_[worker];
+      if (!r.defined()) r = Tensor::zeros({total_}, DType::f32, d);
+      residual = r.data<float>();
+    }
+    for (size_t t = 0; t < layout_.size(); ++t) {
+      const GradSlot& sl = layout_[t];
+      const float* gs = p + sl.offset;
+      if (o_.method == "fp16") {
+        TG_DISPATCH(d, "fp16_pack", fp16_pack_cpu(gs, sl.numel, m), fp16_pack_cuda(gs, sl.numel, m));
+      } else if (o_.method == "qsgd") {
+        const uint64_t stream = rng_stream(RngPurpose::ternarize, static_cast<uint64_t>(step),
+                                           static_cast<uint64_t>(worker), t);
+        TG_DISPATCH(d, "qsgd_pack",
+                    qsgd_pack_cpu(gs, sl.numel, o_.qsgd_levels, o_.qsgd_bucket, o_.seed, stream, m),
+                    qsgd_pack_cuda(gs, sl.numel, o_.qsgd_levels, o_.qsgd_bucket, o_.seed, stream, m));
+      } else {
+        float* rs = residual + sl.offset;
+        TG_DISPATCH(d, "onebit_pack", onebit_pack_cpu(gs, rs, sl.numel, m),
+                    onebit_pack_cuda(gs, rs, sl.numel, m));
+      }
+      m += slot_bytes(sl);
+    }
+  }
+
+  void accumulate(const Tensor& msg, const float*, int64_t, Accumulator& acc) const override {
+    const Device d = msg.device();
+    const uint8_t* m = msg.data<uint8_t>();
+    float* floats = acc.floats.data<float>();
+    for (const GradSlot& sl : layout_) {
+      float* a = floats + sl.offset;
+      if (o_.method == "fp16") {
+        TG_DISPATCH(d, "fp16_unpack", fp16_unpack_accumulate_cpu(m, sl.numel, 1.0f, a),
+                    fp16_unpack_accumulate_cuda(m, sl.numel, 1.0f, a));
+      } else if (o_.method == "qsgd") {
+        TG_DISPATCH(d, "qsgd_unpack",
+                    qsgd_unpack_accumulate_cpu(m, sl.numel, o_.qsgd_levels, o_.qsgd_bucket, 1.0f, a),
+                    qsgd_unpack_accumulate_cuda(m, sl.numel, o_.qsgd_levels, o_.qsgd_bucket, 1.0f, a));
+      } else {
+        TG_DISPATCH(d, "onebit_unpack", onebit_unpack_accumulate_cpu(m, sl.numel, 1.0f, a),
+                    onebit_unpack_accumulate_cuda(m, sl.numel, 1.0f, a));
+      }
+      m += slot_bytes(sl);
+    }
+  }
+
+  void finalize(const Accumulator& acc, const float*, int64_t, int workers,
+                Tensor& out) const override {
+    finalize_floats(acc, workers, out);
+  }
+
+ private:
+  CompressionOptions o_;
+  std::vector<Tensor> residuals_;  // onebit: error feedback, one per worker
+};
+
+}  // namespace
+
+Compressor::Compressor(std::vector<GradSlot> layout) : layout_(std::move(layout)) {
+  int64_t expect = 0;
+  for (const GradSlot& s : layout_) {
+    TG_CHECK(s.offset == expect && s.numel >= 0, "compressor layout: slot '", s.name,
+             "' must start at ", expect, " (slots are contiguous, in order), got offset ", s.offset);
+    expect += s.numel;
+  }
+  total_ = expect;
+}
+
+Accumulator Compressor::make_accumulator(const Device& device) const {
+  return {Tensor::zeros({total_}, DType::i32, device), Tensor::zeros({total_}, DType::f32, device)};
+}
+
+std::vector<std::string> compressor_names() { return {"none", "fp16", "terngrad", "qsgd", "onebit"}; }
+
+std::unique_ptr<Compressor> make_compressor(const CompressionOptions& o,
+                                            std::vector<GradSlot> layout) {
+  TG_CHECK(o.clip >= 0 && std::isfinite(o.clip), "compression.clip must be >= 0, got ", o.clip);
+  TG_CHECK(o.min_size >= 0, "compression.min_size must be >= 0, got ", o.min_size);
+  TG_CHECK(o.floating_grad_epoch >= 0, "compression.floating_grad_epoch must be >= 0, got ",
+           o.floating_grad_epoch);
+  TG_CHECK(o.floating_grad_epoch == 0 || o.steps_per_epoch > 0,
+           "compression.floating_grad_epoch needs the number of steps per epoch");
+  TG_CHECK(o.scaler_sharing == "max" || o.scaler_sharing == "none",
+           "compression.scaler_sharing must be 'max' or 'none', got '", o.scaler_sharing, "'");
+  TG_CHECK(o.qsgd_levels >= 1 && o.qsgd_levels <= 127, "compression.qsgd_levels must be in [1, 127], got ",
+           o.qsgd_levels);
+  TG_CHECK(o.qsgd_bucket >= 1, "compression.qsgd_bucket must be >= 1, got ", o.qsgd_bucket);
+  if (o.method == "none") return std::make_unique<NoneCompressor>(std::move(layout));
+  if (o.method == "terngrad") return std::make_unique<TernGradCompressor>(o, std::move(layout));
+  if (o.method == "fp16" || o.method == "qsgd" || o.method == "onebit")
+    return std::make_unique<BaselineCompressor>(o, std::move(layout));
+  std::string known;
+  for (const auto& n : compressor_names()) known += (known.empty() ? "" : ", ") + n;
+  TG_THROW("unknown compression.method '", o.method, "' (known: ", known, ")");
+}
+
+void aggregate_emulated(Compressor& c, std::span<const Tensor> worker_grads, int64_t step,
+                        Tensor& out) {
+  const int n = static_cast<int>(worker_grads.size());
+  TG_CHECK(n >= 1, "aggregate_emulated: no worker gradients");
+  const Device d = worker_grads[0].device();
+  // Round 1: scaler candidates, shared as the elementwise max over workers.
+  std::vector<float> shared(static_cast<size_t>(c.num_meta()), 0.0f), meta(shared.size());
+  for (int w = 0; w < n; ++w) {
+    c.local_meta(worker_grads[w], meta.data());
+    for (size_t i = 0; i < meta.size(); ++i) shared[i] = w == 0 ? meta[i] : std::max(shared[i], meta[i]);
+  }
+  // Rounds 2 and 3: each worker's message, accumulated in worker order.
+  Accumulator acc = c.make_accumulator(d);
+  Tensor msg = Tensor::empty({static_cast<int64_t>(c.payload_bytes(step))}, DType::u8, d);
+  for (int w = 0; w < n; ++w) {
+    c.encode(worker_grads[w], shared.data(), step, w, msg);
+    c.accumulate(msg, shared.data(), step, acc);
+  }
+  c.finalize(acc, shared.data(), step, n, out);
+}
+
+}  // namespace tg::tern

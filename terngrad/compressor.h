@@ -1,0 +1,101 @@
+// Gradient compressors behind one interface: none (fp32), fp16, terngrad, qsgd, onebit.
+//
+// A step of data-parallel training runs three rounds, the same whether the N workers are
+// emulated in one process (aggregate_emulated below) or are processes joined by a communicator:
+//   1. meta_w = local_meta(g_w)            per worker: num_meta() floats (TernGrad: one scaler
+//      shared = elementwise max_w meta_w   candidate per tensor); an allreduce-max across workers
+//   2. msg_w = encode(g_w, shared, ...)    per worker: payload_bytes(step) bytes on g's device
+//   3. accumulate(msg_w, shared, acc)      for every worker, in any order for the exact methods
+//      finalize(acc, shared, N, out)       out = the averaged gradient every replica applies
+// With TernGrad and scaler sharing every worker's codes of a tensor live on one grid, so the
+// accumulator holds integer code sums in [-N, N] and the average (s/N) * sum is exact and
+// independent of the order messages arrive in.
+//
+// The flat gradient is split into slots (one per parameter tensor, the arena's entries); each
+// slot is compressed on its own (layer-wise scalers, digest §1.5) or sent as raw fp32 when an
+// exclusion rule says so (digest §1.7: fewer than min_size elements; the classifier's two
+// tensors unless quantize_logits; every tensor during a floating_grad_epoch epoch).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "nn/core/tensor.h"
+#include "terngrad/ternary_kernels.h"
+
+namespace tg::tern {
+
+struct CompressionOptions {
+  std::string method = "none";         // none | fp16 | terngrad | qsgd | onebit
+  // terngrad
+  double clip = 2.5;                   // c: scaler c * sigma; 0 = no clipping, scaler max|g|
+  int64_t min_size = 1;                // slots with fewer elements stay fp32
+  bool quantize_logits = true;         // false: the last two slots (classifier w, b) stay fp32
+  int64_t floating_grad_epoch = 0;     // F > 0: epochs e with e % F == F - 1 are sent in fp32
+  double steps_per_epoch = 0;          // needed when floating_grad_epoch > 0
+  std::string scaler_sharing = "max";  // max | none (each worker its own scaler: the ablation)
+  PackFormat pack = PackFormat::two_bit;
+  // qsgd
+  int qsgd_levels = 4;
+  int64_t qsgd_bucket = 512;
+  uint64_t seed = 123;                 // Philox seed of every stochastic choice
+};
+
+// One parameter tensor's slice of the flat gradient.
+struct GradSlot {
+  std::string name;
+  int64_t offset = 0, numel = 0;
+};
+
+// Sums of decoded messages: integer code sums for grid-aligned slots, floats for the rest.
+struct Accumulator {
+  Tensor ints;    // i32 [total]
+  Tensor floats;  // f32 [total]
+};
+
+class Compressor {
+ public:
+  virtual ~Compressor() = default;
+  virtual std::string name() const = 0;
+
+  // Floats of meta per worker (0 when the method shares nothing).
+  virtual int64_t num_meta() const { return 0; }
+  virtual void local_meta(const Tensor& g, float* meta) const {}
+  // Bytes of one worker's message at `step` (exact: what goes on the wire).
+  virtual size_t payload_bytes(int64_t step) const = 0;
+  // Worker `worker`'s message for its flat gradient g (f32 [total]) into msg (u8, on g's device,
+  // payload_bytes(step) long). May update per-worker state (1-bit SGD's residual).
+  virtual void encode(const Tensor& g, const float* shared, int64_t step, int worker,
+                      Tensor& msg) = 0;
+  virtual void accumulate(const Tensor& msg, const float* shared, int64_t step,
+                          Accumulator& acc) const = 0;
+  // out (f32 [total]) = the average over `workers` messages accumulated in acc.
+  virtual void finalize(const Accumulator& acc, const float* shared, int64_t step, int workers,
+                        Tensor& out) const = 0;
+
+  const std::vector<GradSlot>& layout() const { return layout_; }
+  int64_t total() const { return total_; }
+  Accumulator make_accumulator(const Device& device) const;
+  // fp32 bytes of the whole gradient: the uncompressed payload, for ratios.
+  size_t fp32_bytes() const { return static_cast<size_t>(total_) * sizeof(float); }
+
+ protected:
+  Compressor(std::vector<GradSlot> layout);
+  std::vector<GradSlot> layout_;
+  int64_t total_ = 0;
+};
+
+// Throws on an unknown method (listing the known ones) or invalid options, naming the key.
+std::unique_ptr<Compressor> make_compressor(const CompressionOptions& options,
+                                            std::vector<GradSlot> layout);
+std::vector<std::string> compressor_names();
+
+// The three rounds for N workers emulated in one process, workers in order 0..N-1:
+// out = the aggregated gradient. worker_grads: N flat f32 gradients on one device.
+void aggregate_emulated(Compressor& c, std::span<const Tensor> worker_grads, int64_t step,
+                        Tensor& out);
+
+}  // namespace tg::tern

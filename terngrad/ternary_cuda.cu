@@ -1,0 +1,314 @@
+// TernGrad's per-tensor kernels on CUDA; mirrors ternary_cpu.cpp (packed bytes and accumulators
+// bit-identical, stats equal up to double summation order). All work runs on
+// cuda::current_stream(); n = number of elements of one gradient tensor g (f32, contiguous).
+//
+// tensor_stats: two deterministic passes, no atomics (the pattern of nn/ops/reduce_cuda.cu):
+//   1. a grid of B = stats_blocks(n) blocks (B depends on n only); each thread accumulates sum,
+//      sum of squares and L1 in double and max|g| over its grid-stride elements; each block
+//      combines its threads with cuda::block_reduce and writes 4 partials;
+//   2. one block combines the B partials in a fixed tree and writes the 4 results, which are
+//      copied to the host (the call synchronizes the stream).
+// ternarize_pack:
+//   two_bit: one thread per output byte j (grid stride): philox_block(seed, stream, j) supplies
+//     the 4 words of elements 4j .. 4j+3 (a float4 load when g is 16-byte aligned).
+//   base3: one thread per group of 4 output bytes = 20 elements = exactly 5 Philox blocks (one
+//     thread per byte would need 2 blocks for 5 elements, 60% more Philox work).
+//   keep iff __fmul_rn(uniform01(word), s) < fabsf(g): the same single IEEE multiply as the CPU,
+//   never fused into anything, so the bytes are bit-identical.
+// unpack_accumulate: two_bit one thread per element (coalesced acc), base3 one thread per byte
+//   (5 digits by constant divisions). Undefined byte values decode as code 0, like the CPU table.
+// scale_accumulated: one thread per element, __fmul_rn(float(acc), scale).
+//
+// Napkin math (H100, ~3 TB/s): ternarize reads 4 B and writes 0.25 B per element; 100 M
+// elements per millisecond would need ~25 Philox blocks per ns, ~1,500 integer instructions per
+// ns -- the same order as the GPU's integer rate, so the pass is close to balanced.
+#include <cstdint>
+
+#include "nn/core/allocator.h"
+#include "nn/core/cuda_block_reduce.cuh"
+#include "nn/core/cuda_check.cuh"
+#include "nn/core/device.h"
+#include "nn/core/philox.h"
+#include "terngrad/ternary_kernels.h"
+
+namespace tg::tern {
+
+namespace {
+
+constexpr int kThreads = 256;           // a multiple of 32 (full warps for the shuffles)
+constexpr int64_t kMaxBlocks = 1024;    // grid cap of the stats pass = number of partials
+constexpr int64_t kItemsPerThread = 8;  // stats: below this load per thread, fewer blocks
+
+int64_t stats_blocks(int64_t n) {
+  int64_t b = (n + kThreads * kItemsPerThread - 1) / (kThreads * kItemsPerThread);
+  if (b < 1) b = 1;
+  if (b > kMaxBlocks) b = kMaxBlocks;
+  return b;
+}
+
+void check_format(PackFormat f, const char* fn) {
+  TG_CHECK(f == PackFormat::two_bit || f == PackFormat::base3, fn, ": unknown PackFormat ",
+           static_cast<int>(f), " (expected two_bit or base3)");
+}
+
+struct SumF {
+  __device__ double operator()(double a, double b) const { return a + b; }
+};
+struct MaxF {
+  __device__ double operator()(double a, double b) const { return fmax(a, b); }
+};
+
+// partial layout: [0, B) sum, [B, 2B) sum_sq, [2B, 3B) l1, [3B, 4B) max_abs.
+__global__ void stats_partials_kernel(const float* __restrict__ g, int64_t n,
+                                      double* __restrict__ partial) {
+  __shared__ double smem[32];
+  double s = 0, q = 0, a = 0;
+  float m = 0.0f;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const float f = g[i];
+    const double d = f;
+    s += d;
+    q += d * d;
+    a += fabs(d);
+    m = fmaxf(m, fabsf(f));
+  }
+  s = cuda::block_reduce(s, 0.0, SumF(), smem);
+  q = cuda::block_reduce(q, 0.0, SumF(), smem);
+  a = cuda::block_reduce(a, 0.0, SumF(), smem);
+  const double mx = cuda::block_reduce(double(m), 0.0, MaxF(), smem);
+  if (threadIdx.x == 0) {
+    const int64_t B = gridDim.x;
+    partial[blockIdx.x] = s;
+    partial[B + blockIdx.x] = q;
+    partial[2 * B + blockIdx.x] = a;
+    partial[3 * B + blockIdx.x] = mx;
+  }
+}
+
+__global__ void stats_final_kernel(const double* __restrict__ partial, int64_t B,
+                                   double* __restrict__ out) {
+  __shared__ double smem[32];
+  double v[4] = {0, 0, 0, 0};
+  for (int64_t i = threadIdx.x; i < B; i += blockDim.x) {
+    v[0] += partial[i];
+    v[1] += partial[B + i];
+    v[2] += partial[2 * B + i];
+    v[3] = fmax(v[3], partial[3 * B + i]);
+  }
+  for (int k = 0; k < 3; ++k) v[k] = cuda::block_reduce(v[k], 0.0, SumF(), smem);
+  v[3] = cuda::block_reduce(v[3], 0.0, MaxF(), smem);
+  if (threadIdx.x == 0)
+    for (int k = 0; k < 4; ++k) out[k] = v[k];
+}
+
+// code + 1 of one element; mirrors code_plus_one in ternary_cpu.cpp.
+__device__ __forceinline__ uint32_t code_plus_one(float g, uint32_t word, float s) {
+  if (!(__fmul_rn(uniform01(word), s) < fabsf(g))) return 1;
+  return g > 0.0f ? 2 : 0;
+}
+
+template <bool kAligned>
+__global__ void pack_two_bit_kernel(const float* __restrict__ g, int64_t n, float s, uint64_t seed,
+                                    uint64_t stream, int64_t bytes, uint8_t* __restrict__ out) {
+  for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < bytes;
+       j += (int64_t)gridDim.x * blockDim.x) {
+    const Philox4 r = philox_block(seed, stream, static_cast<uint64_t>(j));
+    const int64_t base = 4 * j;
+    float x[4];
+    if (kAligned && base + 4 <= n) {
+      const float4 q = reinterpret_cast<const float4*>(g)[j];
+      x[0] = q.x;
+      x[1] = q.y;
+      x[2] = q.z;
+      x[3] = q.w;
+    } else {
+#pragma unroll
+      for (int k = 0; k < 4; ++k) x[k] = base + k < n ? g[base + k] : 0.0f;
+    }
+    uint32_t b = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      if (base + k < n) b |= code_plus_one(x[k], r.v[k], s) << (2 * k);  // padding bits: 0
+    out[j] = static_cast<uint8_t>(b);
+  }
+}
+
+__global__ void pack_base3_kernel(const float* __restrict__ g, int64_t n, float s, uint64_t seed,
+                                  uint64_t stream, int64_t bytes, uint8_t* __restrict__ out) {
+  const int64_t groups = (bytes + 3) / 4;
+  for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < groups;
+       q += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t e0 = 20 * q;
+    uint32_t acc[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int blk = 0; blk < 5; ++blk) {
+      const Philox4 r = philox_block(seed, stream, static_cast<uint64_t>(5 * q + blk));
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const int e = 4 * blk + k;  // 0..19: byte e / 5, digit e % 5 (compile-time constants)
+        constexpr uint32_t kPow3[5] = {1, 3, 9, 27, 81};
+        const int64_t i = e0 + e;
+        const uint32_t d = i < n ? code_plus_one(g[i], r.v[k], s) : 1;  // missing: code 0
+        acc[e / 5] += d * kPow3[e % 5];
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      if (4 * q + k < bytes) out[4 * q + k] = static_cast<uint8_t>(acc[k]);
+  }
+}
+
+__global__ void zero_codes_kernel(int64_t n, PackFormat f, int64_t bytes,
+                                  uint8_t* __restrict__ out) {
+  for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < bytes;
+       j += (int64_t)gridDim.x * blockDim.x) {
+    uint8_t b;
+    if (f == PackFormat::base3) {
+      b = 121;  // five digits 1
+    } else {
+      const int64_t valid = n - 4 * j;  // elements in this byte (padding bits stay 0)
+      b = valid >= 4 ? 0x55 : static_cast<uint8_t>(0x55 & ((1u << (2 * valid)) - 1));
+    }
+    out[j] = b;
+  }
+}
+
+__global__ void unpack_two_bit_kernel(const uint8_t* __restrict__ packed, int64_t n,
+                                      int32_t* __restrict__ acc) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const int d = (packed[i >> 2] >> (2 * (i & 3))) & 3;
+    acc[i] += d == 3 ? 0 : d - 1;
+  }
+}
+
+__global__ void unpack_base3_kernel(const uint8_t* __restrict__ packed, int64_t n, int64_t bytes,
+                                    int32_t* __restrict__ acc) {
+  for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < bytes;
+       j += (int64_t)gridDim.x * blockDim.x) {
+    uint32_t b = packed[j];
+    if (b > 242) continue;  // never written by the packer: code 0, like the CPU table
+#pragma unroll
+    for (int k = 0; k < 5; ++k) {
+      const int64_t i = 5 * j + k;
+      if (i < n) acc[i] += static_cast<int32_t>(b % 3) - 1;
+      b /= 3;
+    }
+  }
+}
+
+__global__ void scale_kernel(const int32_t* __restrict__ acc, int64_t n, float scale,
+                             float* __restrict__ out) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    out[i] = __fmul_rn(__int2float_rn(acc[i]), scale);
+}
+
+// Device memory from the caching allocator of the current device, returned on scope exit (safe
+// before the kernels finish: the allocator reuses blocks in stream order).
+class Workspace {
+ public:
+  explicit Workspace(size_t bytes) {
+    int dev = 0;
+    TG_CUDA_CHECK(cudaGetDevice(&dev));
+    alloc_ = &allocator_for(Device::cuda(dev));
+    p_ = alloc_->allocate(bytes);
+  }
+  ~Workspace() { alloc_->deallocate(p_); }
+  Workspace(const Workspace&) = delete;
+  Workspace& operator=(const Workspace&) = delete;
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(p_);
+  }
+
+ private:
+  CachingAllocator* alloc_ = nullptr;
+  void* p_ = nullptr;
+};
+
+}  // namespace
+
+void tensor_stats_cuda(const float* g, int64_t n, TensorStats* out) {
+  TG_CHECK(n >= 0, "tensor_stats_cuda: element count ", n, " is negative (expected n >= 0)");
+  TG_CHECK(out != nullptr, "tensor_stats_cuda: out is null");
+  *out = TensorStats{};
+  if (n == 0) return;
+  TG_CHECK(g != nullptr, "tensor_stats_cuda: g is null for n = ", n);
+  const int64_t B = stats_blocks(n);
+  Workspace ws((4 * B + 4) * sizeof(double));
+  double* partial = ws.as<double>();
+  double* result = partial + 4 * B;
+  cudaStream_t st = cuda::current_stream();
+  stats_partials_kernel<<<static_cast<unsigned>(B), kThreads, 0, st>>>(g, n, partial);
+  TG_CUDA_LAUNCH_CHECK();
+  stats_final_kernel<<<1, kThreads, 0, st>>>(partial, B, result);
+  TG_CUDA_LAUNCH_CHECK();
+  double host[4];
+  TG_CUDA_CHECK(cudaMemcpyAsync(host, result, sizeof(host), cudaMemcpyDeviceToHost, st));
+  TG_CUDA_CHECK(cudaStreamSynchronize(st));
+  out->n = n;
+  out->sum = host[0];
+  out->sum_sq = host[1];
+  out->l1 = host[2];
+  out->max_abs = host[3];
+}
+
+void ternarize_pack_cuda(const float* g, int64_t n, float s, uint64_t seed, uint64_t stream,
+                         PackFormat f, uint8_t* out) {
+  TG_CHECK(n >= 0, "ternarize_pack_cuda: element count ", n, " is negative (expected n >= 0)");
+  check_format(f, "ternarize_pack_cuda");
+  if (n == 0) return;
+  TG_CHECK(g != nullptr && out != nullptr, "ternarize_pack_cuda: null pointer for n = ", n);
+  const int64_t bytes = static_cast<int64_t>(packed_bytes(f, n));
+  cudaStream_t st = cuda::current_stream();
+  if (!(s > 0.0f)) {  // s <= 0 (or NaN): all-zero codes, as on the CPU
+    zero_codes_kernel<<<cuda::grid_for(bytes, kThreads), kThreads, 0, st>>>(n, f, bytes, out);
+    TG_CUDA_LAUNCH_CHECK();
+    return;
+  }
+  if (f == PackFormat::two_bit) {
+    const bool aligned = reinterpret_cast<uintptr_t>(g) % 16 == 0;
+    if (aligned)
+      pack_two_bit_kernel<true>
+          <<<cuda::grid_for(bytes, kThreads), kThreads, 0, st>>>(g, n, s, seed, stream, bytes, out);
+    else
+      pack_two_bit_kernel<false>
+          <<<cuda::grid_for(bytes, kThreads), kThreads, 0, st>>>(g, n, s, seed, stream, bytes, out);
+    TG_CUDA_LAUNCH_CHECK();
+  } else {
+    const int64_t groups = (bytes + 3) / 4;
+    pack_base3_kernel<<<cuda::grid_for(groups, kThreads), kThreads, 0, st>>>(g, n, s, seed, stream,
+                                                                             bytes, out);
+    TG_CUDA_LAUNCH_CHECK();
+  }
+}
+
+void unpack_accumulate_cuda(const uint8_t* packed, int64_t n, PackFormat f, int32_t* acc) {
+  TG_CHECK(n >= 0, "unpack_accumulate_cuda: element count ", n, " is negative (expected n >= 0)");
+  check_format(f, "unpack_accumulate_cuda");
+  if (n == 0) return;
+  TG_CHECK(packed != nullptr && acc != nullptr, "unpack_accumulate_cuda: null pointer for n = ", n);
+  cudaStream_t st = cuda::current_stream();
+  if (f == PackFormat::two_bit) {
+    unpack_two_bit_kernel<<<cuda::grid_for(n, kThreads), kThreads, 0, st>>>(packed, n, acc);
+    TG_CUDA_LAUNCH_CHECK();
+  } else {
+    const int64_t bytes = static_cast<int64_t>(packed_bytes(f, n));
+    unpack_base3_kernel<<<cuda::grid_for(bytes, kThreads), kThreads, 0, st>>>(packed, n, bytes,
+                                                                              acc);
+    TG_CUDA_LAUNCH_CHECK();
+  }
+}
+
+void scale_accumulated_cuda(const int32_t* acc, int64_t n, float scale, float* out) {
+  TG_CHECK(n >= 0, "scale_accumulated_cuda: element count ", n, " is negative (expected n >= 0)");
+  if (n == 0) return;
+  TG_CHECK(acc != nullptr && out != nullptr, "scale_accumulated_cuda: null pointer for n = ", n);
+  scale_kernel<<<cuda::grid_for(n, kThreads), kThreads, 0, cuda::current_stream()>>>(acc, n, scale,
+                                                                                     out);
+  TG_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace tg::tern

@@ -1,0 +1,56 @@
+// TernGrad's per-tensor kernels (digest §1.2-1.9), CPU and CUDA with mirror-image signatures.
+// Raw pointers and sizes only; device pointers for the _cuda variants (scalar results are
+// returned to the host). Shape letters: n = number of elements of one gradient tensor.
+//
+//   1. tensor_stats:        one pass: max|g|, sum, sum of squares, L1 -> TensorStats (double
+//                           accumulation; population sigma = sqrt(E[g^2] - E[g]^2), clamped >= 0).
+//   2. ternarize_pack:      one fused pass: code_i = sign(g_i) * b_i with b_i = 1 iff
+//                           u_i * s < |g_i|, u_i = uniform01(philox_word(seed, stream, i)) in
+//                           [0, 1) (so P(b_i = 1) = min(|g_i| / s, 1): elements with |g_i| >= s are
+//                           kept with probability 1, i.e. clipped to +-s), written straight into
+//                           the packed wire format. stream = rng_stream(RngPurpose::ternarize,
+//                           step, worker, tensor): the codes depend only on (seed, step, worker,
+//                           tensor, i, g_i, s), never on the device or process computing them.
+//                           s <= 0 (an all-zero gradient) gives all-zero codes.
+//   3. unpack_accumulate:   acc_i += code_i (int32), for aggregating N workers' codes exactly:
+//                           the aggregate is (s / N) * sum_w code_i^w with the integer sum in
+//                           [-N, N], independent of summation order.
+//   4. scale_accumulated:   out_i = scale * acc_i (scale = s / N).
+// CPU and CUDA produce bit-identical packed bytes for the same (g, s, seed, stream).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tg::tern {
+
+struct TensorStats {
+  int64_t n = 0;
+  double max_abs = 0, sum = 0, sum_sq = 0, l1 = 0;
+  double mean() const { return n ? sum / n : 0.0; }
+  double sigma() const;  // population standard deviation (mean-subtracted), >= 0
+};
+
+// Wire formats of a ternary code vector (codes in {-1, 0, +1}):
+//   two_bit: 4 codes per byte, element i in byte i / 4 at bits 2*(i % 4) .. 2*(i % 4) + 1,
+//            value (code + 1) in {0, 1, 2}; the unused bits of the last byte are 0.
+//            ceil(n / 4) bytes.
+//   base3:   5 codes per byte, byte j = sum_{k<5} (code_{5j+k} + 1) * 3^k (0..242); missing
+//            elements of the last byte count as code 0 (digit 1). ceil(n / 5) bytes = 1.6 bits
+//            per element.
+enum class PackFormat : uint8_t { two_bit, base3 };
+size_t packed_bytes(PackFormat f, int64_t n);
+
+void tensor_stats_cpu(const float* g, int64_t n, TensorStats* out);
+void ternarize_pack_cpu(const float* g, int64_t n, float s, uint64_t seed, uint64_t stream,
+                        PackFormat f, uint8_t* out);
+void unpack_accumulate_cpu(const uint8_t* packed, int64_t n, PackFormat f, int32_t* acc);
+void scale_accumulated_cpu(const int32_t* acc, int64_t n, float scale, float* out);
+
+void tensor_stats_cuda(const float* g, int64_t n, TensorStats* out);
+void ternarize_pack_cuda(const float* g, int64_t n, float s, uint64_t seed, uint64_t stream,
+                         PackFormat f, uint8_t* out);
+void unpack_accumulate_cuda(const uint8_t* packed, int64_t n, PackFormat f, int32_t* acc);
+void scale_accumulated_cuda(const int32_t* acc, int64_t n, float scale, float* out);
+
+}  // namespace tg::tern

@@ -1,0 +1,160 @@
+// TernGrad kernels on CUDA vs CPU: packed bytes bit-identical in both formats (aligned and
+// misaligned g, s below/at/above max|g|, s <= 0), unpack_accumulate and scale_accumulated
+// bit-identical, stats equal within 1e-12 relative (double sums in a different order; max|g|
+// exact). Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "nn/core/cuda_runtime.h"
+#include "nn/core/philox.h"
+#include "terngrad/ternary_kernels.h"
+#include "tests/testing/op_harness.h"
+
+namespace tg::tern {
+namespace {
+
+// The _cuda kernels exist only in a CUDA build (ternary_cuda.cu); a CPU-only build compiles this
+// file to one skipped test.
+#if TG_CUDA
+
+constexpr uint64_t kSeed = 20170517;
+constexpr PackFormat kFormats[] = {PackFormat::two_bit, PackFormat::base3};
+// Stats: both sides accumulate in double, in different orders: relative error ~ n * 2^-53.
+constexpr double kStatsRel = 1e-12;
+
+// A device buffer of `bytes` bytes on GPU 0 (freed on scope exit).
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t bytes) : p_(cuda::malloc_raw(0, std::max<size_t>(bytes, 16))) {}
+  ~DeviceBuffer() { cuda::free_raw(0, p_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  template <typename T>
+  T* as(size_t offset_bytes = 0) const {
+    return reinterpret_cast<T*>(static_cast<char*>(p_) + offset_bytes);
+  }
+  void upload(const void* src, size_t bytes, size_t offset_bytes = 0) {
+    if (bytes) cuda::copy_h2d(0, static_cast<char*>(p_) + offset_bytes, src, bytes);
+  }
+  template <typename T>
+  std::vector<T> download(size_t count, size_t offset_bytes = 0) const {
+    std::vector<T> v(count);
+    if (count)
+      cuda::copy_d2h(0, v.data(), static_cast<char*>(p_) + offset_bytes, count * sizeof(T));
+    return v;
+  }
+
+ private:
+  void* p_ = nullptr;
+};
+
+std::vector<float> gaussian(int64_t n, float sigma, uint64_t stream) {
+  const Tensor t = testing::random_normal({n}, sigma, kSeed, stream);
+  const float* p = t.data<float>();
+  return std::vector<float>(p, p + n);
+}
+
+const std::vector<int64_t> kSizes = {1, 3, 4, 5, 7, 19, 20, 21, 33, 1000, 65537, (1 << 20) + 7};
+
+TEST(TernaryCuda, PackedBytesBitIdentical) {
+  TG_REQUIRE_CUDA();
+  cuda::DeviceGuard guard(0);
+  for (int64_t n : kSizes) {
+    std::vector<float> g = gaussian(n, 1.0f, n);
+    if (n > 4) g[1] = 0.0f, g[n - 1] = -0.0f;
+    float m = 0;
+    for (float v : g) m = std::max(m, std::fabs(v));
+    // Offset 0 (16-byte aligned: the float4 path) and 1 float (the scalar path).
+    for (size_t offset : {size_t{0}, sizeof(float)}) {
+      DeviceBuffer dg(n * sizeof(float) + offset);
+      dg.upload(g.data(), n * sizeof(float), offset);
+      for (PackFormat f : kFormats) {
+        const size_t bytes = packed_bytes(f, n);
+        DeviceBuffer dp(bytes);
+        for (float s : {0.5f * m, m, 2.0f * m, 0.0f, -1.0f}) {
+          SCOPED_TRACE("n=" + std::to_string(n) + " offset=" + std::to_string(offset) +
+                       (f == PackFormat::two_bit ? " two_bit" : " base3") +
+                       " s=" + std::to_string(s));
+          const uint64_t stream = rng_stream(RngPurpose::ternarize, 11, 2, n);
+          std::vector<uint8_t> cpu(bytes);
+          ternarize_pack_cpu(g.data(), n, s, kSeed, stream, f, cpu.data());
+          ternarize_pack_cuda(dg.as<float>(offset), n, s, kSeed, stream, f, dp.as<uint8_t>());
+          const std::vector<uint8_t> gpu = dp.download<uint8_t>(bytes);
+          ASSERT_EQ(gpu, cpu);
+        }
+      }
+    }
+  }
+}
+
+TEST(TernaryCuda, UnpackAndScaleBitIdentical) {
+  TG_REQUIRE_CUDA();
+  cuda::DeviceGuard guard(0);
+  for (int64_t n : kSizes) {
+    const std::vector<float> g = gaussian(n, 1.0f, 100 + n);
+    std::vector<int32_t> acc0(n);
+    for (int64_t i = 0; i < n; ++i) acc0[i] = static_cast<int32_t>(i % 9) - 4;
+    for (PackFormat f : kFormats) {
+      SCOPED_TRACE("n=" + std::to_string(n) + (f == PackFormat::two_bit ? " two_bit" : " base3"));
+      const size_t bytes = packed_bytes(f, n);
+      std::vector<uint8_t> p(bytes);
+      ternarize_pack_cpu(g.data(), n, 1.5f, kSeed, 5, f, p.data());
+      // Also every byte value, including the ones the packer never writes (decode as 0).
+      for (size_t j = 0; j + 1 < bytes && j < 256; ++j) p[j] = static_cast<uint8_t>(j);
+      std::vector<int32_t> cpu = acc0;
+      unpack_accumulate_cpu(p.data(), n, f, cpu.data());
+      unpack_accumulate_cpu(p.data(), n, f, cpu.data());
+      DeviceBuffer dp(bytes), da(n * sizeof(int32_t)), dout(n * sizeof(float));
+      dp.upload(p.data(), bytes);
+      da.upload(acc0.data(), n * sizeof(int32_t));
+      unpack_accumulate_cuda(dp.as<uint8_t>(), n, f, da.as<int32_t>());
+      unpack_accumulate_cuda(dp.as<uint8_t>(), n, f, da.as<int32_t>());
+      ASSERT_EQ(da.download<int32_t>(n), cpu);
+      const float scale = 1.5f / 7.0f;
+      std::vector<float> out_cpu(n);
+      scale_accumulated_cpu(cpu.data(), n, scale, out_cpu.data());
+      scale_accumulated_cuda(da.as<int32_t>(), n, scale, dout.as<float>());
+      const std::vector<float> out_gpu = dout.download<float>(n);
+      ASSERT_EQ(std::memcmp(out_gpu.data(), out_cpu.data(), n * sizeof(float)), 0);
+    }
+  }
+}
+
+TEST(TernaryCuda, StatsParity) {
+  TG_REQUIRE_CUDA();
+  cuda::DeviceGuard guard(0);
+  for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{255}, int64_t{256}, int64_t{100003},
+                    int64_t{(1 << 22) + 5}}) {
+    std::vector<float> g = gaussian(n, 0.2f, 200 + n);
+    for (float& v : g) v -= 0.03f;
+    DeviceBuffer dg(n * sizeof(float));
+    dg.upload(g.data(), n * sizeof(float));
+    TensorStats cpu, gpu;
+    tensor_stats_cpu(g.data(), n, &cpu);
+    tensor_stats_cuda(dg.as<float>(), n, &gpu);
+    SCOPED_TRACE("n=" + std::to_string(n));
+    EXPECT_EQ(gpu.n, n);
+    EXPECT_EQ(gpu.max_abs, cpu.max_abs);
+    EXPECT_NEAR(gpu.sum, cpu.sum, kStatsRel * cpu.l1);
+    EXPECT_NEAR(gpu.sum_sq, cpu.sum_sq, kStatsRel * cpu.sum_sq);
+    EXPECT_NEAR(gpu.l1, cpu.l1, kStatsRel * cpu.l1);
+    EXPECT_NEAR(gpu.sigma(), cpu.sigma(), 1e-9 * (1 + cpu.sigma()));
+    // Deterministic run to run.
+    TensorStats again;
+    tensor_stats_cuda(dg.as<float>(), n, &again);
+    EXPECT_EQ(std::memcmp(&again, &gpu, sizeof(gpu)), 0);
+  }
+}
+
+#else
+TEST(TernaryCuda, BuiltWithoutCuda) {
+  TG_REQUIRE_CUDA();
+}
+#endif
+
+}  // namespace
+}  // namespace tg::tern
