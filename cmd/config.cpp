@@ -43,10 +43,22 @@ FieldPtr top_level(Config& c) {
 
 // What a key's value must satisfy (float keys must also be finite).
 struct Rule {
-  enum class Kind { any, non_empty, at_least, above, below, unit, one_of, device, increasing };
+  enum class Kind {
+    any,
+    non_empty,
+    at_least,
+    above,
+    below,
+    between,
+    unit,
+    one_of,
+    device,
+    increasing
+  };
   Kind kind = Kind::any;
-  double bound = 0.0;
+  double bound = 0.0;                     // at_least, above, below; between: the lower end
   std::vector<std::string_view> allowed;  // one_of
+  double upper = 0.0;                     // between: the upper end (inclusive)
 };
 Rule any() {
   return {};
@@ -62,6 +74,10 @@ Rule above(double b) {
 }
 Rule below(double b) {
   return {Rule::Kind::below, b, {}};
+}
+// [lo, hi], both ends included.
+Rule between(double lo, double hi) {
+  return {Rule::Kind::between, lo, {}, hi};
 }
 // [0, 1)
 Rule unit() {
@@ -93,6 +109,8 @@ const std::vector<KeySpec>& key_specs() {
   using M = ModelConfig;
   using D = DataConfig;
   using T = TrainConfig;
+  using W = WorkersConfig;
+  using Z = CompressionConfig;
   static const std::vector<KeySpec> specs = {
       {"", "device", top_level<&C::device>, device_rule(), "Compute device of the run"},
 
@@ -167,8 +185,32 @@ const std::vector<KeySpec>& key_specs() {
        "Decay of the parameters' moving average; 0 = no EMA, evaluate the raw weights"},
       {"train", "checkpoint_every", member<&C::train, &T::checkpoint_every>, at_least(0),
        "Write a checkpoint every N iterations; 0 = only the final one"},
-      {"train", "workers", member<&C::train, &T::workers>, at_least(1),
-       "Data-parallel workers; batch_size must be a multiple of it"},
+
+      {"workers", "count", member<&C::workers, &W::count>, at_least(1),
+       "Data-parallel workers, emulated in one process; train.batch_size must be a multiple of "
+       "it"},
+
+      {"compression", "method", member<&C::compression, &Z::method>,
+       one_of({"none", "fp16", "terngrad", "qsgd", "onebit"}),
+       "How each worker's gradient goes on the wire; none = fp32"},
+      {"compression", "clip", member<&C::compression, &Z::clip>, at_least(0),
+       "terngrad: scaler = clip * the tensor's gradient std (gradient clipping); 0 = no "
+       "clipping, scaler = max|g|"},
+      {"compression", "min_size", member<&C::compression, &Z::min_size>, at_least(0),
+       "terngrad: tensors with fewer elements are sent in fp32"},
+      {"compression", "quantize_logits", member<&C::compression, &Z::quantize_logits>, any(),
+       "terngrad: false sends the classifier's weights and bias in fp32"},
+      {"compression", "floating_grad_epoch", member<&C::compression, &Z::floating_grad_epoch>,
+       at_least(0), "terngrad: F > 0 sends epochs e with e % F == F - 1 in fp32; 0 = never"},
+      {"compression", "scaler_sharing", member<&C::compression, &Z::scaler_sharing>,
+       one_of({"max", "none"}),
+       "terngrad: max = all workers share the largest scaler; none = each its own (ablation)"},
+      {"compression", "pack", member<&C::compression, &Z::pack>, one_of({"two_bit", "base3"}),
+       "terngrad: wire format, two_bit = 2 bits per element, base3 = 5 per byte (1.6 bits)"},
+      {"compression", "qsgd_levels", member<&C::compression, &Z::qsgd_levels>, between(1, 65535),
+       "qsgd: quantization levels s"},
+      {"compression", "qsgd_bucket", member<&C::compression, &Z::qsgd_bucket>, at_least(1),
+       "qsgd: elements per bucket, each with its own norm"},
   };
   return specs;
 }
@@ -425,10 +467,12 @@ FieldValue convert(const KeySpec& s, const toml::node& n, const std::string& ori
 
 // The rule as a phrase completing "must be ...".
 std::string rule_text(const Rule& r) {
-  const auto b = [&]() {
-    const std::string s = format_double(r.bound);
+  // A bound as written in a rule: "1", not "1.0".
+  const auto num = [](double x) {
+    const std::string s = format_double(x);
     return s.size() > 2 && s.ends_with(".0") ? s.substr(0, s.size() - 2) : s;
   };
+  const auto b = [&]() { return num(r.bound); };
   switch (r.kind) {
     case Rule::Kind::any:
       return "";
@@ -440,6 +484,8 @@ std::string rule_text(const Rule& r) {
       return "> " + b();
     case Rule::Kind::below:
       return "< " + b();
+    case Rule::Kind::between:
+      return "in [" + b() + ", " + num(r.upper) + "]";
     case Rule::Kind::unit:
       return "in [0, 1)";
     case Rule::Kind::one_of: {
@@ -484,6 +530,8 @@ bool satisfies(const Rule& r, const FieldValue& v) {
       return x > r.bound;
     case Rule::Kind::below:
       return x < r.bound;
+    case Rule::Kind::between:
+      return x >= r.bound && x <= r.upper;
     case Rule::Kind::unit:
       return x >= 0.0 && x < 1.0;
     case Rule::Kind::one_of:
@@ -599,11 +647,12 @@ class Builder {
                std::holds_alternative<double>(v) ? " and finite" : "", ", got ", toml_text(v));
     }
     const TrainConfig& t = config_.train;
-    TG_CHECK(t.batch_size % t.workers == 0, latest("train", "batch_size", "workers"),
-             ": train.batch_size: must be a multiple of train.workers (", t.workers, "), got ",
+    const int64_t workers = config_.workers.count;
+    TG_CHECK(t.batch_size % workers == 0, latest("train.batch_size", "workers.count"),
+             ": train.batch_size: must be a multiple of workers.count (", workers, "), got ",
              t.batch_size);
     TG_CHECK(t.lr_policy != "exponential" || t.lr_decay_steps > 0 || t.lr_decay_epochs > 0,
-             latest("train", "lr_policy", "lr_decay_steps"),
+             latest("train.lr_policy", "train.lr_decay_steps"),
              ": train.lr_policy = \"exponential\" needs train.lr_decay_steps > 0 or "
              "train.lr_decay_epochs > 0 (the decay period)");
     return config_;
@@ -623,11 +672,21 @@ class Builder {
     origins_[index_of(s)] = Origin{origin, ++counter_};
   }
 
-  // The origin of whichever of the two keys was set last (the one that broke the pair).
-  const std::string& latest(std::string_view section, std::string_view a, std::string_view b) {
-    const Origin& oa = origins_[index_of(*find_spec(section, a))];
-    const Origin& ob = origins_[index_of(*find_spec(section, b))];
+  // The origin of whichever of the two keys ("section.key") was set last (the one that broke
+  // the pair).
+  const std::string& latest(std::string_view a, std::string_view b) {
+    const Origin& oa = origins_[index_of(spec_named(a))];
+    const Origin& ob = origins_[index_of(spec_named(b))];
     return ob.order > oa.order ? ob.text : oa.text;
+  }
+
+  static const KeySpec& spec_named(std::string_view qualified_name) {
+    const size_t dot = qualified_name.find('.');
+    const KeySpec* s = dot == std::string_view::npos ? find_spec("", qualified_name)
+                                                     : find_spec(qualified_name.substr(0, dot),
+                                                                 qualified_name.substr(dot + 1));
+    TG_CHECK(s, "config: no key named '", qualified_name, "' in the key table");
+    return *s;
   }
 
   std::string source_;

@@ -60,15 +60,38 @@ struct TrainConfig {
   int64_t eval_every = 0;       // test-set evaluation every N iterations; 0 = only at the end
   double ema_decay = 0.9999;    // 0 = no EMA; evaluation then uses the raw weights
   int64_t checkpoint_every = 1000;  // 0 = only the final checkpoint
-  int64_t workers = 1;          // data-parallel workers (issues 4/5); batch_size % workers == 0
 
   bool operator==(const TrainConfig&) const = default;
+};
+
+// [workers]: data-parallel workers. In one process they are emulated: each takes its disjoint
+// slice of the global batch (train.batch_size % count == 0) and computes its own gradient and
+// message; all replicas apply the same aggregate.
+struct WorkersConfig {
+  int64_t count = 1;
+  bool operator==(const WorkersConfig&) const = default;
+};
+
+// [compression]: how each worker's gradient goes on the wire (terngrad/compressor.h).
+struct CompressionConfig {
+  std::string method = "none";          // none | fp16 | terngrad | qsgd | onebit
+  double clip = 2.5;                    // terngrad: scaler c * sigma; 0 = max|g| (no clipping)
+  int64_t min_size = 1;                 // terngrad: tensors with fewer elements stay fp32
+  bool quantize_logits = true;          // terngrad: false keeps the classifier's w, b in fp32
+  int64_t floating_grad_epoch = 0;      // terngrad: F > 0 sends epochs e % F == F - 1 in fp32
+  std::string scaler_sharing = "max";   // terngrad: max (shared) | none (ablation)
+  std::string pack = "two_bit";         // terngrad: two_bit (2 bits/elt) | base3 (1.6 bits/elt)
+  int64_t qsgd_levels = 4;              // qsgd: s
+  int64_t qsgd_bucket = 512;            // qsgd: elements per bucket
+  bool operator==(const CompressionConfig&) const = default;
 };
 
 struct Config {
   ModelConfig model;
   DataConfig data;
   TrainConfig train;
+  WorkersConfig workers;
+  CompressionConfig compression;
   std::string device = "cpu";   // top-level key: "cpu", "cuda", "cuda:N"
 
   bool operator==(const Config&) const = default;

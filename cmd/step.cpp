@@ -10,20 +10,28 @@
 
 namespace tg::cli {
 
-TrainStep::TrainStep(Net& net, Optimizer& optimizer, Ema* ema, double weight_decay, uint64_t seed)
-    : net_(net), optimizer_(optimizer), ema_(ema), weight_decay_(weight_decay), seed_(seed) {}
+TrainStep::TrainStep(Net& net, Optimizer& optimizer, Ema* ema, double weight_decay, uint64_t seed,
+                     tern::Compressor* compressor)
+    : net_(net),
+      optimizer_(optimizer),
+      ema_(ema),
+      weight_decay_(weight_decay),
+      seed_(seed),
+      compressor_(compressor) {}
 
 void TrainStep::run(const std::vector<HostBatch>& batches, int64_t step, double lr,
                     Tensor& loss_sum, StepTimes* times) {
   const Device dev = net_.device();
   auto clock = [&] {
     if (times && dev.is_cuda()) cuda::synchronize(dev.index);
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   };
   const int workers = static_cast<int>(batches.size());
+  TG_CHECK(workers >= 1, "train step: no batches");
+  TG_CHECK(compressor_ != nullptr || workers == 1,
+           "train step: ", workers, " workers need a compressor (method none averages in fp32)");
   const float inv_workers = 1.0f / static_cast<float>(workers);
-  net_.arena().zero_grad();
+  Tensor grads = net_.arena().grads();
   double t = times ? clock() : 0.0;
   auto lap = [&](double StepTimes::*field) {
     if (!times) return;
@@ -31,7 +39,13 @@ void TrainStep::run(const std::vector<HostBatch>& batches, int64_t step, double 
     times->*field += now - t;
     t = now;
   };
+  if (compressor_ && worker_grads_.size() != static_cast<size_t>(workers)) {
+    worker_grads_.clear();
+    for (int w = 0; w < workers; ++w)
+      worker_grads_.push_back(Tensor::empty({grads.numel()}, DType::f32, dev));
+  }
   for (int w = 0; w < workers; ++w) {
+    net_.arena().zero_grad();
     Tensor x = batches[w].x.to(dev), y = batches[w].y.to(dev);
     lap(&StepTimes::transfer_s);
     ForwardContext ctx;
@@ -44,23 +58,27 @@ void TrainStep::run(const std::vector<HostBatch>& batches, int64_t step, double 
     {
       profile::LayerScope scope("loss");
       loss = softmax_cross_entropy(logits, y);
-      if (workers > 1) loss = mul_scalar(loss, inv_workers);
     }
-    add_(loss_sum, loss, 1.0f);
+    add_(loss_sum, loss, inv_workers);
     lap(&StepTimes::forward_s);
     backward(loss);
+    if (weight_decay_ > 0) {
+      const auto& entries = net_.arena().entries();
+      for (size_t i = 0; i < entries.size(); ++i) {
+        if (!net_.decayed()[i]) continue;
+        Tensor g = entries[i].param.grad();
+        add_(g, entries[i].param, static_cast<float>(weight_decay_));
+      }
+    }
+    if (compressor_) worker_grads_[w].copy_from(grads);
     lap(&StepTimes::backward_s);
   }
-  if (weight_decay_ > 0) {
-    const auto& entries = net_.arena().entries();
-    for (size_t i = 0; i < entries.size(); ++i) {
-      if (!net_.decayed()[i]) continue;
-      Tensor g = entries[i].param.grad();
-      add_(g, entries[i].param, static_cast<float>(weight_decay_));
-    }
+  if (compressor_) {
+    tern::aggregate_emulated(*compressor_, worker_grads_, step, grads);
+    lap(&StepTimes::compress_s);
   }
   Tensor params = net_.arena().params();
-  optimizer_.step(params, net_.arena().grads(), lr);
+  optimizer_.step(params, grads, lr);
   if (ema_) ema_->update(params, step);
   lap(&StepTimes::update_s);
 }

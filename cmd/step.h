@@ -1,9 +1,14 @@
-// One training iteration on already-loaded batches (digest §1.10 with fp32 gradients), shared
-// by `terngrad train` and bench_train so the benchmark times exactly what training runs:
-//   for each emulated worker w: forward + backward on its slice, loss scaled by 1/workers (the
-//   gradient buffer accumulates the workers' average);
-//   grad += weight_decay * w for every decayed tensor (the loss term wd * ||w||^2 / 2);
+// One training iteration on already-loaded batches (digest §1.10), shared by `terngrad train`
+// and bench_train so the benchmark times exactly what training runs:
+//   for each emulated worker w: forward + backward on its slice (the mean loss of its own
+//   samples), grad_w += weight_decay * w for every decayed tensor (the loss term
+//   wd * ||w||^2 / 2, so compression sees it), grad_w kept aside;
+//   aggregate the workers' gradients through the compressor (terngrad/compressor.h: shared
+//   scalers, encode, exact accumulate, average) into the arena's gradient buffer;
 //   optimizer step on the flat arena; EMA update.
+// One worker without compression skips the copy and the compressor (the same numbers).
+// Batch norm: each worker's forward normalizes with its own slice's batch statistics; the moving
+// averages are updated by the workers in order 0..N-1 (one shared copy).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +18,7 @@
 #include "nn/nets/net.h"
 #include "nn/optim/ema.h"
 #include "nn/optim/optimizer.h"
+#include "terngrad/compressor.h"
 
 namespace tg::cli {
 
@@ -23,13 +29,15 @@ struct HostBatch {
 
 // Wall-clock seconds per phase of one step (device synchronized between phases).
 struct StepTimes {
-  double transfer_s = 0, forward_s = 0, backward_s = 0, update_s = 0;
-  double total() const { return transfer_s + forward_s + backward_s + update_s; }
+  double transfer_s = 0, forward_s = 0, backward_s = 0, compress_s = 0, update_s = 0;
+  double total() const { return transfer_s + forward_s + backward_s + compress_s + update_s; }
 };
 
 class TrainStep {
  public:
-  TrainStep(Net& net, Optimizer& optimizer, Ema* ema, double weight_decay, uint64_t seed);
+  // compressor: null for one worker without compression.
+  TrainStep(Net& net, Optimizer& optimizer, Ema* ema, double weight_decay, uint64_t seed,
+            tern::Compressor* compressor = nullptr);
 
   // Runs iteration `step` with learning rate `lr` on one batch per worker; adds the mean loss
   // over workers to `loss_sum` (a scalar f32 on the net's device; no host sync). With `times`,
@@ -43,6 +51,8 @@ class TrainStep {
   Ema* ema_;
   double weight_decay_;
   uint64_t seed_;
+  tern::Compressor* compressor_;
+  std::vector<Tensor> worker_grads_;  // one flat gradient per worker (compressed path)
 };
 
 }  // namespace tg::cli

@@ -351,13 +351,36 @@ std::string host_cpu_model() {
 
 }  // namespace
 
+tern::CompressionOptions compression_options(const Config& c, int64_t train_size) {
+  const CompressionConfig& k = c.compression;
+  tern::CompressionOptions o;
+  o.method = k.method;
+  o.clip = k.clip;
+  o.min_size = k.min_size;
+  o.quantize_logits = k.quantize_logits;
+  o.floating_grad_epoch = k.floating_grad_epoch;
+  o.steps_per_epoch = static_cast<double>(train_size) / static_cast<double>(c.train.batch_size);
+  o.scaler_sharing = k.scaler_sharing;
+  o.pack = k.pack == "base3" ? tern::PackFormat::base3 : tern::PackFormat::two_bit;
+  o.qsgd_levels = static_cast<int>(k.qsgd_levels);
+  o.qsgd_bucket = k.qsgd_bucket;
+  o.seed = static_cast<uint64_t>(c.train.seed);
+  return o;
+}
+
+std::vector<tern::GradSlot> grad_layout(const Net& net) {
+  std::vector<tern::GradSlot> slots;
+  for (const auto& e : net.arena().entries()) slots.push_back({e.name, e.offset, e.numel});
+  return slots;
+}
+
 std::string run_train(const Config& cfg_in, const TrainOptions& opt, bool* interrupted) {
   const auto t_start = Clock::now();
   Config cfg = cfg_in;
   const Device device = parse_device(cfg.device);
   check_device_usable(device);
   const auto& tc = cfg.train;
-  const int workers = static_cast<int>(tc.workers);
+  const int workers = static_cast<int>(cfg.workers.count);
   const uint64_t seed = static_cast<uint64_t>(tc.seed);
 
   // ---- output directory, resume -------------------------------------------------------------
@@ -425,6 +448,13 @@ std::string run_train(const Config& cfg_in, const TrainOptions& opt, bool* inter
 
   Tensor params = net->arena().params();
   Tensor grads = net->arena().grads();
+
+  // Several workers, or any compression, go through the compressor's rounds (one worker
+  // without compression is the same math without them).
+  std::unique_ptr<tern::Compressor> compressor;
+  if (workers > 1 || cfg.compression.method != "none")
+    compressor = tern::make_compressor(compression_options(cfg, train_ds->info().size),
+                                       grad_layout(*net));
   std::optional<Ema> ema;
   if (tc.ema_decay > 0) ema.emplace(params, tc.ema_decay);
   Tensor loss_sum = Tensor::zeros({}, DType::f32, device);  // over the current log window
@@ -498,7 +528,8 @@ std::string run_train(const Config& cfg_in, const TrainOptions& opt, bool* inter
   int64_t images = 0;
   bool stopped = false;
   double last_loss = NAN;
-  TrainStep train_step(*net, *optimizer, ema ? &*ema : nullptr, tc.weight_decay, seed);
+  TrainStep train_step(*net, *optimizer, ema ? &*ema : nullptr, tc.weight_decay, seed,
+                       compressor.get());
   int64_t step = start_step;
   progress.start(start_step);
   for (; step < tc.iterations; ++step) {
@@ -562,6 +593,17 @@ std::string run_train(const Config& cfg_in, const TrainOptions& opt, bool* inter
   s.add("train_loss", last_loss);
   s.add("images_per_sec", images / std::max(train_seconds, 1e-9));
   s.add("train_seconds", train_seconds).add("wall_seconds", seconds_since(t_start));
+  s.add("workers", static_cast<int64_t>(workers)).add("compression", cfg.compression.method);
+  // What one worker sends per iteration: the message plus the shared scalers it contributes
+  // (4 bytes each); fp32 is the uncompressed gradient, for the ratio.
+  const auto fp32_bytes = static_cast<uint64_t>(params.numel()) * sizeof(float);
+  const uint64_t payload =
+      compressor ? compressor->payload_bytes(std::max<int64_t>(steps_done - 1, 0)) +
+                       static_cast<uint64_t>(compressor->num_meta()) * sizeof(float)
+                 : fp32_bytes;
+  s.add("payload_bytes_per_worker_per_iter", payload);
+  s.add("fp32_bytes_per_worker_per_iter", fp32_bytes);
+  s.add("compression_ratio", static_cast<double>(fp32_bytes) / static_cast<double>(payload));
   s.add("device", device.str());
   s.add("device_name", device.is_cuda() ? cuda::device_name(device.index) : host_cpu_model());
   s.add("model", cfg.model.name).add("num_params", net->arena().total_numel());

@@ -1,11 +1,10 @@
 // Single-process training and evaluation driven by a Config: the loop behind `terngrad train`
 // and `terngrad eval`.
 //
-// One iteration (digest §1.10 with fp32 gradients): lr = schedule(step); for each of the
-// `train.workers` emulated workers, forward/backward on its slice of the global batch with the
-// loss scaled by 1/workers (so the gradient buffer ends up holding the workers' average); add
-// weight_decay * w to the gradient of every decayed tensor (the reference code's loss term
-// wd * ||w||^2 / 2, so later compression sees it); optimizer step; EMA update.
+// One iteration (digest §1.10) is cmd/step.h's TrainStep: each of the `workers.count` emulated
+// workers computes the gradient of its slice of the global batch (weight decay included), the
+// compressor of `[compression]` aggregates them (shared scalers, packed codes, exact sums), and
+// one optimizer step and EMA update follow.
 // Every random choice (data order, augmentation, dropout) is keyed by (seed, step, ...), so a
 // run resumed from a checkpoint ends bit-identical to an uninterrupted one.
 //
@@ -21,6 +20,7 @@
 #include "cmd/config.h"
 #include "datasets/dataset.h"
 #include "nn/nets/net.h"
+#include "terngrad/compressor.h"
 
 namespace tg::cli {
 
@@ -51,8 +51,11 @@ EvalResult evaluate(Net& net, const data::Dataset& dataset, int64_t batch_size, 
 std::string run_eval(const std::string& checkpoint_path, const std::string& config_path,
                      const std::vector<std::string>& overrides, bool use_raw);
 
-// Network and dataset options as the config resolves them.
+// Network, dataset and compression options as the config resolves them.
 NetOptions net_options(const Config& c);
 data::DataOptions data_options(const Config& c);
+tern::CompressionOptions compression_options(const Config& c, int64_t train_size);
+// One compressor slot per parameter tensor of the net, in arena order.
+std::vector<tern::GradSlot> grad_layout(const Net& net);
 
 }  // namespace tg::cli

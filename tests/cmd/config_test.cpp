@@ -40,6 +40,16 @@ TEST(Config, DefaultsAreTheLeNetMnistRecipe) {
   EXPECT_EQ(c.train.lr, 0.01);
   EXPECT_EQ(c.train.batch_size, 64);
   EXPECT_EQ(c.train.iterations, 10000);
+  EXPECT_EQ(c.workers.count, 1);
+  EXPECT_EQ(c.compression.method, "none");
+  EXPECT_EQ(c.compression.clip, 2.5);
+  EXPECT_EQ(c.compression.min_size, 1);
+  EXPECT_TRUE(c.compression.quantize_logits);
+  EXPECT_EQ(c.compression.floating_grad_epoch, 0);
+  EXPECT_EQ(c.compression.scaler_sharing, "max");
+  EXPECT_EQ(c.compression.pack, "two_bit");
+  EXPECT_EQ(c.compression.qsgd_levels, 4);
+  EXPECT_EQ(c.compression.qsgd_bucket, 512);
   EXPECT_EQ(parse_config("", "empty.toml"), Config{});
   EXPECT_EQ(parse_config("# only a comment\n", "c.toml"), Config{});
 }
@@ -90,7 +100,20 @@ log_every = 10
 eval_every = 5000
 ema_decay = 0
 checkpoint_every = 0
-workers = 4
+
+[workers]
+count = 4
+
+[compression]
+method = "terngrad"
+clip = 0
+min_size = 100
+quantize_logits = false
+floating_grad_epoch = 3
+scaler_sharing = "none"
+pack = "base3"
+qsgd_levels = 16
+qsgd_bucket = 128
 )";
   const Config c = parse_config(text, "full.toml");
   EXPECT_EQ(c.device, "cuda:1");
@@ -131,7 +154,23 @@ workers = 4
   EXPECT_EQ(c.train.eval_every, 5000);
   EXPECT_EQ(c.train.ema_decay, 0.0);
   EXPECT_EQ(c.train.checkpoint_every, 0);
-  EXPECT_EQ(c.train.workers, 4);
+  EXPECT_EQ(c.workers.count, 4);
+  EXPECT_EQ(c.compression.method, "terngrad");
+  EXPECT_EQ(c.compression.clip, 0.0);  // integer accepted for a float key
+  EXPECT_EQ(c.compression.min_size, 100);
+  EXPECT_FALSE(c.compression.quantize_logits);
+  EXPECT_EQ(c.compression.floating_grad_epoch, 3);
+  EXPECT_EQ(c.compression.scaler_sharing, "none");
+  EXPECT_EQ(c.compression.pack, "base3");
+  EXPECT_EQ(c.compression.qsgd_levels, 16);
+  EXPECT_EQ(c.compression.qsgd_bucket, 128);
+}
+
+TEST(Config, EveryCompressionMethodParses) {
+  for (const char* m : {"none", "fp16", "terngrad", "qsgd", "onebit"}) {
+    SCOPED_TRACE(m);
+    EXPECT_EQ(default_config({std::string("compression.method=") + m}).compression.method, m);
+  }
 }
 
 TEST(Config, PartialFileKeepsOtherDefaultsAndAcceptsDottedKeys) {
@@ -161,10 +200,18 @@ TEST(ConfigErrors, SyntaxErrorNamesFileLineAndColumn) {
 
 TEST(ConfigErrors, UnknownSectionAndKeys) {
   expect_file_error("[optimizer]\nlr = 1\n",
-                    {"run.toml:1:", "unknown section [optimizer]", "[model], [data], [train]"});
+                    {"run.toml:1:", "unknown section [optimizer]",
+                     "[model], [data], [train], [workers], [compression]"});
   expect_file_error("\n\n[train]\nlr = 0.1\nlrr = 0.1\n",
                     {"run.toml:5:1", "unknown key 'lrr' in [train]", "known keys: iterations",
-                     "batch_size", "workers"});
+                     "batch_size", "checkpoint_every"});
+  // train.workers moved to [workers] count.
+  expect_file_error("[train]\nworkers = 2\n", {"run.toml:2:1", "unknown key 'workers' in [train]"});
+  expect_file_error("[workers]\nnum = 2\n",
+                    {"unknown key 'num' in [workers]", "known keys: count"});
+  expect_file_error("[compression]\nlevels = 2\n",
+                    {"unknown key 'levels' in [compression]", "known keys: method, clip",
+                     "qsgd_levels", "qsgd_bucket"});
   expect_file_error("[data]\nsize = 3\n", {"unknown key 'size' in [data]", "synthetic_size"});
   expect_file_error("devices = \"cpu\"\n",
                     {"run.toml:1:1", "unknown top-level key 'devices'", "device"});
@@ -219,7 +266,26 @@ TEST(ConfigErrors, OutOfRangeNamesKeyAndValue) {
       {"[train]\neval_every = -1\n", {"train.eval_every: must be >= 0, got -1"}},
       {"[train]\nlog_every = 0\n", {"train.log_every: must be >= 1, got 0"}},
       {"[train]\ncheckpoint_every = -2\n", {"train.checkpoint_every: must be >= 0, got -2"}},
-      {"[train]\nworkers = 0\n", {"train.workers: must be >= 1, got 0"}},
+      {"[workers]\ncount = 0\n", {"workers.count: must be >= 1, got 0"}},
+      {"[compression]\nmethod = \"ternary\"\n",
+       {"compression.method: must be one of none, fp16, terngrad, qsgd, onebit",
+        "got \"ternary\""}},
+      {"[compression]\nclip = -0.5\n", {"compression.clip: must be >= 0", "got -0.5"}},
+      {"[compression]\nclip = inf\n", {"compression.clip: must be >= 0 and finite"}},
+      {"[compression]\nmin_size = -1\n", {"compression.min_size: must be >= 0, got -1"}},
+      {"[compression]\nfloating_grad_epoch = -1\n",
+       {"compression.floating_grad_epoch: must be >= 0, got -1"}},
+      {"[compression]\nscaler_sharing = \"mean\"\n",
+       {"compression.scaler_sharing: must be one of max, none", "got \"mean\""}},
+      {"[compression]\npack = \"one_bit\"\n",
+       {"compression.pack: must be one of two_bit, base3", "got \"one_bit\""}},
+      {"[compression]\nqsgd_levels = 0\n",
+       {"compression.qsgd_levels: must be in [1, 65535], got 0"}},
+      {"[compression]\nqsgd_levels = 65536\n",
+       {"compression.qsgd_levels: must be in [1, 65535], got 65536"}},
+      {"[compression]\nqsgd_bucket = 0\n", {"compression.qsgd_bucket: must be >= 1, got 0"}},
+      {"[compression]\nquantize_logits = 1\n",
+       {"compression.quantize_logits: expected a boolean, got integer 1"}},
       {"[train]\nseed = -1\n", {"train.seed: must be >= 0"}},
       {"[train]\nlr_decay_rate = 0\n", {"train.lr_decay_rate: must be > 0"}},
       {"[train]\noptimizer = \"rmsprop\"\n",
@@ -235,8 +301,10 @@ TEST(ConfigErrors, OutOfRangeNamesKeyAndValue) {
        {"train.lr_boundaries: must be strictly increasing", "got [10, 10]"}},
       {"[train]\nlr_boundaries = [30, 20]\n", {"train.lr_boundaries: must be strictly increasing"}},
       {"[train]\nlr_boundaries = [-1, 20]\n", {"train.lr_boundaries:", "each >= 0"}},
-      {"[train]\nbatch_size = 64\nworkers = 3\n",
-       {"train.batch_size: must be a multiple of train.workers (3), got 64"}},
+      {"[train]\nbatch_size = 64\n[workers]\ncount = 3\n",
+       {"run.toml:4:", "train.batch_size: must be a multiple of workers.count (3), got 64"}},
+      {"[workers]\ncount = 3\n[train]\nbatch_size = 64\n",
+       {"run.toml:", "train.batch_size: must be a multiple of workers.count (3), got 64"}},
       {"[train]\nlr_policy = \"exponential\"\nlr_decay_steps = 0\n",
        {"train.lr_policy = \"exponential\" needs train.lr_decay_steps > 0"}},
   };
@@ -261,6 +329,15 @@ TEST(ConfigErrors, ValuesAtTheBoundaryAreAccepted) {
   EXPECT_EQ(parse_config("[train]\nlr_policy = \"exponential\"\nlr_decay_epochs = 2\n", "e")
                 .train.lr_decay_epochs,
             2.0);
+  const Config z = parse_config(
+      "[compression]\nclip = 0\nmin_size = 0\nfloating_grad_epoch = 0\nqsgd_levels = 1\n"
+      "qsgd_bucket = 1\n[workers]\ncount = 1\n",
+      "z.toml");
+  EXPECT_EQ(z.compression.clip, 0.0);
+  EXPECT_EQ(z.compression.min_size, 0);
+  EXPECT_EQ(z.compression.qsgd_levels, 1);
+  EXPECT_EQ(z.compression.qsgd_bucket, 1);
+  EXPECT_EQ(default_config({"compression.qsgd_levels=65535"}).compression.qsgd_levels, 65535);
 }
 
 TEST(ConfigOverrides, ValueKinds) {
@@ -275,7 +352,10 @@ TEST(ConfigOverrides, ValueKinds) {
       "train.lr_boundaries=[10, 20]",
       "data.path=/data/mnist dir",  // bare path with a space
       "train.batch_size=128",
-      "train.workers=4",
+      "workers.count=4",
+      "compression.method=terngrad",  // bare word
+      "compression.clip=0",           // integer into a float key
+      "compression.quantize_logits=false",
   });
   EXPECT_EQ(c.train.lr, 0.1);
   EXPECT_EQ(c.train.iterations, 100);
@@ -287,6 +367,10 @@ TEST(ConfigOverrides, ValueKinds) {
   EXPECT_EQ(c.train.lr_boundaries, (std::vector<int64_t>{10, 20}));
   EXPECT_EQ(c.data.path, "/data/mnist dir");
   EXPECT_EQ(c.train.batch_size, 128);
+  EXPECT_EQ(c.workers.count, 4);
+  EXPECT_EQ(c.compression.method, "terngrad");
+  EXPECT_EQ(c.compression.clip, 0.0);
+  EXPECT_FALSE(c.compression.quantize_logits);
   EXPECT_EQ(default_config({"device=cuda"}).device, "cuda");
   // A string key takes the text as written even when it would parse as another TOML type.
   EXPECT_EQ(default_config({"data.path=2024-01-01"}).data.path, "2024-01-01");
@@ -297,19 +381,27 @@ TEST(ConfigOverrides, ValueKinds) {
 }
 
 TEST(ConfigOverrides, AppliedAfterTheFileAndValidatedTogether) {
-  const std::string text = "[train]\nlr = 0.5\nbatch_size = 64\nworkers = 2\n";
+  const std::string text = "[train]\nlr = 0.5\nbatch_size = 64\n[workers]\ncount = 2\n";
   const Config c = parse_config(text, "f.toml", {"train.lr=0.25", "train.lr=0.125"});
   EXPECT_EQ(c.train.lr, 0.125);  // last override wins
-  EXPECT_EQ(c.train.workers, 2);
+  EXPECT_EQ(c.workers.count, 2);
   // Invalid in the file, fixed by an override: fine, validation happens after overrides.
   EXPECT_EQ(
       parse_config("[train]\nbatch_size = 0\n", "f.toml", {"train.batch_size=8"}).train.batch_size,
       8);
   // Each setting alone is valid, together they are not; the error names the override.
-  expect_error_with([&] { parse_config(text, "f.toml", {"train.workers=3"}); },
-                    {"--set 'train.workers=3'",
+  expect_error_with([&] { parse_config(text, "f.toml", {"workers.count=3"}); },
+                    {"--set 'workers.count=3'",
                      "train.batch_size: must be a multiple of "
-                     "train.workers (3), got 64"});
+                     "workers.count (3), got 64"});
+  expect_error_with([&] { parse_config(text, "f.toml", {"train.batch_size=63"}); },
+                    {"--set 'train.batch_size=63'",
+                     "train.batch_size: must be a multiple of "
+                     "workers.count (2), got 63"});
+  // Changing both together is fine.
+  EXPECT_EQ(
+      parse_config(text, "f.toml", {"train.batch_size=2048", "workers.count=16"}).workers.count,
+      16);
 }
 
 TEST(ConfigOverrides, Errors) {
@@ -329,6 +421,16 @@ TEST(ConfigOverrides, Errors) {
   expect_set_error({"device=tpu"}, {"--set 'device=tpu'", "device: must be cpu, cuda or cuda:N"});
   expect_set_error({"train.optimizer=rmsprop"}, {"train.optimizer: must be one of"});
   expect_set_error({"train.lr_boundaries=[3, 1]"}, {"train.lr_boundaries: must be strictly"});
+  expect_set_error({"train.workers=4"},
+                   {"--set 'train.workers=4'", "unknown key 'workers' in [train]"});
+  expect_set_error({"compression.method=sign"},
+                   {"--set 'compression.method=sign'",
+                    "compression.method: must be one of none, fp16, terngrad, qsgd, onebit"});
+  expect_set_error({"compression.qsgd_levels=70000"},
+                   {"compression.qsgd_levels: must be in [1, 65535], got 70000"});
+  expect_set_error({"compression.clip=-1"}, {"compression.clip: must be >= 0"});
+  expect_set_error({"compress.method=none"},
+                   {"unknown section [compress]", "[workers], [compression]"});
 }
 
 // A config with every key changed from its default, awkward strings and doubles that need
@@ -373,7 +475,16 @@ Config unusual_config() {
   c.train.eval_every = 17;
   c.train.ema_decay = 0.0;
   c.train.checkpoint_every = 0;
-  c.train.workers = 8;
+  c.workers.count = 8;
+  c.compression.method = "qsgd";
+  c.compression.clip = 1.0 / 7.0;
+  c.compression.min_size = 0;
+  c.compression.quantize_logits = false;
+  c.compression.floating_grad_epoch = 4;
+  c.compression.scaler_sharing = "none";
+  c.compression.pack = "base3";
+  c.compression.qsgd_levels = 65535;
+  c.compression.qsgd_bucket = 7;
   return c;
 }
 
@@ -390,6 +501,19 @@ TEST(ConfigRoundTrip, ToTomlParsesBackExactly) {
   EXPECT_EQ(back, c) << text;
   // Every key differs from its default, so this also proves each key is written and read.
   EXPECT_NE(back.model, defaults.model);
+  EXPECT_EQ(back.workers, c.workers);
+  EXPECT_EQ(back.compression, c.compression);
+  EXPECT_NE(back.workers, defaults.workers);
+  EXPECT_NE(back.compression, defaults.compression);
+  // The new sections come after [train], in table order.
+  const size_t train_at = text.find("\n[train]\n");
+  const size_t workers_at = text.find("\n[workers]\n");
+  const size_t compression_at = text.find("\n[compression]\n");
+  ASSERT_NE(train_at, std::string::npos) << text;
+  ASSERT_NE(workers_at, std::string::npos) << text;
+  ASSERT_NE(compression_at, std::string::npos) << text;
+  EXPECT_LT(train_at, workers_at);
+  EXPECT_LT(workers_at, compression_at);
   EXPECT_EQ(to_toml(back), text);
   // Float keys holding whole numbers are written as TOML floats.
   EXPECT_NE(text.find("adam_epsilon = 1.0\n"), std::string::npos) << text;
@@ -409,7 +533,13 @@ TEST(ConfigRoundTrip, ToJsonHasEveryKey) {
   EXPECT_EQ(v["train"]["lr"].as_number(), 0.1 + 0.2);
   ASSERT_EQ(v["train"]["lr_boundaries"].arr.size(), 3u);
   EXPECT_EQ(v["train"]["lr_boundaries"].arr[1].as_number(), 5.0);
-  EXPECT_EQ(v["train"]["workers"].as_number(), 8.0);
+  EXPECT_FALSE(v["train"].has("workers"));
+  EXPECT_EQ(v["workers"]["count"].as_number(), 8.0);
+  EXPECT_EQ(v["compression"]["method"].as_string(), "qsgd");
+  EXPECT_EQ(v["compression"]["clip"].as_number(), 1.0 / 7.0);
+  EXPECT_FALSE(v["compression"]["quantize_logits"].b);
+  EXPECT_EQ(v["compression"]["pack"].as_string(), "base3");
+  EXPECT_EQ(v["compression"]["qsgd_levels"].as_number(), 65535.0);
   // Same key set as the TOML form.
   const toml::table t = toml::parse(to_toml(c));
   size_t toml_keys = 0, json_keys = 0;
@@ -452,13 +582,34 @@ TEST(ConfigReference, ListsEveryKeyOnce) {
   size_t rows = 0;
   for (size_t p = ref.find("\n| `"); p != std::string::npos; p = ref.find("\n| `", p + 1)) ++rows;
   EXPECT_EQ(rows, keys);
-  EXPECT_GE(keys, 39u);
+  EXPECT_GE(keys, 48u);
   // Types, defaults and rules show up in the row.
   EXPECT_NE(ref.find("| `train.lr` | float | `0.01` |"), std::string::npos) << ref;
   EXPECT_NE(ref.find("| `train.batch_size` | integer | `64` |"), std::string::npos);
   EXPECT_NE(ref.find("| `device` | string | `\"cpu\"` |"), std::string::npos);
   EXPECT_NE(ref.find("| `train.lr_boundaries` | integer array | `[]` |"), std::string::npos);
   EXPECT_NE(ref.find("one of sgd, momentum, adam"), std::string::npos);
+  EXPECT_EQ(ref.find("`train.workers`"), std::string::npos) << ref;
+  EXPECT_NE(ref.find("| `workers.count` | integer | `1` |"), std::string::npos) << ref;
+  EXPECT_NE(ref.find("| `compression.method` | string | `\"none\"` |"), std::string::npos);
+  EXPECT_NE(ref.find("one of none, fp16, terngrad, qsgd, onebit"), std::string::npos);
+  EXPECT_NE(ref.find("| `compression.clip` | float | `2.5` |"), std::string::npos);
+  EXPECT_NE(ref.find("| `compression.quantize_logits` | boolean | `true` |"), std::string::npos);
+  EXPECT_NE(ref.find("| `compression.pack` | string | `\"two_bit\"` |"), std::string::npos);
+  EXPECT_NE(ref.find("| `compression.qsgd_levels` | integer | `4` |"), std::string::npos);
+  EXPECT_NE(ref.find("(in [1, 65535])"), std::string::npos) << ref;
+  EXPECT_NE(ref.find("| `compression.qsgd_bucket` | integer | `512` |"), std::string::npos);
+  // Each compression key says which method it belongs to.
+  for (const char* key :
+       {"clip", "min_size", "quantize_logits", "floating_grad_epoch", "scaler_sharing", "pack"}) {
+    const size_t at = ref.find(std::string("| `compression.") + key + "` |");
+    ASSERT_NE(at, std::string::npos) << key;
+    const std::string row = ref.substr(at, ref.find('\n', at) - at);
+    EXPECT_NE(row.find("terngrad:"), std::string::npos) << row;
+  }
+  // Rows follow the table order: [train], then [workers], then [compression].
+  EXPECT_LT(ref.find("`train.checkpoint_every`"), ref.find("`workers.count`"));
+  EXPECT_LT(ref.find("`workers.count`"), ref.find("`compression.method`"));
 }
 
 }  // namespace

@@ -346,3 +346,32 @@ TEST(PaperConfigs, AllParseAndCarryTheRecipe) {
 
 }  // namespace
 }  // namespace tg::testing
+
+namespace tg::testing {
+namespace {
+
+TEST(TrainCli, EmulatedTernGradWorkersReportExactPayloadAndAreReproducible) {
+  TempDir dir;
+  auto args = [&](const std::string& out, const std::string& seed) {
+    std::vector<std::string> a = quick_args(out, 12);
+    a.insert(a.end(), {"--set", "workers.count=4", "--set", "compression.method=terngrad",
+                       "--set", "train.seed=" + seed});
+    return a;
+  };
+  ASSERT_EQ(run_cli(args(dir / "a", "7")).exit_code, 0);
+  ASSERT_EQ(run_cli(args(dir / "b", "7")).exit_code, 0);
+  ASSERT_EQ(run_cli(args(dir / "c", "8")).exit_code, 0);
+  json::Value a = json::parse(read_text(dir / "a/summary.json"));
+  EXPECT_EQ(a["workers"].as_number(), 4);
+  EXPECT_EQ(a["compression"].as_string(), "terngrad");
+  // LeNet's eight tensors, 2 bits per element rounded up to whole bytes per tensor, plus one
+  // 4-byte shared scaler per tensor: 125 + 5 + 6250 + 13 + 306250 + 125 + 1250 + 3 + 8 * 4.
+  EXPECT_EQ(a["payload_bytes_per_worker_per_iter"].as_number(), 314053);
+  EXPECT_EQ(a["fp32_bytes_per_worker_per_iter"].as_number(), 4 * 1256080);
+  // The run depends only on the config and the seed.
+  EXPECT_EQ(summary_sha(dir / "a"), summary_sha(dir / "b"));
+  EXPECT_NE(summary_sha(dir / "a"), summary_sha(dir / "c"));
+}
+
+}  // namespace
+}  // namespace tg::testing
