@@ -39,16 +39,8 @@ namespace {
 constexpr int64_t kOmpMinElements = 1
                                     << 15;  // below this, thread start-up costs more than it saves
 
-void check_n(int64_t n, const char* op) {
-  TG_CHECK(n >= 0, op, ": n must be >= 0, got ", n);
-}
-
-void check_qsgd(int64_t n, int levels, int64_t bucket, const char* op) {
-  check_n(n, op);
-  TG_CHECK(levels >= 1 && levels <= kQsgdMaxLevels, op, ": levels must be in [1, ", kQsgdMaxLevels,
-           "], got ", levels);
-  TG_CHECK(bucket >= 1, op, ": bucket must be >= 1, got ", bucket);
-}
+using detail::check_n;
+using detail::check_qsgd;
 
 // ---- fp16 scalar conversions (the reference for the F16C path) ------------------------------
 

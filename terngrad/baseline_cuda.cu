@@ -35,16 +35,8 @@ namespace {
 constexpr int kThreads = 256;
 static_assert(kThreads == detail::kReduceThreads, "onebit passes must use the canonical T");
 
-void check_n(int64_t n, const char* op) {
-  TG_CHECK(n >= 0, op, ": n must be >= 0, got ", n);
-}
-
-void check_qsgd(int64_t n, int levels, int64_t bucket, const char* op) {
-  check_n(n, op);
-  TG_CHECK(levels >= 1 && levels <= kQsgdMaxLevels, op, ": levels must be in [1, ", kQsgdMaxLevels,
-           "], got ", levels);
-  TG_CHECK(bucket >= 1, op, ": bucket must be >= 1, got ", bucket);
-}
+using detail::check_n;
+using detail::check_qsgd;
 
 struct SumD {
   __device__ double operator()(double a, double b) const { return a + b; }

@@ -41,6 +41,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "nn/core/error.h"
+
 namespace tg::tern {
 
 constexpr int kQsgdMaxLevels = 65535;  // code width <= 17 bits
@@ -88,6 +90,17 @@ constexpr int64_t kOnebitChunk = 4096;
 constexpr int qsgd_reduce_threads(int64_t bucket) {
   const int64_t t = (bucket + 31) / 32 * 32;
   return t < 32 ? 32 : (t > kReduceThreads ? kReduceThreads : static_cast<int>(t));
+}
+
+// Argument checks shared by the CPU and CUDA kernels (same messages on both).
+inline void check_n(int64_t n, const char* op) {
+  TG_CHECK(n >= 0, op, ": n must be >= 0, got ", n);
+}
+inline void check_qsgd(int64_t n, int levels, int64_t bucket, const char* op) {
+  check_n(n, op);
+  TG_CHECK(levels >= 1 && levels <= kQsgdMaxLevels, op, ": levels must be in [1, ", kQsgdMaxLevels,
+           "], got ", levels);
+  TG_CHECK(bucket >= 1, op, ": bucket must be >= 1, got ", bucket);
 }
 }  // namespace detail
 
