@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <sstream>
 
 #include "nn/core/cuda_runtime.h"
+#include "nn/core/device.h"
 
 namespace tg::bench {
 
@@ -82,17 +82,7 @@ void JsonLine::print() const {
   std::fflush(stdout);
 }
 
-std::string cpu_model() {
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      auto p = line.find(':');
-      if (p != std::string::npos) return line.substr(p + 2);
-    }
-  }
-  return "unknown";
-}
+std::string cpu_model() { return cpu_model_name(); }
 
 std::string gpu_name() {
   if (cuda::device_count() == 0) return "";

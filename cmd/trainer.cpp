@@ -1,7 +1,6 @@
 #include "cmd/trainer.h"
 
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,7 +13,6 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
-#include <iostream>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -27,7 +25,6 @@
 #include "nn/autograd/tape.h"
 #include "nn/core/checksum.h"
 #include "nn/core/cuda_runtime.h"
-#include "nn/ops/elementwise.h"
 #include "nn/ops/reduce.h"
 #include "nn/ops/softmax_xent.h"
 #include "nn/optim/ema.h"
@@ -338,17 +335,6 @@ std::string eval_json(const EvalResult& r, int64_t step, int64_t k, const char* 
   return o.str();
 }
 
-std::string host_cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) {
-      auto p = line.find(':');
-      if (p != std::string::npos) return line.substr(p + 2);
-    }
-  return "unknown";
-}
-
 }  // namespace
 
 tern::CompressionOptions compression_options(const Config& c, int64_t train_size) {
@@ -538,13 +524,16 @@ std::string run_train(const Config& cfg_in, const TrainOptions& opt, bool* inter
     std::vector<HostBatch> batches = prefetch.get(step, tc.iterations);
     train_step.run(batches, step, lr, loss_sum);
     ++window_steps;
-    if (device.is_cuda()) cuda::synchronize(device.index);
+    const int64_t done = step + 1;
+    const bool log_now = done % tc.log_every == 0 || done == tc.iterations;
+    // The GPU may run a few steps behind the host; waiting for it only at log steps keeps the
+    // steps in between overlapped, and the time it was behind lands in the step that waits.
+    if (log_now && device.is_cuda()) cuda::synchronize(device.index);
     train_seconds += seconds_since(t0);
     images += tc.batch_size;
-    const int64_t done = step + 1;
     progress.update(done, images / std::max(train_seconds, 1e-9));
 
-    if (done % tc.log_every == 0 || done == tc.iterations) {
+    if (log_now) {
       last_loss = loss_sum.item<float>() / static_cast<double>(window_steps);
       const double reg = regularization_loss(*net, tc.weight_decay);
       json::Object o;
@@ -605,7 +594,7 @@ std::string run_train(const Config& cfg_in, const TrainOptions& opt, bool* inter
   s.add("fp32_bytes_per_worker_per_iter", fp32_bytes);
   s.add("compression_ratio", static_cast<double>(fp32_bytes) / static_cast<double>(payload));
   s.add("device", device.str());
-  s.add("device_name", device.is_cuda() ? cuda::device_name(device.index) : host_cpu_model());
+  s.add("device_name", device.is_cuda() ? cuda::device_name(device.index) : cpu_model_name());
   s.add("model", cfg.model.name).add("num_params", net->arena().total_numel());
   struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);

@@ -182,6 +182,7 @@ class TernGradCompressor final : public Compressor {
     const uint8_t* m = msg.data<uint8_t>();
     int32_t* ints = acc.ints.data<int32_t>();
     float* floats = acc.floats.data<float>();
+    Tensor tmp_i, tmp_f;  // no-sharing path only
     for (size_t t = 0; t < layout_.size(); ++t) {
       const GradSlot& sl = layout_[t];
       if (!ternary(t, step)) {
@@ -192,8 +193,14 @@ class TernGradCompressor final : public Compressor {
         // Own scalers (the no-sharing ablation): codes of different workers are on different
         // grids, so they are summed as floats s_w * code (in message order).
         const float s = read_float(d, m);
-        Tensor tmp_i = Tensor::zeros({sl.numel}, DType::i32, d);
-        Tensor tmp_f = Tensor::empty({sl.numel}, DType::f32, d);
+        if (!tmp_i.defined()) {  // one scratch pair per message, sized for the largest slot
+          int64_t largest = 0;
+          for (const GradSlot& x : layout_) largest = std::max(largest, x.numel);
+          tmp_i = Tensor::empty({largest}, DType::i32, d);
+          tmp_f = Tensor::empty({largest}, DType::f32, d);
+        }
+        Tensor codes = tmp_i.slice(0, 0, sl.numel);
+        codes.zero_();
         unpack(d, m + sizeof(float), sl.numel, o_.pack, tmp_i.data<int32_t>());
         scale_ints(d, tmp_i.data<int32_t>(), sl.numel, s, tmp_f.data<float>());
         axpy(d, sl.numel, 1.0f, tmp_f.data<float>(), floats + sl.offset);

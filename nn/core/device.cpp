@@ -1,6 +1,7 @@
 #include "nn/core/device.h"
 
 #include <charconv>
+#include <fstream>
 
 #include "nn/core/cuda_runtime.h"
 #include "nn/core/dtype.h"
@@ -39,6 +40,18 @@ DType parse_dtype(std::string_view s) {
   for (DType t : {DType::f32, DType::i8, DType::u8, DType::i32, DType::i64, DType::u64})
     if (dtype_name(t) == s) return t;
   TG_THROW("unknown dtype '", s, "': expected one of f32, i8, u8, i32, i64, u64");
+}
+
+std::string cpu_model_name() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto p = line.find(':');
+      if (p != std::string::npos) return line.substr(p + 2);
+    }
+  }
+  return "unknown";
 }
 
 }  // namespace tg

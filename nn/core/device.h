@@ -29,4 +29,7 @@ Device parse_device(std::string_view s);
 // CUDA, no CUDA device present, or index out of range.
 void check_device_usable(const Device& d);
 
+// The host CPU's model name from /proc/cpuinfo ("AMD EPYC ..."), or "unknown".
+std::string cpu_model_name();
+
 }  // namespace tg
