@@ -8,24 +8,25 @@
 //   the chunk partials are combined in chunk order. The result therefore depends on
 //   n and g only: the same bits for any OpenMP thread count.
 //
-// ternarize_pack: one fused pass per tile of kTile elements (a multiple of 64 = one AVX2 batch
-//   of 16 Philox blocks, and of 20 = 4 base3 bytes, so tiles start on byte and Philox-block
-//   boundaries in both formats). OpenMP hands whole tiles (i.e. output byte ranges) to threads.
-//   Per tile: Philox words -> codes + 1 in {0, 1, 2} into a small L1 buffer -> packed bytes.
-//   Element i uses word i % 4 of philox_block(seed, stream, i / 4) and is kept iff
-//   uniform01(word) * s < |g_i| (one f32 multiply, one compare: no contraction can change it),
-//   so the bytes depend on (g, s, seed, stream) only. The AVX2 path runs 16 Philox blocks per
-//   batch (4 independent chains of 4 blocks, one block per 64-bit lane) and is checked bit for
-//   bit against the scalar philox_block by the tests.
+// ternarize_pack: one fused pass per tile of kTile elements (a multiple of 256 = one AVX2 batch
+//   of 16 Philox blocks, of 32 = one word of keep bits, and of 5 = one base3 byte, so tiles
+//   start on byte, bit-word and Philox-block boundaries in both formats). OpenMP hands whole
+//   tiles (i.e. output byte ranges) to threads. Per tile: the rule of ternary_rule.h gives a
+//   keep bit and a sign bit per element (AVX2: primary bytes of 16 Philox blocks into an L1
+//   buffer, then 8 elements per vector with one f32 multiply and integer compares; the rare
+//   b == hi elements go through the scalar rule), then the bits are packed: two_bit by
+//   spreading 32 keep/sign bits into 64 code bits (BMI2 pdep), base3 by a 1024-entry table per
+//   5 elements. The AVX2 Philox is checked bit for bit against the scalar philox_block and the
+//   whole kernel against a naive reference of the rule by the tests.
 //
 // unpack_accumulate: table-driven decode, one table row per byte value (two_bit: 4 codes,
 //   base3: 5 codes). Byte values never written by the packer (two_bit digit 3, base3 bytes
 //   243..255) decode as code 0.
 //
-// Napkin math: Philox4x32-10 costs 20 32x32->64 multiplies per 4 elements; on AVX2 that is
-// >= ~1.25 cycles per element per core from the multiply/shift pipes alone, so the fused pass
-// is compute-bound: measured ~2 cycles per element (1.3 G elements/s per core on a 2.6 GHz EPYC,
-// 2.6 G/s = 11 GB/s on 2 cores), while a copy streams ~58 GB/s there (bench_ternary).
+// Napkin math: Philox4x32-10 costs 20 32x32->64 multiplies per block. Drawing a 32-bit word per
+// element made the pass compute-bound at ~2 cycles per element (2.6 G elements/s on 2 Zen 4
+// cores, 11 GB/s against a ~70 GB/s copy). One block per 16 elements cuts the Philox share to
+// ~0.35 cycles per element; the rest is ~12 vector ops per 8 elements.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -38,15 +39,16 @@
 #include "nn/core/error.h"
 #include "nn/core/philox.h"
 #include "terngrad/ternary_kernels.h"
+#include "terngrad/ternary_rule.h"
 
 namespace tg::tern {
 
 namespace {
 
 constexpr int64_t kStatsChunk = 1 << 14;   // elements per stats partial (64 KiB of f32)
-constexpr int64_t kTile = 2560;            // elements per packing tile; % 64 == 0, % 20 == 0
+constexpr int64_t kTile = 2560;            // elements per packing tile; % 256 == 0, % 5 == 0
 constexpr int64_t kParallelMin = 1 << 16;  // below this many elements: one thread
-static_assert(kTile % 64 == 0 && kTile % 20 == 0);
+static_assert(kTile % 256 == 0 && kTile % 5 == 0);
 
 void check_format(PackFormat f, const char* fn) {
   TG_CHECK(f == PackFormat::two_bit || f == PackFormat::base3, fn, ": unknown PackFormat ",
@@ -115,15 +117,33 @@ Partial stats_chunk(const float* x, int64_t len) {
 
 // ---- ternarize ----------------------------------------------------------------------------
 
-// code + 1 of one element: 2 (kept, g > 0), 0 (kept, g < 0), 1 (dropped). A kept element has
-// |g| > u * s >= 0, so it is never zero; NaN is never kept. Mirrors ternary_cuda.cu.
-inline uint8_t code_plus_one(float g, float u, float s) {
-  if (!(u * s < std::fabs(g))) return 1;
-  return g > 0.0f ? 2 : 0;
+// Keep and sign bits of one tile: bit k of keep[w] / neg[w] is element tile_start + 32 w + k.
+// One spare zero word past the end lets the base3 packer read 64-bit windows.
+struct TileBits {
+  uint32_t keep[kTile / 32 + 2];
+  uint32_t neg[kTile / 32 + 2];
+};
+
+// Elements [e, e1) of the tile starting at t0 by the rule of ternary_rule.h, one Philox block
+// per 16 elements; e % 16 == 0.
+void decide_scalar(const float* g, int64_t t0, int64_t e, int64_t e1, float s, float c,
+                   uint64_t seed, uint64_t stream, TileBits& bits) {
+  for (; e < e1; e += kCodesPerBlock) {
+    const Philox4 r = philox_block(seed, stream, static_cast<uint64_t>(e / kCodesPerBlock));
+    const int64_t end = std::min<int64_t>(e + kCodesPerBlock, e1);
+    for (int64_t i = e; i < end; ++i) {
+      const int64_t b = i - t0;
+      const uint32_t bit = 1u << (b % 32);
+      if (ternary_keep(g[i], s, c, primary_byte(r, static_cast<int>(i - e)), seed, stream,
+                       static_cast<uint64_t>(i)))
+        bits.keep[b / 32] |= bit;
+      if (std::signbit(g[i])) bits.neg[b / 32] |= bit;
+    }
+  }
 }
 
 #if defined(__AVX2__)
-// 8 Philox blocks per batch as two sets of 4, one block per 64-bit lane: word k of block l is
+// 16 Philox blocks per batch as four sets of 4, one block per 64-bit lane: word k of block l is
 // the low half of lane l of c[k]. _mm256_mul_epu32 reads only low halves and returns the full
 // 64-bit product, so a round is 2 multiplies, 2 shifts and 4 XORs per set; the high halves
 // collect garbage that is never read.
@@ -142,12 +162,14 @@ struct RoundKeys {  // the 10 round keys of philox4x32_10, broadcast once per ti
   }
 };
 
-// Philox of the blocks block0 + 4 * set + l (set < kSets, l = 0..3), transposed to element
-// order: w[2 * set] holds the elements of blocks +0, +1 of the set, w[2 * set + 1] those of +2,
-// +3. A round is a dependency chain of ~6 cycles (multiply, shift, two XORs); kSets independent
-// chains keep the multiply and shift pipes busy.
+// Philox of the blocks block0 + 4 * set + l (set < kSets, l = 0..3), transposed to block order:
+// w[2 * set] holds the words of blocks +0, +1 of the set, w[2 * set + 1] those of +2, +3. A
+// round is a dependency chain of ~6 cycles (multiply, shift, two XORs); kSets independent chains
+// keep the multiply and shift pipes busy.
 constexpr int kSets = 4;
-constexpr int kBatch = 16 * kSets;  // elements per AVX2 batch
+constexpr int kBatchBlocks = 4 * kSets;                   // Philox blocks per AVX2 batch
+constexpr int64_t kBatch = kBatchBlocks * kCodesPerBlock;  // elements per AVX2 batch
+static_assert(kTile % kBatch == 0);
 
 inline void philox_sets(const RoundKeys& key, uint64_t block0, uint64_t stream,
                         __m256i w[2 * kSets]) {
@@ -180,87 +202,144 @@ inline void philox_sets(const RoundKeys& key, uint64_t block0, uint64_t stream,
   }
 }
 
-// codes + 1 of the kBatch elements 4*block0 .. 4*block0 + kBatch - 1 (all < n) into v.
-// Requires (uint32_t)block0 <= UINT32_MAX - (kBatch / 4 - 1): the counters share a high word.
-inline void codes_batch_avx2(const RoundKeys& key, const float* g, uint64_t block0, __m256 sv,
-                             uint64_t stream, uint8_t* v) {
-  __m256i w[2 * kSets];
-  philox_sets(key, block0, stream, w);
-  const __m256 zero = _mm256_setzero_ps();
-  const __m256 inv24 = _mm256_set1_ps(1.0f / 16777216.0f);
+// 32 lanes of -1/0 (four vectors of 8 x i32, or the sign of 8 x f32 read as i32) -> 32 bits in
+// element order: signed saturating packs keep the sign, the permute undoes their per-128-bit-lane
+// interleave.
+inline uint32_t sign_bits_32(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
+  const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(v0, v1), _mm256_packs_epi32(v2, v3));
+  return static_cast<uint32_t>(_mm256_movemask_epi8(
+      _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7))));
+}
+
+// The kBatch elements e .. e + kBatch - 1 (all < n) of the tile starting at t0: primary bytes
+// of 16 blocks into an L1 buffer, then 8 elements per vector: x = |g| * c, hi = trunc(min(256,
+// x)) (NaN stays NaN through min and truncates to INT_MIN: dropped), keep iff b < hi; b == hi
+// (probability <= 1/256) goes to the scalar rule. No |g| >= s test is needed here: such an
+// element has x >= 256 (hi = 256: kept) or x a rounding below 256 (hi = 255: kept unless
+// b == 255, which the scalar rule keeps). Requires (uint32_t)(e / 16) <= UINT32_MAX - 15.
+inline void decide_batch_avx2(const RoundKeys& key, const float* g, int64_t t0, int64_t e,
+                              float s, float c, uint64_t seed, uint64_t stream, TileBits& bits) {
+  alignas(32) uint8_t bytes[kBatch];
+  {
+    __m256i w[2 * kSets];
+    philox_sets(key, static_cast<uint64_t>(e / kCodesPerBlock), stream, w);
+    for (int t = 0; t < 2 * kSets; ++t)
+      _mm256_store_si256(reinterpret_cast<__m256i*>(bytes + 32 * t), w[t]);
+  }
+  const __m256 cv = _mm256_set1_ps(c), v256 = _mm256_set1_ps(256.0f);
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-  const __m256i one = _mm256_set1_epi32(1);
-  for (int q = 0; q < kSets / 2; ++q) {  // 32 elements at a time
-    __m256i code[4];
+  for (int q = 0; q < kBatch / 32; ++q) {
+    __m256i gi[4], lt[4], same[4];
     for (int j = 0; j < 4; ++j) {
-      const __m256 gv = _mm256_loadu_ps(g + 32 * q + 8 * j);
-      // uniform01: the top 24 bits, converted exactly and scaled by a power of two: exact.
-      const __m256 u = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(w[4 * q + j], 8)), inv24);
-      const __m256 keep =
-          _mm256_cmp_ps(_mm256_mul_ps(u, sv), _mm256_and_ps(gv, abs_mask), _CMP_LT_OQ);
-      const __m256i kp =
-          _mm256_castps_si256(_mm256_and_ps(keep, _mm256_cmp_ps(gv, zero, _CMP_GT_OQ)));
-      const __m256i kn =
-          _mm256_castps_si256(_mm256_and_ps(keep, _mm256_cmp_ps(gv, zero, _CMP_LT_OQ)));
-      code[j] = _mm256_add_epi32(_mm256_sub_epi32(one, kp), kn);  // masks are -1: 1+1 / 1-1
+      const int o = 32 * q + 8 * j;
+      const __m256 gv = _mm256_loadu_ps(g + e + o);
+      const __m256i hi =
+          _mm256_cvttps_epi32(_mm256_min_ps(v256, _mm256_mul_ps(_mm256_and_ps(gv, abs_mask), cv)));
+      const __m256i b =
+          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes + o)));
+      gi[j] = _mm256_castps_si256(gv);
+      lt[j] = _mm256_cmpgt_epi32(hi, b);
+      same[j] = _mm256_cmpeq_epi32(hi, b);
     }
-    // 32 x i32 -> 32 x u8 in element order (packs work per 128-bit lane; the permute fixes it).
-    const __m256i p01 = _mm256_packs_epi32(code[0], code[1]);
-    const __m256i p23 = _mm256_packs_epi32(code[2], code[3]);
-    const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(p01, p23),
-                                                      _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(v + 32 * q), bytes);
+    uint32_t keep = sign_bits_32(lt[0], lt[1], lt[2], lt[3]);
+    const __m256i any_same =
+        _mm256_or_si256(_mm256_or_si256(same[0], same[1]), _mm256_or_si256(same[2], same[3]));
+    const int64_t base = e + 32 * q;
+    if (!_mm256_testz_si256(any_same, any_same)) {  // b == hi: the scalar rule decides
+      uint32_t eq = sign_bits_32(same[0], same[1], same[2], same[3]);
+      while (eq != 0) {
+        const int k = __builtin_ctz(eq);
+        eq &= eq - 1;
+        const int64_t i = base + k;
+        if (ternary_keep(g[i], s, c, bytes[32 * q + k], seed, stream, static_cast<uint64_t>(i)))
+          keep |= 1u << k;
+      }
+    }
+    const int64_t w = (base - t0) / 32;
+    bits.keep[w] = keep;
+    bits.neg[w] = sign_bits_32(gi[0], gi[1], gi[2], gi[3]);
   }
 }
 #endif
 
-// codes + 1 of elements [e0, e1) into v[0 .. e1 - e0); e0 % 4 == 0.
-void codes_range(const float* g, int64_t e0, int64_t e1, float s, uint64_t seed, uint64_t stream,
-                 uint8_t* v) {
-  int64_t e = e0;
+// Keep/sign bits of the tile [t0, t1) (t0 % kTile == 0); the words past t1 are zero.
+void decide_tile(const float* g, int64_t t0, int64_t t1, float s, float c, uint64_t seed,
+                 uint64_t stream, TileBits& bits) {
+  std::memset(&bits, 0, sizeof bits);
+  int64_t e = t0;
 #if defined(__AVX2__)
-  if (e + kBatch <= e1) {
+  if (e + kBatch <= t1) {
     const RoundKeys key(seed);
-    const __m256 sv = _mm256_set1_ps(s);
-    for (; e + kBatch <= e1; e += kBatch) {
-      const uint64_t b = static_cast<uint64_t>(e) / 4;
-      if (static_cast<uint32_t>(b) > 0xFFFFFFFFu - (kBatch / 4 - 1)) break;  // carry: scalar
-      codes_batch_avx2(key, g + e, b, sv, stream, v + (e - e0));
+    for (; e + kBatch <= t1; e += kBatch) {
+      const uint64_t b = static_cast<uint64_t>(e / kCodesPerBlock);
+      if (static_cast<uint32_t>(b) > 0xFFFFFFFFu - (kBatchBlocks - 1)) break;  // carry: scalar
+      decide_batch_avx2(key, g, t0, e, s, c, seed, stream, bits);
     }
   }
 #endif
-  for (; e < e1; e += 4) {
-    const Philox4 r = philox_block(seed, stream, static_cast<uint64_t>(e) / 4);
-    const int64_t end = std::min<int64_t>(e + 4, e1);
-    for (int64_t i = e; i < end; ++i) v[i - e0] = code_plus_one(g[i], uniform01(r.v[i - e]), s);
+  decide_scalar(g, t0, e, t1, s, c, seed, stream, bits);
+}
+
+// 32 bits -> 64 bits, bit k to bit 2k.
+inline uint64_t spread_bits(uint32_t v) {
+#if defined(__BMI2__)
+  return _pdep_u64(v, 0x5555555555555555ULL);
+#else
+  uint64_t x = v;
+  x = (x | x << 16) & 0x0000FFFF0000FFFFULL;
+  x = (x | x << 8) & 0x00FF00FF00FF00FFULL;
+  x = (x | x << 4) & 0x0F0F0F0F0F0F0F0FULL;
+  x = (x | x << 2) & 0x3333333333333333ULL;
+  return (x | x << 1) & 0x5555555555555555ULL;
+#endif
+}
+
+// two_bit bytes of a tile of len elements: per 32 elements, code + 1 = 2 (kept, positive),
+// 0 (kept, negative), 1 (dropped) is low bit = dropped, high bit = kept and positive.
+void pack_two_bit(const TileBits& bits, int64_t len, uint8_t* out) {
+  const int64_t words = (len + 31) / 32;
+  for (int64_t w = 0; w < words; ++w) {
+    const int64_t valid = std::min<int64_t>(32, len - 32 * w);
+    const uint32_t live = valid == 32 ? 0xFFFFFFFFu : (1u << valid) - 1;  // padding bits: 0
+    const uint32_t k = bits.keep[w];
+    const uint64_t x = spread_bits(~k & live) | spread_bits(k & ~bits.neg[w] & live) << 1;
+    if (valid == 32) {
+      std::memcpy(out + 8 * w, &x, 8);
+    } else {
+      for (int64_t b = 0; b < (valid + 3) / 4; ++b) out[8 * w + b] = static_cast<uint8_t>(x >> (8 * b));
+    }
   }
 }
 
-// Packs v[0 .. len) (len rounded up to whole bytes, padding already in v) into out.
-void pack_two_bit(const uint8_t* v, int64_t len, uint8_t* out) {
-  const int64_t bytes = (len + 3) / 4;
-  int64_t j = 0;
-  for (; 2 * j + 2 <= bytes; j += 1) {  // 8 codes -> 2 bytes with 64-bit SWAR
-    uint64_t x;
-    std::memcpy(&x, v + 8 * j, 8);
-    x = (x | (x >> 6)) & 0x000F000F000F000FULL;   // pairs: c0 | c1 << 2 in each 16-bit unit
-    x = (x | (x >> 12)) & 0x000000FF000000FFULL;  // quads: c0 | c1 << 2 | c2 << 4 | c3 << 6
-    out[2 * j] = static_cast<uint8_t>(x);
-    out[2 * j + 1] = static_cast<uint8_t>(x >> 32);
+// base3 byte of five (keep, sign) pairs: index keep bits | sign bits << 5.
+struct Base3Table {
+  uint8_t byte[1024];
+  Base3Table() {
+    for (int idx = 0; idx < 1024; ++idx) {
+      int v = 0, p = 1;
+      for (int k = 0; k < 5; ++k, p *= 3) {
+        const bool kept = (idx >> k) & 1, negative = (idx >> (5 + k)) & 1;
+        v += (kept ? (negative ? 0 : 2) : 1) * p;
+      }
+      byte[idx] = static_cast<uint8_t>(v);
+    }
   }
-  for (int64_t b = 2 * j; b < bytes; ++b)
-    out[b] =
-        static_cast<uint8_t>(v[4 * b] | v[4 * b + 1] << 2 | v[4 * b + 2] << 4 | v[4 * b + 3] << 6);
-}
+};
 
-void pack_base3(const uint8_t* v, int64_t len, uint8_t* out) {
+// base3 bytes of a tile of len elements (missing elements of the last byte: keep bit 0 = code 0).
+void pack_base3(const TileBits& bits, int64_t len, uint8_t* out) {
+  static const Base3Table table;
   const int64_t bytes = (len + 4) / 5;
-  for (int64_t b = 0; b < bytes; ++b) {
-    const uint8_t* c = v + 5 * b;
-    out[b] = static_cast<uint8_t>(c[0] + 3 * (c[1] + 3 * (c[2] + 3 * (c[3] + 3 * c[4]))));
+  for (int64_t j = 0; j < bytes; j += 6) {  // 6 bytes = 30 bits from one 64-bit window
+    const int64_t p = 5 * j, w = p / 32, sh = p % 32;
+    const uint64_t kw =
+        (bits.keep[w] | static_cast<uint64_t>(bits.keep[w + 1]) << 32) >> sh;
+    const uint64_t nw = (bits.neg[w] | static_cast<uint64_t>(bits.neg[w + 1]) << 32) >> sh;
+    const int64_t m_end = std::min<int64_t>(6, bytes - j);
+    for (int64_t m = 0; m < m_end; ++m)
+      out[j + m] = table.byte[((kw >> (5 * m)) & 31) | ((nw >> (5 * m)) & 31) << 5];
   }
 }
-
 // ---- decode tables ------------------------------------------------------------------------
 
 struct Tables {
@@ -348,18 +427,19 @@ void ternarize_pack_cpu(const float* g, int64_t n, float s, uint64_t seed, uint6
       out[bytes - 1] = static_cast<uint8_t>(0x55 & ((1u << (2 * (n % 4))) - 1));
     return;
   }
+  TG_CHECK(static_cast<uint64_t>(n) <= kMaxTernaryElements, "ternarize_pack_cpu: ", n,
+           " elements exceed the limit of the random-number layout (", kMaxTernaryElements, ")");
+  const float c = keep_scale(s);
   const int64_t tiles = (n + kTile - 1) / kTile;
-  const uint8_t pad = f == PackFormat::two_bit ? 0 : 1;  // two_bit: zero bits; base3: code 0
 #pragma omp parallel for schedule(static) if (n >= kParallelMin)
   for (int64_t t = 0; t < tiles; ++t) {
-    alignas(32) uint8_t v[kTile + 8];
-    const int64_t e0 = t * kTile, e1 = std::min(n, e0 + kTile), len = e1 - e0;
-    codes_range(g, e0, e1, s, seed, stream, v);
-    for (int64_t i = len; i < len + 8; ++i) v[i] = pad;
+    TileBits bits;
+    const int64_t e0 = t * kTile, e1 = std::min(n, e0 + kTile);
+    decide_tile(g, e0, e1, s, c, seed, stream, bits);
     if (f == PackFormat::two_bit)
-      pack_two_bit(v, len, out + e0 / 4);
+      pack_two_bit(bits, e1 - e0, out + e0 / 4);
     else
-      pack_base3(v, len, out + e0 / 5);
+      pack_base3(bits, e1 - e0, out + e0 / 5);
   }
 }
 

@@ -8,20 +8,21 @@
 //      combines its threads with cuda::block_reduce and writes 4 partials;
 //   2. one block combines the B partials in a fixed tree and writes the 4 results, which are
 //      copied to the host (the call synchronizes the stream).
-// ternarize_pack:
-//   two_bit: one thread per output byte j (grid stride): philox_block(seed, stream, j) supplies
-//     the 4 words of elements 4j .. 4j+3 (a float4 load when g is 16-byte aligned).
-//   base3: one thread per group of 4 output bytes = 20 elements = exactly 5 Philox blocks (one
-//     thread per byte would need 2 blocks for 5 elements, 60% more Philox work).
-//   keep iff __fmul_rn(uniform01(word), s) < fabsf(g): the same single IEEE multiply as the CPU,
-//   never fused into anything, so the bytes are bit-identical.
+// ternarize_pack: the rule of ternary_rule.h, evaluated by the same host/device function as
+//   the CPU's scalar path (one IEEE multiply __fmul_rn per element, never fused), so the bytes
+//   are bit-identical.
+//   two_bit: one thread per Philox block = 16 elements (four float4 loads when g is 16-byte
+//     aligned) = 4 output bytes.
+//   base3: one thread per 5 Philox blocks = 80 elements = 16 output bytes (a byte's 5 elements
+//     never straddle two threads).
 // unpack_accumulate: two_bit one thread per element (coalesced acc), base3 one thread per byte
 //   (5 digits by constant divisions). Undefined byte values decode as code 0, like the CPU table.
 // scale_accumulated: one thread per element, __fmul_rn(float(acc), scale).
 //
-// Napkin math (H100, ~3 TB/s): ternarize reads 4 B and writes 0.25 B per element; 100 M
-// elements per millisecond would need ~25 Philox blocks per ns, ~1,500 integer instructions per
-// ns -- the same order as the GPU's integer rate, so the pass is close to balanced.
+// Napkin math (H100, ~3 TB/s): ternarize reads 4 B and writes 0.25 B per element, ~700 G
+// elements/s at the copy rate; one Philox block (20 multiplies + ~40 other integer ops) per 16
+// elements is ~4 integer ops per element on top of ~10 for the rule, ~10 T integer ops/s: near
+// the GPU's integer rate, so the pass should run near bandwidth.
 #include <cstdint>
 
 #include "nn/core/allocator.h"
@@ -30,6 +31,7 @@
 #include "nn/core/device.h"
 #include "nn/core/philox.h"
 #include "terngrad/ternary_kernels.h"
+#include "terngrad/ternary_rule.h"
 
 namespace tg::tern {
 
@@ -102,60 +104,82 @@ __global__ void stats_final_kernel(const double* __restrict__ partial, int64_t B
     for (int k = 0; k < 4; ++k) out[k] = v[k];
 }
 
-// code + 1 of one element; mirrors code_plus_one in ternary_cpu.cpp.
-__device__ __forceinline__ uint32_t code_plus_one(float g, uint32_t word, float s) {
-  if (!(__fmul_rn(uniform01(word), s) < fabsf(g))) return 1;
+// code + 1 of element i (primary byte b): 2 kept positive, 0 kept negative, 1 dropped. The
+// rule is ternary_rule.h's, shared with the CPU.
+__device__ __forceinline__ uint32_t code_plus_one(float g, float s, float c, uint32_t b,
+                                                  uint64_t seed, uint64_t stream, int64_t i) {
+  if (!ternary_keep(g, s, c, b, seed, stream, static_cast<uint64_t>(i))) return 1;
   return g > 0.0f ? 2 : 0;
 }
 
+// One thread per Philox block = 16 elements = 4 output bytes.
 template <bool kAligned>
-__global__ void pack_two_bit_kernel(const float* __restrict__ g, int64_t n, float s, uint64_t seed,
-                                    uint64_t stream, int64_t bytes, uint8_t* __restrict__ out) {
-  for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < bytes;
-       j += (int64_t)gridDim.x * blockDim.x) {
-    const Philox4 r = philox_block(seed, stream, static_cast<uint64_t>(j));
-    const int64_t base = 4 * j;
-    float x[4];
-    if (kAligned && base + 4 <= n) {
-      const float4 q = reinterpret_cast<const float4*>(g)[j];
-      x[0] = q.x;
-      x[1] = q.y;
-      x[2] = q.z;
-      x[3] = q.w;
+__global__ void pack_two_bit_kernel(const float* __restrict__ g, int64_t n, float s, float c,
+                                    uint64_t seed, uint64_t stream, int64_t bytes,
+                                    uint8_t* __restrict__ out) {
+  const int64_t blocks = (n + kCodesPerBlock - 1) / kCodesPerBlock;
+  for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < blocks;
+       q += (int64_t)gridDim.x * blockDim.x) {
+    const Philox4 r = philox_block(seed, stream, static_cast<uint64_t>(q));
+    const int64_t base = kCodesPerBlock * q;
+    float x[kCodesPerBlock];
+    if (kAligned && base + kCodesPerBlock <= n) {
+      const float4* v = reinterpret_cast<const float4*>(g + base);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float4 t = v[k];
+        x[4 * k] = t.x;
+        x[4 * k + 1] = t.y;
+        x[4 * k + 2] = t.z;
+        x[4 * k + 3] = t.w;
+      }
     } else {
 #pragma unroll
-      for (int k = 0; k < 4; ++k) x[k] = base + k < n ? g[base + k] : 0.0f;
+      for (int k = 0; k < kCodesPerBlock; ++k) x[k] = base + k < n ? g[base + k] : 0.0f;
     }
-    uint32_t b = 0;
 #pragma unroll
-    for (int k = 0; k < 4; ++k)
-      if (base + k < n) b |= code_plus_one(x[k], r.v[k], s) << (2 * k);  // padding bits: 0
-    out[j] = static_cast<uint8_t>(b);
+    for (int byte = 0; byte < 4; ++byte) {
+      uint32_t b = 0;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const int e = 4 * byte + k;
+        if (base + e < n)  // padding bits: 0
+          b |= code_plus_one(x[e], s, c, primary_byte(r, e), seed, stream, base + e) << (2 * k);
+      }
+      if (4 * q + byte < bytes) out[4 * q + byte] = static_cast<uint8_t>(b);
+    }
   }
 }
 
-__global__ void pack_base3_kernel(const float* __restrict__ g, int64_t n, float s, uint64_t seed,
-                                  uint64_t stream, int64_t bytes, uint8_t* __restrict__ out) {
-  const int64_t groups = (bytes + 3) / 4;
+// One thread per 5 Philox blocks = 80 elements = 16 output bytes (5 elements per byte never
+// straddle the thread's range).
+__global__ void pack_base3_kernel(const float* __restrict__ g, int64_t n, float s, float c,
+                                  uint64_t seed, uint64_t stream, int64_t bytes,
+                                  uint8_t* __restrict__ out) {
+  constexpr int kBlocks = 5, kElems = kBlocks * kCodesPerBlock, kBytes = kElems / 5;
+  const int64_t groups = (bytes + kBytes - 1) / kBytes;
   for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < groups;
        q += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t e0 = 20 * q;
-    uint32_t acc[4] = {0, 0, 0, 0};
+    const int64_t e0 = kElems * q;
+    uint32_t acc[kBytes];
 #pragma unroll
-    for (int blk = 0; blk < 5; ++blk) {
-      const Philox4 r = philox_block(seed, stream, static_cast<uint64_t>(5 * q + blk));
+    for (int k = 0; k < kBytes; ++k) acc[k] = 0;
 #pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const int e = 4 * blk + k;  // 0..19: byte e / 5, digit e % 5 (compile-time constants)
+    for (int blk = 0; blk < kBlocks; ++blk) {
+      const Philox4 r = philox_block(seed, stream, static_cast<uint64_t>(kBlocks * q + blk));
+#pragma unroll
+      for (int k = 0; k < kCodesPerBlock; ++k) {
+        const int e = kCodesPerBlock * blk + k;  // byte e / 5, digit e % 5 (compile-time)
         constexpr uint32_t kPow3[5] = {1, 3, 9, 27, 81};
         const int64_t i = e0 + e;
-        const uint32_t d = i < n ? code_plus_one(g[i], r.v[k], s) : 1;  // missing: code 0
-        acc[e / 5] += d * kPow3[e % 5];
+        const uint32_t d =
+            i < n ? code_plus_one(g[i], s, c, primary_byte(r, k), seed, stream, i) : 1;
+        acc[e / 5] += d * kPow3[e % 5];  // missing elements: digit 1 (code 0)
       }
     }
 #pragma unroll
-    for (int k = 0; k < 4; ++k)
-      if (4 * q + k < bytes) out[4 * q + k] = static_cast<uint8_t>(acc[k]);
+    for (int k = 0; k < kBytes; ++k)
+      if (kBytes * q + k < bytes) out[kBytes * q + k] = static_cast<uint8_t>(acc[k]);
   }
 }
 
@@ -268,19 +292,23 @@ void ternarize_pack_cuda(const float* g, int64_t n, float s, uint64_t seed, uint
     TG_CUDA_LAUNCH_CHECK();
     return;
   }
+  TG_CHECK(static_cast<uint64_t>(n) <= kMaxTernaryElements, "ternarize_pack_cuda: ", n,
+           " elements exceed the limit of the random-number layout (", kMaxTernaryElements, ")");
+  const float c = keep_scale(s);
   if (f == PackFormat::two_bit) {
+    const int64_t blocks = (n + kCodesPerBlock - 1) / kCodesPerBlock;
     const bool aligned = reinterpret_cast<uintptr_t>(g) % 16 == 0;
     if (aligned)
-      pack_two_bit_kernel<true>
-          <<<cuda::grid_for(bytes, kThreads), kThreads, 0, st>>>(g, n, s, seed, stream, bytes, out);
+      pack_two_bit_kernel<true><<<cuda::grid_for(blocks, kThreads), kThreads, 0, st>>>(
+          g, n, s, c, seed, stream, bytes, out);
     else
-      pack_two_bit_kernel<false>
-          <<<cuda::grid_for(bytes, kThreads), kThreads, 0, st>>>(g, n, s, seed, stream, bytes, out);
+      pack_two_bit_kernel<false><<<cuda::grid_for(blocks, kThreads), kThreads, 0, st>>>(
+          g, n, s, c, seed, stream, bytes, out);
     TG_CUDA_LAUNCH_CHECK();
   } else {
-    const int64_t groups = (bytes + 3) / 4;
-    pack_base3_kernel<<<cuda::grid_for(groups, kThreads), kThreads, 0, st>>>(g, n, s, seed, stream,
-                                                                             bytes, out);
+    const int64_t groups = (bytes + 15) / 16;
+    pack_base3_kernel<<<cuda::grid_for(groups, kThreads), kThreads, 0, st>>>(g, n, s, c, seed,
+                                                                             stream, bytes, out);
     TG_CUDA_LAUNCH_CHECK();
   }
 }

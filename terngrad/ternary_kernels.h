@@ -4,14 +4,16 @@
 //
 //   1. tensor_stats:        one pass: max|g|, sum, sum of squares, L1 -> TensorStats (double
 //                           accumulation; population sigma = sqrt(E[g^2] - E[g]^2), clamped >= 0).
-//   2. ternarize_pack:      one fused pass: code_i = sign(g_i) * b_i with b_i = 1 iff
-//                           u_i * s < |g_i|, u_i = uniform01(philox_word(seed, stream, i)) in
-//                           [0, 1) (so P(b_i = 1) = min(|g_i| / s, 1): elements with |g_i| >= s are
-//                           kept with probability 1, i.e. clipped to +-s), written straight into
-//                           the packed wire format. stream = rng_stream(RngPurpose::ternarize,
-//                           step, worker, tensor): the codes depend only on (seed, step, worker,
-//                           tensor, i, g_i, s), never on the device or process computing them.
-//                           s <= 0 (an all-zero gradient) gives all-zero codes.
+//   2. ternarize_pack:      one fused pass: code_i = sign(g_i) * b_i with P(b_i = 1) =
+//                           min(|g_i| / s, 1) by the rule of ternary_rule.h (a 32-bit uniform
+//                           per element drawn lazily: 8 bits from one Philox block per 16
+//                           elements, 24 more only when those cannot decide), written straight
+//                           into the packed wire format. Elements with |g_i| >= s are kept
+//                           with probability 1 (i.e. clipped to +-s). The random numbers come
+//                           from stream = rng_stream(RngPurpose::ternarize, step, worker,
+//                           tensor), so the codes depend only on (seed, step, worker, tensor, i,
+//                           g_i, s), never on the device or process computing them. s <= 0 (an
+//                           all-zero gradient) gives all-zero codes.
 //   3. unpack_accumulate:   acc_i += code_i (int32), for aggregating N workers' codes exactly:
 //                           the aggregate is (s / N) * sum_w code_i^w with the integer sum in
 //                           [-N, N], independent of summation order.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "nn/core/philox.h"
+#include "tests/terngrad/ternary_reference.h"
 #include "nn/init/init.h"
 #include "terngrad/baseline_kernels.h"
 #include "tests/testing/errors.h"
@@ -56,8 +57,7 @@ std::vector<double> reference_terngrad(const std::vector<Tensor>& g, const std::
       for (int w = 0; w < n; ++w) {
         const float gi = g[w].data<float>()[sl.offset + i];
         const uint64_t stream = rng_stream(RngPurpose::ternarize, step, w, t);
-        const float u = uniform01(philox_word(seed, stream, i));
-        if (u * s < std::fabs(gi)) codes += gi > 0 ? 1 : -1;
+        codes += reference_code(gi, s, seed, stream, static_cast<uint64_t>(i));
       }
       out[sl.offset + i] = static_cast<double>(s / static_cast<float>(n)) * codes;
     }

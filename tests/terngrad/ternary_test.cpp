@@ -1,8 +1,8 @@
 // TernGrad kernels on the CPU (terngrad/ternary_kernels.h) against naive loops and against the
 // statistics of digest §1.2 / §1.6 / §6.1.
 //
-// The naive loop is the specification: code_i = sign(g_i) iff
-// uniform01(philox_word(seed, stream, i)) * s < |g_i|, packed element by element as the header
+// The naive loop is the specification: code_i = reference_code(...) of ternary_reference.h (the
+// rule of terngrad/ternary_rule.h in exact arithmetic), packed element by element as the header
 // documents. Statistical tests use fixed seeds; each one states its tolerance and its
 // false-alarm rate (the probability that a correct implementation fails it on a fresh seed).
 #include <gtest/gtest.h>
@@ -18,6 +18,7 @@
 #include "nn/core/error.h"
 #include "nn/core/philox.h"
 #include "terngrad/ternary_kernels.h"
+#include "tests/terngrad/ternary_reference.h"
 #include "tests/testing/op_harness.h"
 
 namespace tg::tern {
@@ -46,8 +47,7 @@ std::vector<int> naive_codes(const std::vector<float>& g, float s, uint64_t seed
   std::vector<int> c(g.size(), 0);
   if (!(s > 0.0f)) return c;
   for (size_t i = 0; i < g.size(); ++i) {
-    const float u = uniform01(philox_word(seed, stream, i));
-    if (u * s < std::fabs(g[i])) c[i] = g[i] > 0 ? 1 : -1;
+    c[i] = reference_code(g[i], s, seed, stream, i);
   }
   return c;
 }
@@ -98,7 +98,8 @@ float max_abs(const std::vector<float>& g) {
 std::vector<int64_t> test_sizes() {
   std::vector<int64_t> n(24);
   std::iota(n.begin(), n.end(), 0);
-  for (int64_t m : {31, 32, 33, 63, 64, 65, 1000, 2559, 2560, 2561, 65536 + 7, 300001})
+  for (int64_t m : {31, 32, 33, 63, 64, 65, 255, 256, 257, 1000, 2559, 2560, 2561, 5121,
+                    65536 + 7, 300001})
     n.push_back(m);
   return n;
 }
@@ -137,6 +138,34 @@ TEST(Ternary, PackMatchesNaiveLoop) {
         }
       }
     }
+  }
+}
+
+TEST(Ternary, KeepProbabilityResolvesBelowOneIn256) {
+  // |g| / s = q / 256 with q < 1: the primary byte alone cannot keep the element (b < floor(x) =
+  // 0 never holds), so every kept element went through the 24-bit refinement: P(keep) = q / 256
+  // exactly (x = q is exact here). n = 2^21 elements per case: kept ~ Binomial(n, q / 256), sd
+  // <= 64; tolerance 5 sd (false alarm 6e-7 per case). With the old 24-bit uniform the same
+  // test holds; with 8-bit uniforms alone P would be 0.
+  const int64_t n = 1 << 21;
+  for (double q : {0.5, 0.125, 0.9}) {
+    const float s = 1.0f;
+    const std::vector<float> g(n, static_cast<float>(q / 256.0));
+    for (PackFormat f : kFormats) {
+      SCOPED_TRACE(std::string(name(f)) + " q=" + std::to_string(q));
+      const std::vector<int32_t> c = unpack(pack(g, s, kSeed, tern_stream(1, 0, 4), f), n, f);
+      const double kept = std::count(c.begin(), c.end(), 1);
+      EXPECT_EQ(std::count(c.begin(), c.end(), -1), 0);
+      const double mean = n * q / 256.0, sd = std::sqrt(mean * (1 - q / 256.0));
+      EXPECT_NEAR(kept, mean, 5 * sd);
+    }
+  }
+  // Edge values: NaN is dropped, +-inf and |g| >= s are kept with their sign, zero is dropped.
+  const float nan = std::nanf(""), inf = INFINITY;
+  const std::vector<float> edge = {nan, -nan, inf, -inf, 1.0f, -1.0f, 2.0f, 0.0f};
+  for (PackFormat f : kFormats) {
+    const std::vector<int32_t> c = unpack(pack(edge, 1.0f, kSeed, 3, f), 8, f);
+    EXPECT_EQ(c, (std::vector<int32_t>{0, 0, 1, -1, 1, -1, 1, 0})) << name(f);
   }
 }
 
