@@ -167,7 +167,7 @@ struct RoundKeys {  // the 10 round keys of philox4x32_10, broadcast once per ti
 // round is a dependency chain of ~6 cycles (multiply, shift, two XORs); kSets independent chains
 // keep the multiply and shift pipes busy.
 constexpr int kSets = 4;
-constexpr int kBatchBlocks = 4 * kSets;                   // Philox blocks per AVX2 batch
+constexpr int kBatchBlocks = 4 * kSets;                    // Philox blocks per AVX2 batch
 constexpr int64_t kBatch = kBatchBlocks * kCodesPerBlock;  // elements per AVX2 batch
 static_assert(kTile % kBatch == 0);
 
@@ -217,8 +217,8 @@ inline uint32_t sign_bits_32(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
 // (probability <= 1/256) goes to the scalar rule. No |g| >= s test is needed here: such an
 // element has x >= 256 (hi = 256: kept) or x a rounding below 256 (hi = 255: kept unless
 // b == 255, which the scalar rule keeps). Requires (uint32_t)(e / 16) <= UINT32_MAX - 15.
-inline void decide_batch_avx2(const RoundKeys& key, const float* g, int64_t t0, int64_t e,
-                              float s, float c, uint64_t seed, uint64_t stream, TileBits& bits) {
+inline void decide_batch_avx2(const RoundKeys& key, const float* g, int64_t t0, int64_t e, float s,
+                              float c, uint64_t seed, uint64_t stream, TileBits& bits) {
   alignas(32) uint8_t bytes[kBatch];
   {
     __m256i w[2 * kSets];
@@ -306,7 +306,8 @@ void pack_two_bit(const TileBits& bits, int64_t len, uint8_t* out) {
     if (valid == 32) {
       std::memcpy(out + 8 * w, &x, 8);
     } else {
-      for (int64_t b = 0; b < (valid + 3) / 4; ++b) out[8 * w + b] = static_cast<uint8_t>(x >> (8 * b));
+      for (int64_t b = 0; b < (valid + 3) / 4; ++b)
+        out[8 * w + b] = static_cast<uint8_t>(x >> (8 * b));
     }
   }
 }
@@ -332,8 +333,7 @@ void pack_base3(const TileBits& bits, int64_t len, uint8_t* out) {
   const int64_t bytes = (len + 4) / 5;
   for (int64_t j = 0; j < bytes; j += 6) {  // 6 bytes = 30 bits from one 64-bit window
     const int64_t p = 5 * j, w = p / 32, sh = p % 32;
-    const uint64_t kw =
-        (bits.keep[w] | static_cast<uint64_t>(bits.keep[w + 1]) << 32) >> sh;
+    const uint64_t kw = (bits.keep[w] | static_cast<uint64_t>(bits.keep[w + 1]) << 32) >> sh;
     const uint64_t nw = (bits.neg[w] | static_cast<uint64_t>(bits.neg[w + 1]) << 32) >> sh;
     const int64_t m_end = std::min<int64_t>(6, bytes - j);
     for (int64_t m = 0; m < m_end; ++m)

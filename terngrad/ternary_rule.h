@@ -29,12 +29,14 @@
 
 namespace tg::tern {
 
-constexpr int kCodesPerBlock = 16;                // elements decided by one Philox block
-constexpr uint64_t kRefineWord0 = 1ULL << 62;     // philox_word index of element 0's r_i
+constexpr int kCodesPerBlock = 16;                    // elements decided by one Philox block
+constexpr uint64_t kRefineWord0 = 1ULL << 62;         // philox_word index of element 0's r_i
 constexpr uint64_t kMaxTernaryElements = 1ULL << 61;  // so that refine words never wrap
 
 // c = 256 / s, computed once per tensor on the host (IEEE division on every device).
-inline float keep_scale(float s) { return 256.0f / s; }
+inline float keep_scale(float s) {
+  return 256.0f / s;
+}
 
 // b_i of element k (0..15) of a Philox block.
 TG_HOST_DEVICE uint32_t primary_byte(const Philox4& r, int k) {

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "nn/core/philox.h"
-#include "tests/terngrad/ternary_reference.h"
 #include "nn/init/init.h"
 #include "terngrad/baseline_kernels.h"
+#include "tests/terngrad/ternary_reference.h"
 #include "tests/testing/errors.h"
 
 namespace tg::tern {
@@ -37,8 +37,9 @@ std::vector<Tensor> gradients(int workers, uint64_t seed = 5) {
 }
 
 // The digest's §1.10 semantics, written out element by element.
-std::vector<double> reference_terngrad(const std::vector<Tensor>& g, const std::vector<GradSlot>& slots,
-                                       double clip, int64_t step, uint64_t seed) {
+std::vector<double> reference_terngrad(const std::vector<Tensor>& g,
+                                       const std::vector<GradSlot>& slots, double clip,
+                                       int64_t step, uint64_t seed) {
   const int n = static_cast<int>(g.size());
   std::vector<double> out(kTotal, 0.0);
   for (size_t t = 0; t < slots.size(); ++t) {
@@ -165,7 +166,8 @@ TEST(Compressor, NoSharingUsesEachWorkersOwnScaler) {
   float s[2];
   for (int w = 0; w < 2; ++w) {
     float m = 0;
-    for (int64_t i = 0; i < sl.numel; ++i) m = std::max(m, std::fabs(g[w].data<float>()[sl.offset + i]));
+    for (int64_t i = 0; i < sl.numel; ++i)
+      m = std::max(m, std::fabs(g[w].data<float>()[sl.offset + i]));
     s[w] = m;
   }
   for (int64_t i = 0; i < sl.numel; ++i) {
@@ -204,7 +206,8 @@ TEST(Compressor, NoneIsTheExactMeanAndBaselinesReportTheirKernelSizes) {
   Tensor out = Tensor::empty({kTotal});
   aggregate_emulated(*none, g, 0, out);
   for (int64_t i = 0; i < kTotal; ++i) {
-    const double want = (double(g[0].data<float>()[i]) + g[1].data<float>()[i] + g[2].data<float>()[i]) / 3;
+    const double want =
+        (double(g[0].data<float>()[i]) + g[1].data<float>()[i] + g[2].data<float>()[i]) / 3;
     ASSERT_NEAR(out.data<float>()[i], want, 1e-6);
   }
   size_t fp16 = 0, qsgd = 0, onebit = 0;
@@ -218,10 +221,12 @@ TEST(Compressor, NoneIsTheExactMeanAndBaselinesReportTheirKernelSizes) {
   EXPECT_EQ(c16->payload_bytes(0), fp16);
   aggregate_emulated(*c16, g, 0, out);
   for (int64_t i = 0; i < kTotal; ++i) {
-    const double want = (double(g[0].data<float>()[i]) + g[1].data<float>()[i] + g[2].data<float>()[i]) / 3;
+    const double want =
+        (double(g[0].data<float>()[i]) + g[1].data<float>()[i] + g[2].data<float>()[i]) / 3;
     // fp16 keeps 11 significant bits: each addend is off by at most 2^-11 of itself.
     const double mag = (std::fabs(g[0].data<float>()[i]) + std::fabs(g[1].data<float>()[i]) +
-                        std::fabs(g[2].data<float>()[i])) / 3;
+                        std::fabs(g[2].data<float>()[i])) /
+                       3;
     ASSERT_NEAR(out.data<float>()[i], want, mag / 2048 + 1e-7);
   }
   o.method = "qsgd";
@@ -236,7 +241,8 @@ TEST(Compressor, NoneIsTheExactMeanAndBaselinesReportTheirKernelSizes) {
 TEST(Compressor, BadOptionsAreErrorsNamingTheKey) {
   CompressionOptions o;
   o.method = "sparsify";
-  expect_error_with([&] { make_compressor(o, layout()); }, {"compression.method", "terngrad", "qsgd"});
+  expect_error_with([&] { make_compressor(o, layout()); },
+                    {"compression.method", "terngrad", "qsgd"});
   o.method = "terngrad";
   o.clip = -1;
   expect_error_with([&] { make_compressor(o, layout()); }, {"compression.clip"});

@@ -98,8 +98,8 @@ float max_abs(const std::vector<float>& g) {
 std::vector<int64_t> test_sizes() {
   std::vector<int64_t> n(24);
   std::iota(n.begin(), n.end(), 0);
-  for (int64_t m : {31, 32, 33, 63, 64, 65, 255, 256, 257, 1000, 2559, 2560, 2561, 5121,
-                    65536 + 7, 300001})
+  for (int64_t m :
+       {31, 32, 33, 63, 64, 65, 255, 256, 257, 1000, 2559, 2560, 2561, 5121, 65536 + 7, 300001})
     n.push_back(m);
   return n;
 }
