@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "cmd/json.h"
@@ -76,6 +77,75 @@ bool Checkpoint::has(const std::string& name) const {
   for (const auto& [n, t] : tensors)
     if (n == name) return true;
   return false;
+}
+
+namespace {
+
+constexpr const char* kCompressorPrefix = "compressor/worker";
+
+// "compressor/worker<w>/<name>" -> (w, name); throws naming the entry when it is malformed.
+std::pair<int, std::string> parse_compressor_key(const std::string& key, const std::string& file) {
+  const std::string rest = key.substr(std::strlen(kCompressorPrefix));
+  const size_t slash = rest.find('/');
+  const std::string digits = rest.substr(0, slash);
+  const bool ok = slash != std::string::npos && slash + 1 < rest.size() && !digits.empty() &&
+                  digits.size() <= 6 &&
+                  digits.find_first_not_of("0123456789") == std::string::npos &&
+                  (digits == "0" || digits[0] != '0');
+  TG_CHECK(ok, file, ": malformed compressor state entry '", key,
+           "' (expected 'compressor/worker<index>/<name>')");
+  return {std::stoi(digits), rest.substr(slash + 1)};
+}
+
+}  // namespace
+
+std::string compressor_state_key(int worker, const std::string& name) {
+  return kCompressorPrefix + std::to_string(worker) + "/" + name;
+}
+
+void add_compressor_state(Checkpoint& ckpt, const tern::Compressor& compressor, int workers) {
+  for (int w = 0; w < workers; ++w)
+    for (auto& [name, t] : compressor.state(w))
+      ckpt.tensors.emplace_back(compressor_state_key(w, name), std::move(t));
+}
+
+void load_compressor_state(const Checkpoint& ckpt, tern::Compressor* compressor, int workers) {
+  const std::string file = ckpt.source.empty() ? std::string("checkpoint") : ckpt.source;
+  TG_CHECK(workers >= 1, "load_compressor_state: workers must be >= 1, got ", workers);
+  std::map<int, tern::NamedTensors> by_worker;
+  for (const auto& [key, t] : ckpt.tensors) {
+    if (key.rfind("compressor/", 0) != 0) continue;
+    TG_CHECK(key.rfind(kCompressorPrefix, 0) == 0, file, ": malformed compressor state entry '",
+             key, "' (expected 'compressor/worker<index>/<name>')");
+    auto [w, name] = parse_compressor_key(key, file);
+    by_worker[w].emplace_back(std::move(name), t);
+  }
+  // The checkpoint's workers must be exactly 0..n-1 for some n.
+  int saved = 0;
+  for (const auto& [w, entries] : by_worker) {
+    TG_CHECK(w == saved, file, ": compressor state has worker ", w, " but no worker ", saved,
+             " (entries 'compressor/worker<index>/...' must cover workers 0..N-1)");
+    ++saved;
+  }
+  if (compressor == nullptr) {
+    TG_CHECK(saved == 0, file, ": the checkpoint holds compressor state for ", saved,
+             " worker(s), but this run has no compressor (1 worker, compression.method = none)");
+    return;
+  }
+  TG_CHECK(saved == 0 || saved == workers, file, ": the checkpoint holds ", compressor->name(),
+           " compressor state for ", saved, " worker(s), the config has ", workers,
+           " worker(s) (workers.count)");
+  for (int w = 0; w < workers; ++w) {
+    try {
+      compressor->load_state(w, by_worker[w]);
+    } catch (const Error& e) {
+      TG_THROW(file, ": cannot restore worker ", w, "'s ", compressor->name(),
+               " compressor state: ", e.what(),
+               saved == 0 ? " (the checkpoint holds no compressor state at all: written by an "
+                            "older terngrad that did not save it?)"
+                          : "");
+    }
+  }
 }
 
 void write_file_atomic(const std::string& path, const std::string& text) {

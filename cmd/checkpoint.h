@@ -1,6 +1,6 @@
 // Checkpoints: everything a run needs to continue bit-identically (parameters, optimizer slots,
-// EMA shadow, batch-norm moving statistics, the iteration count and the resolved config) in one
-// self-checking file.
+// EMA shadow, batch-norm moving statistics, each worker's compressor state, the iteration count
+// and the resolved config) in one self-checking file.
 //
 // File layout (little-endian):
 //   bytes 0..7     magic "TGCKPT\0" + format version byte (1)
@@ -11,6 +11,12 @@
 //   64 bytes       SHA-256 (lowercase hex) of every byte before it
 // Writing goes to "<path>.tmp", is flushed and fsync'ed, then renamed over <path>, so a crash
 // (even kill -9) leaves either the old checkpoint or the new one, never a torn file.
+//
+// Tensor names the trainer writes: "params", "ema", "optim/<name>", "buffer/<name>",
+// "log/loss_sum", "log/window_steps", and "compressor/worker<w>/<name>" for worker w's compressor
+// state (terngrad/compressor.h: Compressor::state; only stateful methods, e.g. onebit's
+// "compressor/worker0/residual"). Checkpoints of stateless methods have no compressor entries,
+// so files written before compressor state existed still load for them.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +25,7 @@
 #include <vector>
 
 #include "nn/core/tensor.h"
+#include "terngrad/compressor.h"
 
 namespace tg::cli {
 
@@ -42,6 +49,21 @@ void save_checkpoint(const std::string& path, const Checkpoint& ckpt);
 // Throws tg::Error naming the file and what is wrong ("not a terngrad checkpoint",
 // "corrupt: checksum mismatch", "truncated", ...).
 Checkpoint load_checkpoint(const std::string& path);
+
+// The checkpoint name of worker `worker`'s compressor state entry `name`.
+std::string compressor_state_key(int worker, const std::string& name);
+
+// Appends the state of workers 0..workers-1 (Compressor::state) as "compressor/worker<w>/<name>".
+void add_compressor_state(Checkpoint& ckpt, const tern::Compressor& compressor, int workers);
+
+// Restores workers 0..workers-1 of `compressor` (null: the run has none) from the checkpoint's
+// "compressor/..." entries. Throws naming the checkpoint and what is wrong when an entry name is
+// malformed, the checkpoint holds state for another number of workers than `workers` (or any
+// state while the run has no compressor), or a worker's entries are not what the method expects
+// (names, dtype, shape; a stateful method's state missing from an older checkpoint included).
+// The layout (names, worker count) is checked before anything is loaded; a worker whose entries
+// the method refuses throws after the workers before it were loaded (the run is abandoned then).
+void load_compressor_state(const Checkpoint& ckpt, tern::Compressor* compressor, int workers);
 
 // Writes `text` to `path` atomically (temp file + fsync + rename).
 void write_file_atomic(const std::string& path, const std::string& text);

@@ -465,6 +465,7 @@ std::string run_train(const Config& cfg_in, const TrainOptions& opt, bool* inter
       Tensor dst = t;
       dst.copy_from(src);
     }
+    load_compressor_state(*ckpt, compressor.get(), workers);
     loss_sum.copy_from(ckpt->get("log/loss_sum"));
     window_steps = ckpt->get("log/window_steps").item<int64_t>();
     start_step = ckpt->step;
@@ -487,6 +488,7 @@ std::string run_train(const Config& cfg_in, const TrainOptions& opt, bool* inter
     if (ema) c.tensors.emplace_back("ema", ema->shadow());
     for (auto& [name, t] : optimizer->state()) c.tensors.emplace_back("optim/" + name, t);
     for (const auto& [name, t] : net->buffers()) c.tensors.emplace_back("buffer/" + name, t);
+    if (compressor) add_compressor_state(c, *compressor, workers);
     c.tensors.emplace_back("log/loss_sum", loss_sum);
     c.tensors.emplace_back("log/window_steps",
                            Tensor::from_vector(std::vector<int64_t>{window_steps}, {1}));

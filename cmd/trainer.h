@@ -5,8 +5,10 @@
 // workers computes the gradient of its slice of the global batch (weight decay included), the
 // compressor of `[compression]` aggregates them (shared scalers, packed codes, exact sums), and
 // one optimizer step and EMA update follow.
-// Every random choice (data order, augmentation, dropout) is keyed by (seed, step, ...), so a
-// run resumed from a checkpoint ends bit-identical to an uninterrupted one.
+// Every random choice (data order, augmentation, dropout) is keyed by (seed, step, ...) and every
+// piece of state (optimizer slots, EMA, batch-norm statistics, each worker's compressor state such
+// as 1-bit SGD's residual) is checkpointed, so a run resumed from a checkpoint ends bit-identical
+// to an uninterrupted one.
 //
 // Output directory (optional): metrics.jsonl (one JSON object per logged step, per evaluation),
 // checkpoint.tgckpt (every train.checkpoint_every iterations and at the end, atomic),

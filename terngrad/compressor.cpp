@@ -72,6 +72,18 @@ void check_buffers(const Compressor& c, const Tensor& g, const Tensor& msg, size
            msg.str());
 }
 
+// "'a', 'b'" for error messages; "nothing" when empty.
+std::string entry_names(const NamedTensors& state) {
+  if (state.empty()) return "nothing";
+  std::string s;
+  for (const auto& [name, t] : state) s += (s.empty() ? "'" : ", '") + name + "'";
+  return s;
+}
+
+void check_worker(const Compressor& c, const char* what, int worker) {
+  TG_CHECK(worker >= 0, c.name(), " ", what, ": worker must be >= 0, got ", worker);
+}
+
 // out = acc.floats / workers over the whole buffer.
 void finalize_floats(const Accumulator& acc, int workers, Tensor& out) {
   out.zero_();
@@ -253,9 +265,13 @@ class BaselineCompressor final : public Compressor {
     uint8_t* m = msg.data<uint8_t>();
     float* residual = nullptr;
     if (o_.method == "onebit") {
+      check_worker(*this, "encode", worker);
       if (residuals_.size() <= static_cast<size_t>(worker)) residuals_.resize(worker + 1);
       Tensor& r = residuals_[worker];
-      if (!r.defined()) r = Tensor::zeros({total_}, DType::f32, d);
+      if (!r.defined())
+        r = Tensor::zeros({total_}, DType::f32, d);
+      else if (r.device() != d)
+        r = r.to(d);  // restored by load_state (from a checkpoint on the host): moved once
       residual = r.data<float>();
     }
     for (size_t t = 0; t < layout_.size(); ++t) {
@@ -304,6 +320,38 @@ class BaselineCompressor final : public Compressor {
     finalize_floats(acc, workers, out);
   }
 
+  NamedTensors state(int worker) const override {
+    if (o_.method != "onebit") return Compressor::state(worker);
+    check_worker(*this, "state", worker);
+    const bool live =
+        static_cast<size_t>(worker) < residuals_.size() && residuals_[worker].defined();
+    return {{"residual", live ? residuals_[worker].clone() : Tensor::zeros({total_})}};
+  }
+
+  void load_state(int worker, const NamedTensors& state) override {
+    if (o_.method != "onebit") return Compressor::load_state(worker, state);
+    check_worker(*this, "load_state", worker);
+    const Tensor* residual = nullptr;
+    for (const auto& [name, t] : state) {
+      TG_CHECK(name == "residual", "onebit load_state: worker ", worker, ": unexpected entry '",
+               name, "' (expected 'residual'; got ", entry_names(state), ")");
+      TG_CHECK(residual == nullptr, "onebit load_state: worker ", worker,
+               ": entry 'residual' appears twice");
+      residual = &t;
+    }
+    TG_CHECK(residual != nullptr, "onebit load_state: worker ", worker,
+             ": missing entry 'residual' (expected 'residual'; got ", entry_names(state), ")");
+    TG_CHECK(residual->defined(), "onebit load_state: worker ", worker,
+             ": entry 'residual' is undefined");
+    TG_CHECK(
+        residual->dtype() == DType::f32 && residual->ndim() == 1 && residual->numel() == total_,
+        "onebit load_state: worker ", worker, ": 'residual' must be f32 [", total_,
+        "] (the gradient's size), got ", residual->str());
+    Tensor copy = residual->clone();
+    if (residuals_.size() <= static_cast<size_t>(worker)) residuals_.resize(worker + 1);
+    residuals_[worker] = std::move(copy);
+  }
+
  private:
   CompressionOptions o_;
   std::vector<Tensor> residuals_;  // onebit: error feedback, one per worker
@@ -319,6 +367,17 @@ Compressor::Compressor(std::vector<GradSlot> layout) : layout_(std::move(layout)
     expect += s.numel;
   }
   total_ = expect;
+}
+
+NamedTensors Compressor::state(int worker) const {
+  check_worker(*this, "state", worker);
+  return {};
+}
+
+void Compressor::load_state(int worker, const NamedTensors& state) {
+  check_worker(*this, "load_state", worker);
+  TG_CHECK(state.empty(), name(), " load_state: worker ", worker,
+           ": the method keeps no state, got ", entry_names(state));
 }
 
 Accumulator Compressor::make_accumulator(const Device& device) const {

@@ -21,6 +21,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nn/core/tensor.h"
@@ -50,6 +51,9 @@ struct GradSlot {
   int64_t offset = 0, numel = 0;
 };
 
+// Named tensors, as optimizers and checkpoints hold them.
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
 // Sums of decoded messages: integer code sums for grid-aligned slots, floats for the rest.
 struct Accumulator {
   Tensor ints;    // i32 [total]
@@ -75,6 +79,20 @@ class Compressor {
   // out (f32 [total]) = the average over `workers` messages accumulated in acc.
   virtual void finalize(const Accumulator& acc, const float* shared, int64_t step, int workers,
                         Tensor& out) const = 0;
+
+  // Per-worker state carried from one encode to the next, for checkpoints. Each worker (each
+  // rank, when workers are processes) saves and restores only its own entries.
+  //   none, fp16, terngrad, qsgd: nothing (stateless)
+  //   onebit:                     "residual" f32 [total] (the error feedback)
+  // state(w) is a snapshot (a copy on the state's device). A residual that worker w has not
+  // created yet (before its first encode) is reported as zeros on the host: it is exactly the
+  // residual the first encode would start from, so "absent" and "zeros" round-trip alike.
+  // load_state(w, s): exactly the names above, each once, with that dtype and shape, else it
+  // throws naming the entry and what was expected, and changes nothing. The tensors are copied;
+  // a restored residual keeps its device until worker w's next encode moves it to the
+  // gradient's device (once).
+  virtual NamedTensors state(int worker) const;
+  virtual void load_state(int worker, const NamedTensors& state);
 
   const std::vector<GradSlot>& layout() const { return layout_; }
   int64_t total() const { return total_; }

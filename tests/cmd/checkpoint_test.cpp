@@ -1,0 +1,143 @@
+// Compressor state in checkpoints (cmd/checkpoint.h): each worker's Compressor::state saved as
+// "compressor/worker<w>/<name>" survives the file round trip and restores a compressor that
+// continues bit-identically; checkpoints of stateless methods carry nothing (older files load);
+// and every mismatch (worker count, gaps, malformed names, wrong shapes, state a run cannot take,
+// a stateful method's state missing) is refused naming the file and what is wrong.
+#include "cmd/checkpoint.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "nn/core/philox.h"
+#include "nn/init/init.h"
+#include "terngrad/compressor.h"
+#include "tests/testing/errors.h"
+#include "tests/testing/files.h"
+
+namespace tg::testing {
+namespace {
+
+using cli::Checkpoint;
+
+std::vector<tern::GradSlot> layout() {
+  return {{"w", 0, 300}, {"b", 300, 12}};
+}
+constexpr int64_t kTotal = 312;
+
+std::unique_ptr<tern::Compressor> make(const std::string& method) {
+  tern::CompressionOptions o;
+  o.method = method;
+  return tern::make_compressor(o, layout());
+}
+
+// Runs rounds 1-2 (shared meta, encode) for `steps` steps of `workers` workers' gradients;
+// returns the last step's messages.
+std::vector<std::vector<uint8_t>> encode_steps(tern::Compressor& c, int workers, int64_t first,
+                                               int64_t steps) {
+  std::vector<std::vector<uint8_t>> msgs;
+  for (int64_t step = first; step < first + steps; ++step) {
+    msgs.clear();
+    std::vector<Tensor> g;
+    std::vector<float> shared(static_cast<size_t>(c.num_meta()), 0.0f), meta(shared.size());
+    for (int w = 0; w < workers; ++w) {
+      g.push_back(Tensor::empty({kTotal}));
+      init::normal_(g[w], 0.0f, 1.0f, 9,
+                    rng_stream(RngPurpose::test, static_cast<uint64_t>(step), w));
+      c.local_meta(g[w], meta.data());
+      for (size_t i = 0; i < meta.size(); ++i)
+        shared[i] = w == 0 ? meta[i] : std::max(shared[i], meta[i]);
+    }
+    Tensor msg = Tensor::empty({static_cast<int64_t>(c.payload_bytes(step))}, DType::u8);
+    for (int w = 0; w < workers; ++w) {
+      c.encode(g[w], shared.data(), step, w, msg);
+      msgs.emplace_back(msg.data<uint8_t>(), msg.data<uint8_t>() + msg.numel());
+    }
+  }
+  return msgs;
+}
+
+Checkpoint with_state(const tern::Compressor& c, int workers) {
+  Checkpoint ck;
+  ck.source = "run/checkpoint.tgckpt";
+  ck.tensors.emplace_back("params", Tensor::zeros({4}));
+  cli::add_compressor_state(ck, c, workers);
+  return ck;
+}
+
+TEST(CheckpointCompressorState, OnebitResidualsSurviveTheFileAndContinueBitIdentically) {
+  TempDir dir;
+  auto a = make("onebit");
+  encode_steps(*a, 2, 0, 3);
+  Checkpoint ck = with_state(*a, 2);
+  EXPECT_TRUE(ck.has("compressor/worker0/residual"));
+  EXPECT_TRUE(ck.has("compressor/worker1/residual"));
+  EXPECT_FALSE(ck.has("compressor/worker2/residual"));
+  EXPECT_EQ(cli::compressor_state_key(1, "residual"), "compressor/worker1/residual");
+  cli::save_checkpoint(dir / "c.tgckpt", ck);
+  const Checkpoint back = cli::load_checkpoint(dir / "c.tgckpt");
+  EXPECT_EQ(back.get("compressor/worker1/residual").shape(), Shape({kTotal}));
+
+  auto b = make("onebit");
+  cli::load_compressor_state(back, b.get(), 2);
+  EXPECT_EQ(encode_steps(*a, 2, 3, 2), encode_steps(*b, 2, 3, 2));
+}
+
+TEST(CheckpointCompressorState, StatelessMethodsWriteNothingAndOlderCheckpointsLoad) {
+  for (const std::string method : {"none", "fp16", "terngrad", "qsgd"}) {
+    auto c = make(method);
+    encode_steps(*c, 3, 0, 1);
+    Checkpoint ck = with_state(*c, 3);
+    EXPECT_EQ(ck.tensors.size(), 1u) << method;
+    cli::load_compressor_state(ck, c.get(), 3);  // no entries: fine
+  }
+  Checkpoint plain;
+  cli::load_compressor_state(plain, nullptr, 1);  // one worker, no compressor
+}
+
+TEST(CheckpointCompressorState, MismatchesAreRefusedNamingFileAndCulprit) {
+  auto src = make("onebit");
+  encode_steps(*src, 4, 0, 1);
+  const Checkpoint four = with_state(*src, 4);
+  auto c = make("onebit");
+  // The checkpoint has 4 workers' residuals, the config 2 (and the other way round).
+  expect_error_with(
+      [&] { cli::load_compressor_state(four, c.get(), 2); },
+      {"run/checkpoint.tgckpt", "onebit", "state for 4 worker(s)", "config has 2 worker(s)"});
+  const Checkpoint two = with_state(*src, 2);
+  expect_error_with([&] { cli::load_compressor_state(two, c.get(), 4); },
+                    {"state for 2 worker(s)", "config has 4 worker(s)"});
+  // State while the run has no compressor; state a stateless method cannot take.
+  expect_error_with([&] { cli::load_compressor_state(two, nullptr, 1); },
+                    {"run/checkpoint.tgckpt", "2 worker(s)", "no compressor"});
+  expect_error_with([&] { cli::load_compressor_state(two, make("terngrad").get(), 2); },
+                    {"worker 0", "terngrad", "keeps no state", "'residual'"});
+  // A onebit checkpoint without state (written before it was saved) is not silently zeroed.
+  Checkpoint old;
+  old.source = "old.tgckpt";
+  expect_error_with([&] { cli::load_compressor_state(old, c.get(), 2); },
+                    {"old.tgckpt", "worker 0", "missing entry 'residual'", "older terngrad"});
+  // A residual of another size (another net).
+  Checkpoint bad = two;
+  bad.tensors.back().second = Tensor::zeros({kTotal + 5});
+  expect_error_with([&] { cli::load_compressor_state(bad, c.get(), 2); },
+                    {"worker 1", "f32 [312]", "[317]"});
+  // Gaps and malformed names.
+  Checkpoint gap;
+  gap.tensors.emplace_back("compressor/worker0/residual", Tensor::zeros({kTotal}));
+  gap.tensors.emplace_back("compressor/worker2/residual", Tensor::zeros({kTotal}));
+  expect_error_with([&] { cli::load_compressor_state(gap, c.get(), 2); },
+                    {"worker 2", "no worker 1"});
+  for (const std::string key :
+       {"compressor/residual", "compressor/worker/residual", "compressor/worker01/residual",
+        "compressor/workerx/residual", "compressor/worker0/", "compressor/worker0"}) {
+    Checkpoint m;
+    m.tensors.emplace_back(key, Tensor::zeros({kTotal}));
+    expect_error_with([&] { cli::load_compressor_state(m, c.get(), 1); },
+                      {"malformed compressor state entry '" + key + "'"});
+  }
+}
+
+}  // namespace
+}  // namespace tg::testing
