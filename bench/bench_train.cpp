@@ -1,43 +1,99 @@
-// Training throughput of the paper's networks: one full iteration (forward, backward, weight
-// decay + optimizer + EMA) exactly as `terngrad train` runs it (cmd/step.h), with the split per
-// phase and per layer, and the run's GEMM rate as a fraction of this machine's large-matrix
-// sgemm rate measured in the same process (which makes figures comparable across machines).
+// Training throughput of the paper's networks: one full iteration (forward, backward, gradient
+// aggregation through the compressor, weight decay + optimizer + EMA) exactly as `terngrad train`
+// runs it (cmd/step.h TrainStep, built from the same config defaults and the trainer's
+// compression_options()/grad_layout()), with the split per phase and per layer, and the run's
+// GEMM rate as a fraction of this machine's large-matrix sgemm rate measured in the same process
+// (which makes figures comparable across machines).
 //
 // Targets (issue 3): CPU LeNet batch 64 >= 2,500 img/s, CifarNet batch 128 >= 1,500 img/s;
 // GPU LeNet/CifarNet no slower than PyTorch eager, AlexNet (batch 128) within 1.5x.
+// Issue 4 (item 7): the share of a LeNet and an AlexNet training step spent in compression.
+//
+// Phases (StepTimes, medians over the timed steps; the device is synchronized between phases):
+//   transfer  per worker: zero the arena's gradient + copy its batch slice to the device
+//   forward   per worker: forward + loss
+//   backward  per worker: backward + weight decay (+ the copy of the gradient into that worker's
+//             flat buffer when a compressor runs)
+//   compress  tern::aggregate_emulated over the N workers' gradients, i.e. everything between
+//             "N gradients" and "the averaged gradient in the arena": round 1 local_meta per
+//             worker (TernGrad: tensor_stats per tensor -> scaler candidate, max-shared);
+//             allocating/zeroing the accumulator (i32 + f32 [params]) and one message buffer;
+//             per worker encode (ternarize + pack with Philox; fp16/qsgd/onebit pack; none: a
+//             copy) and accumulate (unpack into the integer code sums / float axpy); finalize
+//             (zero + axpy of the float part, scale the integer sums by s / N). The N workers run
+//             one after another, so with N > 1 this is N encodes + N decodes on one core set; on
+//             a real cluster each worker encodes its own message in parallel. With one worker
+//             and method none there is no compressor at all (compress = 0, no copies), as in
+//             `terngrad train`; one worker with a method still runs all rounds (its
+//             quantization cost).
+//   update    optimizer step on the flat arena + EMA update.
+// compress_share = compress / step (median over steps of the per-step ratio). When a compressor
+// runs, the rounds are also re-timed one by one on the last step's gradient (each worker's
+// message built from that same gradient): "meta", "alloc", "encode", "accumulate", "finalize".
+// Payload: what one worker sends per iteration (message + 4 bytes per shared scaler), as in
+// summary.json; fp32 bytes = 4 * params.
 //
 // Usage: bench_train [--device cpu|cuda] [--net NAME --batch N] [--seconds S]
-// Output: JSON lines on stdout ("kind": "step" per net, "layer" per layer), a table on stderr.
+//                    [--compression none|fp16|terngrad|qsgd|onebit] [--workers N]
+//        bench_train --compression-share [--device D] [--seconds S]
+// --workers N emulates N workers on the total batch --batch (each takes batch / N images, as
+// `terngrad train` with workers.count = N). TernGrad uses the paper's defaults of the config:
+// clip 2.5 (scaler 2.5 sigma), scaler_sharing max, two_bit pack, every tensor quantized.
+// --compression-share runs the two cases issue 4 names: LeNet batch 64 (28x28x1) and AlexNet
+// batch 128 (224x224x3, 1001 classes, 61.0 M params, paper/configs/alexnet_imagenet.toml), each
+// with none and terngrad at 1 and 2 workers (8 cases; synthetic data). AlexNet runs 1 warm-up,
+// >= 3 timed and 1 profiled step per case (--seconds 1.5, the default in this mode). On 2 Zen 4
+// EPYC cores + OpenBLAS shared with another training run (sgemm yardstick ~105 instead of ~440
+// GFLOP/s) the whole mode took 3.0-3.6 minutes, 90% of it AlexNet (5-15 s per step), peak RSS
+// 5.3 GB; on an idle machine expect roughly half that.
+// Output: JSON lines on stdout ("kind": "step" per case, "layer" per layer, "compress_split"
+// per compressed case), a table on stderr.
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "bench/harness.h"
+#include "cmd/config.h"
 #include "cmd/step.h"
+#include "cmd/trainer.h"
 #include "datasets/dataset.h"
 #include "nn/core/blas.h"
+#include "nn/core/cpu_env.h"
 #include "nn/core/cuda_runtime.h"
+#include "nn/core/philox.h"
 #include "nn/core/profile.h"
 #include "nn/init/init.h"
-#include "nn/core/cpu_env.h"
-#include "nn/core/philox.h"
+#include "terngrad/compressor.h"
 
 namespace tg::bench {
 namespace {
 
 struct Case {
   std::string net;
-  int64_t batch;
+  int64_t batch = 64;  // total over all workers
+  std::string compression = "none";
+  int64_t workers = 1;
+  // Repetitions: warm-up steps, at least min_steps timed steps (more until `seconds` pass),
+  // profiled steps for the per-layer split.
+  int warmup = 3, min_steps = 5, profiled = 5;
 };
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // The machine's large-matrix sgemm rate (GFLOP/s) on `dev`: the yardstick.
@@ -59,25 +115,76 @@ double sgemm_gflops(const Device& dev) {
   return 2.0 * n * n * n / (t.median_ms * 1e-3) / 1e9;
 }
 
-void run_case(const Case& c, const Device& dev, double seconds, double sgemm) {
-  NetOptions no;
-  auto net = make_net(c.net, no, dev);
-  const auto& info = net->info();
-  OptimizerOptions oo;  // momentum 0.9, the LeNet/AlexNet/GoogLeNet recipe
-  auto opt = make_optimizer(oo);
-  Ema ema(net->arena().params(), 0.9999);
-  cli::TrainStep step(*net, *opt, &ema, 5e-4, 123);
+// The run configuration `terngrad train` would resolve for this case (config defaults: momentum
+// 0.9, weight decay 5e-4, EMA 0.9999, seed 123, TernGrad clip 2.5 / max sharing / two_bit).
+cli::Config case_config(const Case& c, const Device& dev) {
+  return cli::default_config({"model.name=" + c.net, "train.batch_size=" + std::to_string(c.batch),
+                              "workers.count=" + std::to_string(c.workers),
+                              "compression.method=" + c.compression, "device=" + dev.str()});
+}
 
-  // One synthetic batch in the net's input shape; the data phase is timed separately with the
-  // synthetic dataset (real loaders are benchmarked by their own tests' budgets).
-  cli::HostBatch hb;
-  hb.x = Tensor::empty({c.batch, info.in_channels, info.image_size, info.image_size});
-  init::normal_(hb.x, 0.f, 1.f, 7, rng_stream(RngPurpose::data, 0));
-  std::vector<int32_t> labels(c.batch);
-  for (int64_t i = 0; i < c.batch; ++i) labels[i] = static_cast<int32_t>(i % info.num_classes);
-  hb.y = Tensor::from_vector(labels, {c.batch});
-  const std::vector<cli::HostBatch> batches{hb};
-  Tensor loss_sum = Tensor::zeros({}, DType::f32, dev);
+// Re-times aggregate_emulated's rounds one by one (terngrad/compressor.cpp), each worker's
+// message built from `g`; after one warm-up, medians over `reps` in ms: meta, alloc, encode,
+// accumulate, finalize.
+std::vector<double> time_compress_rounds(tern::Compressor& comp, const Tensor& g, int workers,
+                                         int64_t step, int reps) {
+  const Device d = g.device();
+  auto sync = [&] {
+    if (d.is_cuda()) cuda::synchronize(d.index);
+  };
+  std::vector<std::vector<double>> ms(5);
+  Tensor out = Tensor::empty({g.numel()}, DType::f32, d);
+  for (int r = -1; r < reps; ++r) {  // r = -1: warm-up (first touch of the buffers)
+    sync();
+    double t = now_s();
+    auto lap = [&](int i) {
+      sync();
+      const double n = now_s();
+      ms[i].push_back((n - t) * 1e3);
+      t = n;
+    };
+    std::vector<float> shared(static_cast<size_t>(comp.num_meta()), 0.0f), meta(shared.size());
+    for (int w = 0; w < workers; ++w) {
+      comp.local_meta(g, meta.data());
+      for (size_t i = 0; i < meta.size(); ++i)
+        shared[i] = w == 0 ? meta[i] : std::max(shared[i], meta[i]);
+    }
+    lap(0);
+    tern::Accumulator acc = comp.make_accumulator(d);
+    Tensor msg = Tensor::empty({static_cast<int64_t>(comp.payload_bytes(step))}, DType::u8, d);
+    lap(1);
+    double enc = 0, accu = 0;
+    for (int w = 0; w < workers; ++w) {
+      comp.encode(g, shared.data(), step, w, msg);
+      sync();
+      const double mid = now_s();
+      enc += mid - t;
+      comp.accumulate(msg, shared.data(), step, acc);
+      sync();
+      t = now_s();
+      accu += t - mid;
+    }
+    ms[2].push_back(enc * 1e3);
+    ms[3].push_back(accu * 1e3);
+    comp.finalize(acc, shared.data(), step, workers, out);
+    lap(4);
+    if (r < 0)
+      for (auto& v : ms) v.clear();
+  }
+  std::vector<double> med;
+  for (auto& v : ms) med.push_back(median(v));
+  return med;
+}
+
+void run_case(const Case& c, const Device& dev, double seconds, double sgemm) {
+  const cli::Config cfg = case_config(c, dev);
+  auto net = make_net(cfg.model.name, cli::net_options(cfg), dev);
+  const auto& info = net->info();
+  OptimizerOptions oo;
+  oo.name = cfg.train.optimizer;
+  oo.momentum = cfg.train.momentum;
+  auto opt = make_optimizer(oo);
+  Ema ema(net->arena().params(), cfg.train.ema_decay);
 
   data::DataOptions dopt;
   dopt.name = "synthetic";
@@ -85,23 +192,58 @@ void run_case(const Case& c, const Device& dev, double seconds, double sgemm) {
   dopt.synthetic_channels = info.in_channels;
   dopt.synthetic_size = std::max<int64_t>(c.batch, 1024);
   auto ds = data::open_dataset(dopt, data::Split::train);
-  std::vector<int64_t> idx(c.batch);
-  for (int64_t i = 0; i < c.batch; ++i) idx[i] = i;
-  Timing load = time_it(
-      [&] { ds->load(idx, true, 1, 0, hb.x.data<float>(), hb.y.data<int32_t>()); }, [] {}, 0.2);
+
+  // As run_train: several workers, or any compression, go through the compressor's rounds.
+  std::unique_ptr<tern::Compressor> comp;
+  if (c.workers > 1 || c.compression != "none")
+    comp = tern::make_compressor(cli::compression_options(cfg, ds->info().size),
+                                 cli::grad_layout(*net));
+  cli::TrainStep step(*net, *opt, &ema, cfg.train.weight_decay,
+                      static_cast<uint64_t>(cfg.train.seed), comp.get());
+
+  // One synthetic batch per worker in the net's input shape (each batch / workers images); the
+  // data phase is timed separately with the synthetic dataset (real loaders are benchmarked by
+  // their own tests' budgets).
+  const int64_t per_worker = c.batch / c.workers;
+  std::vector<cli::HostBatch> batches;
+  for (int64_t w = 0; w < c.workers; ++w) {
+    cli::HostBatch hb;
+    hb.x = Tensor::empty({per_worker, info.in_channels, info.image_size, info.image_size});
+    init::normal_(hb.x, 0.f, 1.f, 7, rng_stream(RngPurpose::data, static_cast<uint64_t>(w)));
+    std::vector<int32_t> labels(per_worker);
+    for (int64_t i = 0; i < per_worker; ++i)
+      labels[i] = static_cast<int32_t>((w * per_worker + i) % info.num_classes);
+    hb.y = Tensor::from_vector(labels, {per_worker});
+    batches.push_back(hb);
+  }
+  Tensor loss_sum = Tensor::zeros({}, DType::f32, dev);
+
+  double data_load_ms = 0;
+  {
+    Tensor lx = Tensor::empty({c.batch, info.in_channels, info.image_size, info.image_size});
+    Tensor ly = Tensor::empty({c.batch}, DType::i32);
+    std::vector<int64_t> idx(c.batch);
+    for (int64_t i = 0; i < c.batch; ++i) idx[i] = i;
+    const int load_reps = info.image_size >= 128 ? 2 : 5;
+    Timing load = time_it([&] { ds->load(idx, true, 1, 0, lx.data<float>(), ly.data<int32_t>()); },
+                          [] {}, 0.2, 1, load_reps);
+    data_load_ms = load.median_ms;
+  }
 
   int64_t it = 0;
-  for (int w = 0; w < 3; ++w) step.run(batches, it++, 0.01, loss_sum);  // warm-up (allocator, BLAS)
-  std::vector<double> total, fwd, bwd, upd, xfer;
+  for (int w = 0; w < c.warmup; ++w) step.run(batches, it++, 0.01, loss_sum);  // allocator, BLAS
+  std::vector<double> total, fwd, bwd, cmp, upd, xfer, share;
   double elapsed = 0;
-  while (elapsed < seconds || total.size() < 5) {
+  while (elapsed < seconds || static_cast<int>(total.size()) < c.min_steps) {
     cli::StepTimes t;
     step.run(batches, it++, 0.01, loss_sum, &t);
     total.push_back(t.total());
     fwd.push_back(t.forward_s);
     bwd.push_back(t.backward_s);
+    cmp.push_back(t.compress_s);
     upd.push_back(t.update_s);
     xfer.push_back(t.transfer_s);
+    share.push_back(t.compress_s / t.total());
     elapsed += t.total();
   }
   std::vector<double> sorted = total;
@@ -109,68 +251,150 @@ void run_case(const Case& c, const Device& dev, double seconds, double sgemm) {
   const double step_s = median(total);
 
   // Per-layer split and GEMM work from a few profiled steps.
-  constexpr int kProfiled = 5;
   profile::reset();
   profile::enable(true, dev.is_cuda(), dev.index);
-  for (int i = 0; i < kProfiled; ++i) step.run(batches, it++, 0.01, loss_sum);
+  for (int i = 0; i < c.profiled; ++i) step.run(batches, it++, 0.01, loss_sum);
   profile::enable(false);
-  const double gflop_per_step = static_cast<double>(profile::flops()) / kProfiled / 1e9;
+  const double gflop_per_step = static_cast<double>(profile::flops()) / c.profiled / 1e9;
   const double achieved = gflop_per_step / step_s;
 
+  const auto fp32_bytes = static_cast<long long>(net->arena().total_numel()) * 4;
+  const long long payload =
+      comp ? static_cast<long long>(comp->payload_bytes(it - 1)) + comp->num_meta() * 4
+           : fp32_bytes;
+
+  const double ms = 1e3;
   JsonLine j;
-  j.add("kind", "step").add("net", c.net).add("device", dev.str()).add("batch", static_cast<long long>(c.batch));
-  j.add("step_ms", step_s * 1e3).add("p10_ms", sorted[sorted.size() / 10] * 1e3);
-  j.add("p90_ms", sorted[sorted.size() * 9 / 10] * 1e3).add("steps", static_cast<long long>(total.size()));
+  j.add("kind", "step").add("net", c.net).add("device", dev.str());
+  j.add("batch", static_cast<long long>(c.batch)).add("workers", static_cast<long long>(c.workers));
+  j.add("compression", c.compression);
+  j.add("step_ms", step_s * ms).add("p10_ms", sorted[sorted.size() / 10] * ms);
+  j.add("p90_ms", sorted[sorted.size() * 9 / 10] * ms);
+  j.add("steps", static_cast<long long>(total.size()));
   j.add("images_per_sec", c.batch / step_s);
-  j.add("forward_ms", median(fwd) * 1e3).add("backward_ms", median(bwd) * 1e3);
-  j.add("update_ms", median(upd) * 1e3).add("transfer_ms", median(xfer) * 1e3);
-  j.add("data_load_ms", load.median_ms);
+  j.add("transfer_ms", median(xfer) * ms).add("forward_ms", median(fwd) * ms);
+  j.add("backward_ms", median(bwd) * ms).add("compress_ms", median(cmp) * ms);
+  j.add("update_ms", median(upd) * ms).add("compress_share", median(share));
+  j.add("payload_bytes_per_worker_per_iter", payload)
+      .add("fp32_bytes_per_worker_per_iter", fp32_bytes);
+  j.add("compression_ratio", static_cast<double>(fp32_bytes) / static_cast<double>(payload));
+  j.add("data_load_ms", data_load_ms);
   j.add("gemm_gflop_per_step", gflop_per_step).add("achieved_gflops", achieved);
   j.add("sgemm_gflops", sgemm).add("fraction_of_sgemm", achieved / sgemm);
   j.add("params", static_cast<long long>(net->arena().total_numel()));
   j.print();
   std::fprintf(stderr,
-               "\n%s batch %lld on %s: %.2f ms/step, %.0f img/s | fwd %.2f bwd %.2f update %.2f "
-               "transfer %.2f ms (data load %.2f ms) | GEMM %.2f GFLOP/step = %.1f GFLOP/s = %.0f%% "
-               "of sgemm %.0f\n",
-               c.net.c_str(), static_cast<long long>(c.batch), dev.str().c_str(), step_s * 1e3,
-               c.batch / step_s, median(fwd) * 1e3, median(bwd) * 1e3, median(upd) * 1e3,
-               median(xfer) * 1e3, load.median_ms, gflop_per_step, achieved, 100 * achieved / sgemm,
-               sgemm);
+               "\n%s batch %lld (%lld worker%s x %lld), compression %s, on %s: %.2f ms/step, "
+               "%.0f img/s\n  transfer %.2f | fwd %.2f | bwd %.2f | compress %.2f (%.1f%% of the "
+               "step) | update %.2f ms  (data load %.2f ms)\n  payload %lld B/worker/iter vs "
+               "fp32 %lld B (%.1fx) | GEMM %.2f GFLOP/step = %.1f GFLOP/s = %.0f%% of sgemm %.0f\n",
+               c.net.c_str(), static_cast<long long>(c.batch), static_cast<long long>(c.workers),
+               c.workers == 1 ? "" : "s", static_cast<long long>(per_worker), c.compression.c_str(),
+               dev.str().c_str(), step_s * ms, c.batch / step_s, median(xfer) * ms,
+               median(fwd) * ms, median(bwd) * ms, median(cmp) * ms, 100 * median(share),
+               median(upd) * ms, data_load_ms, payload, fp32_bytes,
+               static_cast<double>(fp32_bytes) / static_cast<double>(payload), gflop_per_step,
+               achieved, 100 * achieved / sgemm, sgemm);
+
+  if (comp) {
+    Tensor g = net->arena().grads();  // the last step's aggregated gradient
+    const std::vector<double> r =
+        time_compress_rounds(*comp, g, static_cast<int>(c.workers), it, std::max(c.profiled, 1));
+    static const char* kRounds[] = {"meta_ms", "alloc_ms", "encode_ms", "accumulate_ms",
+                                    "finalize_ms"};
+    JsonLine l;
+    l.add("kind", "compress_split").add("net", c.net).add("device", dev.str());
+    l.add("workers", static_cast<long long>(c.workers)).add("compression", c.compression);
+    for (size_t i = 0; i < r.size(); ++i) l.add(kRounds[i], r[i]);
+    l.print();
+    std::fprintf(stderr,
+                 "  compress rounds (re-timed): meta %.2f | alloc %.2f | encode %.2f | accumulate "
+                 "%.2f | finalize %.2f ms\n",
+                 r[0], r[1], r[2], r[3], r[4]);
+  }
+
   std::fprintf(stderr, "  %-22s %10s %10s %8s\n", "layer", "fwd ms", "bwd ms", "share");
   double prof_total = 0;
   for (const auto& r : profile::rows()) prof_total += r.forward_s + r.backward_s;
   for (const auto& r : profile::rows()) {
-    const double f = r.forward_s / kProfiled * 1e3, b = r.backward_s / kProfiled * 1e3;
+    const double f = r.forward_s / c.profiled * ms, b = r.backward_s / c.profiled * ms;
     const std::string name = r.layer.empty() ? "(other)" : r.layer;
-    const double share = prof_total > 0 ? (r.forward_s + r.backward_s) / prof_total : 0;
-    std::fprintf(stderr, "  %-22s %10.3f %10.3f %7.1f%%\n", name.c_str(), f, b, 100 * share);
+    const double s = prof_total > 0 ? (r.forward_s + r.backward_s) / prof_total : 0;
+    std::fprintf(stderr, "  %-22s %10.3f %10.3f %7.1f%%\n", name.c_str(), f, b, 100 * s);
     JsonLine l;
-    l.add("kind", "layer").add("net", c.net).add("device", dev.str()).add("layer", name);
-    l.add("forward_ms", f).add("backward_ms", b).add("share", share);
+    l.add("kind", "layer").add("net", c.net).add("device", dev.str());
+    l.add("workers", static_cast<long long>(c.workers)).add("compression", c.compression);
+    l.add("layer", name).add("forward_ms", f).add("backward_ms", b).add("share", s);
     l.print();
   }
 }
 
+int64_t parse_int(const char* flag, const std::string& v) {
+  char* end = nullptr;
+  errno = 0;
+  const long long x = std::strtoll(v.c_str(), &end, 10);
+  TG_CHECK(!v.empty() && *end == '\0' && errno == 0, flag, ": expected an integer, got '", v, "'");
+  return x;
+}
+
+double parse_double(const char* flag, const std::string& v) {
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  TG_CHECK(!v.empty() && *end == '\0' && std::isfinite(x), flag, ": expected a number, got '", v,
+           "'");
+  return x;
+}
+
+constexpr const char* kUsage =
+    "usage: bench_train [--device cpu|cuda] [--net NAME --batch N] [--seconds S]\n"
+    "                   [--compression none|fp16|terngrad|qsgd|onebit] [--workers N]\n"
+    "       bench_train --compression-share [--device cpu|cuda] [--seconds S]\n";
+
 int main_impl(int argc, char** argv) {
-  std::string device_arg, net_arg;
-  int64_t batch = 0;
-  double seconds = 3.0;
+  std::string device_arg, net_arg, compression = "none";
+  int64_t batch = 0, workers = 1;
+  double seconds = -1;
+  bool share_mode = false, compression_set = false, workers_set = false;
   for (int i = 1; i < argc; ++i) {
     auto next = [&](const char* flag) -> std::string {
       TG_CHECK(i + 1 < argc, flag, " needs a value");
       return argv[++i];
     };
-    if (!std::strcmp(argv[i], "--device")) device_arg = next("--device");
-    else if (!std::strcmp(argv[i], "--net")) net_arg = next("--net");
-    else if (!std::strcmp(argv[i], "--batch")) batch = std::atoll(next("--batch").c_str());
-    else if (!std::strcmp(argv[i], "--seconds")) seconds = std::atof(next("--seconds").c_str());
-    else {
-      std::fprintf(stderr,
-                   "usage: bench_train [--device cpu|cuda] [--net NAME --batch N] [--seconds S]\n");
+    if (!std::strcmp(argv[i], "--device")) {
+      device_arg = next("--device");
+    } else if (!std::strcmp(argv[i], "--net")) {
+      net_arg = next("--net");
+    } else if (!std::strcmp(argv[i], "--batch")) {
+      batch = parse_int("--batch", next("--batch"));
+      TG_CHECK(batch >= 1, "--batch: must be >= 1, got ", batch);
+    } else if (!std::strcmp(argv[i], "--seconds")) {
+      seconds = parse_double("--seconds", next("--seconds"));
+      TG_CHECK(seconds >= 0, "--seconds: must be >= 0, got ", seconds);
+    } else if (!std::strcmp(argv[i], "--compression")) {
+      compression = next("--compression");
+      compression_set = true;
+      const auto known = tern::compressor_names();
+      if (std::find(known.begin(), known.end(), compression) == known.end()) {
+        std::string list;
+        for (const auto& n : known) list += (list.empty() ? "" : ", ") + n;
+        TG_THROW("--compression: unknown method '", compression, "' (known: ", list, ")");
+      }
+    } else if (!std::strcmp(argv[i], "--workers")) {
+      workers = parse_int("--workers", next("--workers"));
+      workers_set = true;
+      TG_CHECK(workers >= 1 && workers <= 1024, "--workers: must be in [1, 1024], got ", workers);
+    } else if (!std::strcmp(argv[i], "--compression-share")) {
+      share_mode = true;
+    } else {
+      std::fprintf(stderr, "bench_train: unknown flag '%s'\n%s", argv[i], kUsage);
       return 2;
     }
   }
+  TG_CHECK(!share_mode || (net_arg.empty() && batch == 0 && !compression_set && !workers_set),
+           "--compression-share runs fixed cases (LeNet 64, AlexNet 128; none/terngrad; 1 and 2 "
+           "workers) and takes no --net, --batch, --compression or --workers");
+  TG_CHECK(batch == 0 || !net_arg.empty(), "--batch needs --net");
+
   std::vector<Device> devices;
   if (device_arg.empty()) {
     devices.push_back(Device::cpu());
@@ -183,11 +407,34 @@ int main_impl(int argc, char** argv) {
   for (const Device& dev : devices) {
     check_device_usable(dev);
     std::vector<Case> cases;
-    if (!net_arg.empty()) cases.push_back({net_arg, batch > 0 ? batch : 64});
-    else if (dev.is_cpu()) cases = {{"lenet", 64}, {"cifarnet", 128}};
-    else cases = {{"lenet", 64}, {"cifarnet", 128}, {"alexnet", 128}};
+    if (share_mode) {
+      for (const char* net : {"lenet", "alexnet"}) {
+        for (const char* method : {"none", "terngrad"}) {
+          for (int64_t w : {1, 2}) {
+            Case c{net, std::string(net) == "lenet" ? 64 : 128, method, w};
+            if (c.net == "alexnet") c.warmup = 1, c.min_steps = 3, c.profiled = 1;
+            cases.push_back(c);
+          }
+        }
+      }
+    } else if (!net_arg.empty()) {
+      cases.push_back({net_arg, batch > 0 ? batch : 64});
+    } else if (dev.is_cpu()) {
+      cases = {{"lenet", 64}, {"cifarnet", 128}};
+    } else {
+      cases = {{"lenet", 64}, {"cifarnet", 128}, {"alexnet", 128}};
+    }
+    for (Case& c : cases) {
+      if (!share_mode) {
+        c.compression = compression;
+        c.workers = workers;
+      }
+      TG_CHECK(c.batch % c.workers == 0, "--workers ", c.workers, " must divide the total batch ",
+               c.batch, " of ", c.net, " (each worker takes batch / workers images)");
+    }
     const double sgemm = sgemm_gflops(dev);
-    for (const Case& c : cases) run_case(c, dev, seconds, sgemm);
+    for (const Case& c : cases)
+      run_case(c, dev, seconds >= 0 ? seconds : share_mode ? 1.5 : 3.0, sgemm);
   }
   struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);
