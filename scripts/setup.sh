@@ -11,7 +11,8 @@ PACKAGES=(
   build-essential cmake pkg-config git
   libopenblas-dev libopenblas-openmp-dev  # CPU BLAS; the OpenMP build shares our thread pool
   libgtest-dev libgmock-dev  # tests
-  libgloo-dev                # CPU collectives (Gloo, TCP)
+  libgloo-dev libhiredis-dev # CPU collectives (Gloo, TCP; Redis rendezvous store)
+  redis-server               # Redis rendezvous: multi-node runs and its tests
   libtomlplusplus-dev        # TOML configs
   libcli11-dev               # command line
   zlib1g-dev                 # gzipped IDX files and .tar.gz archives

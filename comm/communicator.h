@@ -1,0 +1,94 @@
+// Communicators: the collectives data-parallel training needs, behind one interface, with the
+// bytes each rank puts on and takes off the wire counted exactly.
+//
+//   local  ranks are threads of one process sharing memory (make_local_group): the in-process
+//          reference the algorithms are tested on, and what emulated workers can run through;
+//   gloo   CPU buffers over TCP (Gloo), rendezvous through a Store (comm/store.h);
+//   nccl   CUDA buffers, one GPU per rank; the NCCL unique id is handed out through the Store.
+//
+// All collectives are blocking and must be called by every rank of the group in the same order
+// (as with MPI). Buffers live on device() (host memory for local and gloo, device memory of this
+// rank's GPU for nccl). Byte counts are per call on this rank; n counts elements.
+//
+// Wire accounting (`wire()`): the payload bytes this rank sent and received through the
+// transport, by the algorithm the backend runs for that collective (documented per backend:
+// e.g. a ring allreduce of B bytes over P ranks sends and receives 2 (P - 1) / P * B). The local
+// backend counts what a message-passing implementation of the same algorithm would move, so
+// emulated and real runs report the same figures. Rendezvous and control traffic are excluded.
+//
+// Failures (a peer that died or timed out, a mismatched call) throw tg::Error naming the backend,
+// the collective and, where known, the peer rank; a communicator that has thrown is broken and
+// must not be used again.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/core/device.h"
+#include "nn/core/dtype.h"
+
+namespace tg::comm {
+
+class Store;
+
+enum class ReduceOp : uint8_t { sum, max };
+const char* name(ReduceOp op);
+
+struct WireBytes {
+  uint64_t sent = 0, received = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual std::string backend() const = 0;  // "local", "gloo", "nccl"
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual Device device() const = 0;  // where collective buffers live
+
+  // buf[0 .. n) = op over all ranks of their buf[0 .. n), in place, for dtype f32, i32, i64 or
+  // u64 (sum of integers wraps modulo 2^bits: the packed-field algorithms rely on exact integer
+  // addition). Every rank gets bit-identical results.
+  virtual void allreduce(void* buf, int64_t n, DType dtype, ReduceOp op) = 0;
+  // out[r * bytes .. (r + 1) * bytes) = rank r's in[0 .. bytes), on every rank.
+  virtual void allgather(const void* in, void* out, size_t bytes) = 0;
+  // On root: out[r * bytes ..) = rank r's in (out may be null elsewhere).
+  virtual void gather(const void* in, void* out, size_t bytes, int root) = 0;
+  // root's buf[0 .. bytes) to every rank's buf.
+  virtual void broadcast(void* buf, size_t bytes, int root) = 0;
+  virtual void barrier() = 0;
+
+  WireBytes wire() const { return wire_; }
+
+ protected:
+  WireBytes wire_;
+};
+
+struct CommOptions {
+  std::string backend = "gloo";               // "gloo" | "nccl" ("local": make_local_group)
+  int rank = 0, size = 1;
+  Device device = Device::cpu();              // nccl: this rank's GPU
+  std::chrono::milliseconds timeout{60000};   // any single collective or rendezvous wait
+  std::string interface;                      // gloo: network interface ("" = resolve hostname)
+  std::string hostname;                       // gloo: address to bind ("" = this host)
+};
+
+// A gloo or nccl communicator of options.size ranks meeting through `store` (under a key prefix
+// so several groups can share one store). Throws with a clear message when the backend cannot work
+// here (nccl in a build without CUDA or NCCL, on a CPU device, two ranks on one GPU, ...).
+std::unique_ptr<Communicator> make_communicator(const CommOptions& options, Store& store,
+                                                const std::string& prefix = "tg");
+
+// `size` communicators of the local backend sharing one in-process group: rank r is element r,
+// meant to be driven by one thread per rank.
+std::vector<std::unique_ptr<Communicator>> make_local_group(int size,
+                                                            std::chrono::milliseconds timeout =
+                                                                std::chrono::milliseconds(60000));
+
+std::vector<std::string> backend_names();  // {"gloo", "nccl", "local"}
+
+}  // namespace tg::comm

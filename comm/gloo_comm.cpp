@@ -1,0 +1,410 @@
+// The Gloo communicator (see comm/gloo_comm.h): Gloo's TCP transport and its stock collectives
+// (ring allreduce, ring allgather, flat gather, binomial-tree broadcast, dissemination barrier) on
+// host buffers, with rendezvous through our Store, every Gloo exception turned into a tg::Error
+// naming the collective, and the wire bytes of each algorithm counted per call.
+#include "comm/gloo_comm.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/gather.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include "comm/store.h"
+#include "nn/core/error.h"
+
+namespace tg::comm {
+
+// ---- wire bytes of Gloo's algorithms (formulas in gloo_comm.h) ---------------------------------
+
+namespace gloo_wire {
+
+WireBytes allreduce(uint64_t bytes, size_t element_size, int p, int rank) {
+  if (p <= 1 || bytes == 0) return {};
+  const uint64_t P = static_cast<uint64_t>(p), e = element_size;
+  // Gloo's ring (gloo/allreduce.cc): segments of at most kMaxSegmentSize rounded down to whole
+  // elements; a multiple of P segments, at least 2P; segment size rounded up to whole elements.
+  const uint64_t max_segment =
+      e * std::max<uint64_t>(1, gloo::detail::AllreduceOptionsImpl::kMaxSegmentSize / e);
+  const uint64_t min_segments = std::max<uint64_t>((bytes + max_segment - 1) / max_segment, 2 * P);
+  const uint64_t segments = (min_segments + P - 1) / P * P;
+  const uint64_t per_chunk = segments / P;
+  const uint64_t segment = ((bytes + segments - 1) / segments + e - 1) / e * e;
+  auto chunk = [&](uint64_t c) -> uint64_t {  // bytes of chunk c, the last ones short or empty
+    const uint64_t begin = std::min(bytes, c * per_chunk * segment);
+    const uint64_t end = std::min(bytes, (c + 1) * per_chunk * segment);
+    return end - begin;
+  };
+  const uint64_t r = static_cast<uint64_t>(rank);
+  const uint64_t own = chunk(r), prev = chunk((r + P - 1) % P), next = chunk((r + 1) % P);
+  return {2 * bytes - own - prev, 2 * bytes - next - own};
+}
+
+WireBytes allgather(uint64_t bytes, int p) {
+  if (p <= 1) return {};
+  const uint64_t b = static_cast<uint64_t>(p - 1) * bytes;
+  return {b, b};
+}
+
+WireBytes gather(uint64_t bytes, int p, int rank, int root) {
+  if (p <= 1) return {};
+  if (rank == root) return {0, static_cast<uint64_t>(p - 1) * bytes};
+  return {bytes, 0};
+}
+
+WireBytes broadcast(uint64_t bytes, int p, int rank, int root) {
+  if (p <= 1) return {};
+  // Gloo's binomial tree (gloo/broadcast.cc) on virtual ranks v = (rank - root) mod P: in round i,
+  // every v < 2^i that already holds the data sends it to v + 2^i.
+  const int64_t v = ((rank - root) % p + p) % p;
+  uint64_t sends = 0;
+  for (int64_t step = 1; step < p; step <<= 1) {
+    if (v < step && v + step < p) ++sends;
+  }
+  return {sends * bytes, v == 0 ? 0 : bytes};
+}
+
+}  // namespace gloo_wire
+
+namespace {
+
+void add(WireBytes& total, const WireBytes& w) {
+  total.sent += w.sent;
+  total.received += w.received;
+}
+
+// Gloo writes sockets with writev: a write to a peer that died raises SIGPIPE, whose default
+// action kills the process before Gloo can report the broken connection. Ignore it (only if
+// nobody installed a handler), so the write fails with EPIPE and the collective throws.
+void ignore_sigpipe_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction old {};
+    if (::sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) {
+      ::signal(SIGPIPE, SIG_IGN);
+    }
+  });
+}
+
+// Element-wise reductions for Gloo's allreduce: out may alias a. Integer sums wrap modulo 2^bits
+// (done in the unsigned type: signed overflow would be undefined behaviour).
+template <typename T>
+void reduce_sum(void* out, const void* a, const void* b, size_t n) {
+  T* o = static_cast<T*>(out);
+  const T* x = static_cast<const T*>(a);
+  const T* y = static_cast<const T*>(b);
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    for (size_t i = 0; i < n; ++i)
+      o[i] = static_cast<T>(static_cast<U>(x[i]) + static_cast<U>(y[i]));
+  } else {
+    for (size_t i = 0; i < n; ++i) o[i] = x[i] + y[i];
+  }
+}
+
+template <typename T>
+void reduce_max(void* out, const void* a, const void* b, size_t n) {
+  T* o = static_cast<T*>(out);
+  const T* x = static_cast<const T*>(a);
+  const T* y = static_cast<const T*>(b);
+  for (size_t i = 0; i < n; ++i) o[i] = x[i] < y[i] ? y[i] : x[i];
+}
+
+// Gloo's rendezvous talks to a gloo::rendezvous::Store: this one forwards to our Store under
+// "<prefix>/gloo/addr/", so our timeout (the communicator's) and our errors apply.
+class RendezvousStore final : public gloo::rendezvous::Store {
+ public:
+  RendezvousStore(tg::comm::Store& store, std::string prefix, std::chrono::milliseconds timeout)
+      : store_(store), prefix_(std::move(prefix)), timeout_(timeout) {}
+
+  void set(const std::string& key, const std::vector<char>& data) override {
+    store_.set(prefix_ + key, data);
+  }
+  std::vector<char> get(const std::string& key) override {
+    store_.wait({prefix_ + key}, timeout_);
+    return store_.get(prefix_ + key);
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds&) override {
+    std::vector<std::string> full;
+    for (const auto& k : keys) full.push_back(prefix_ + k);
+    store_.wait(full, timeout_);
+  }
+
+ private:
+  tg::comm::Store& store_;
+  const std::string prefix_;
+  const std::chrono::milliseconds timeout_;
+};
+
+std::string join_ranks(const std::vector<int>& ranks) {
+  std::string s;
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s;
+}
+
+class GlooCommunicator final : public Communicator {
+ public:
+  GlooCommunicator(const CommOptions& options, Store& store, const std::string& prefix)
+      : rank_(options.rank), size_(options.size), timeout_(options.timeout) {
+    TG_CHECK(size_ >= 1 && rank_ >= 0 && rank_ < size_, "gloo communicator: rank ", rank_,
+             " and world size ", size_, " are invalid (expected 0 <= rank < size)");
+    TG_CHECK(options.device.is_cpu(),
+             "gloo communicator: buffers must live on the CPU (got a "
+             "CUDA device); use the nccl backend for CUDA buffers");
+    TG_CHECK(timeout_.count() > 0, "gloo communicator: timeout must be positive, got ",
+             timeout_.count(), " ms");
+    ignore_sigpipe_once();
+    const std::string where = " (rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
+                              ", store " + store.url() + ", prefix '" + prefix + "')";
+    check_world_size(store, prefix, where);
+    if (size_ == 1) return;  // every collective is a local copy: no device, no connections
+
+    gloo::transport::tcp::attr attr;
+    if (!options.interface.empty()) {
+      attr.iface = options.interface;
+    } else if (!options.hostname.empty()) {
+      attr.hostname = options.hostname;
+    } else {
+      char host[256] = {};
+      TG_CHECK(::gethostname(host, sizeof(host) - 1) == 0,
+               "gloo communicator: gethostname failed: ", std::strerror(errno));
+      attr.hostname = host;
+    }
+    std::shared_ptr<gloo::transport::Device> device;
+    try {
+      device = gloo::transport::tcp::CreateDevice(attr);
+    } catch (const std::exception& e) {
+      TG_THROW(
+          "gloo communicator: cannot open a TCP device on ",
+          attr.iface.empty() ? "host '" + attr.hostname + "'" : "interface '" + attr.iface + "'",
+          where, ": ", e.what(),
+          " (set the comm interface or hostname to an address the other ranks can reach)");
+    }
+    try {
+      auto context = std::make_shared<gloo::rendezvous::Context>(rank_, size_);
+      context->setTimeout(timeout_);
+      RendezvousStore rendezvous(store, prefix + "/gloo/addr/", timeout_);
+      context->connectFullMesh(rendezvous, device);
+      context_ = std::move(context);
+    } catch (const std::exception& e) {
+      TG_THROW("gloo rendezvous failed", where, ": ", e.what());
+    }
+  }
+
+  std::string backend() const override { return "gloo"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Device device() const override { return Device::cpu(); }
+
+  void allreduce(void* buf, int64_t n, DType dtype, ReduceOp op) override {
+    TG_CHECK(n >= 0, "gloo allreduce: negative element count ", n);
+    TG_CHECK(buf != nullptr || n == 0, "gloo allreduce: null buffer for ", n, " elements");
+    switch (dtype) {
+      case DType::f32:
+        return allreduce_typed(static_cast<float*>(buf), n, op);
+      case DType::i32:
+        return allreduce_typed(static_cast<int32_t*>(buf), n, op);
+      case DType::i64:
+        return allreduce_typed(static_cast<int64_t*>(buf), n, op);
+      case DType::u64:
+        return allreduce_typed(static_cast<uint64_t*>(buf), n, op);
+      default:
+        TG_THROW("gloo allreduce: dtype ", dtype_name(dtype),
+                 " is not supported (expected f32, i32, i64 or u64)");
+    }
+  }
+
+  void allgather(const void* in, void* out, size_t bytes) override {
+    if (bytes == 0) return;
+    TG_CHECK(in != nullptr && out != nullptr, "gloo allgather: null buffer");
+    auto* o = static_cast<uint8_t*>(out);
+    auto* own = o + static_cast<size_t>(rank_) * bytes;
+    if (size_ == 1) {
+      if (in != own) std::memmove(own, in, bytes);
+      return;
+    }
+    guarded("allgather", [&] {
+      gloo::AllgatherOptions opts(context_);
+      // No input means in place: Gloo would otherwise memcpy the block onto itself.
+      if (in != own) opts.setInput(const_cast<uint8_t*>(static_cast<const uint8_t*>(in)), bytes);
+      opts.setOutput(o, bytes * static_cast<size_t>(size_));
+      opts.setTag(next_tag());
+      opts.setTimeout(timeout_);
+      gloo::allgather(opts);
+    });
+    add(wire_, gloo_wire::allgather(bytes, size_));
+  }
+
+  void gather(const void* in, void* out, size_t bytes, int root) override {
+    check_root("gather", root);
+    if (bytes == 0) return;
+    TG_CHECK(in != nullptr, "gloo gather: null input buffer");
+    TG_CHECK(rank_ != root || out != nullptr, "gloo gather: null output buffer on the root");
+    auto* own =
+        rank_ == root ? static_cast<uint8_t*>(out) + static_cast<size_t>(rank_) * bytes : nullptr;
+    if (size_ == 1) {
+      if (in != own) std::memmove(own, in, bytes);
+      return;
+    }
+    // Gloo's gather always memcpys the root's input into place: give it a copy when they alias.
+    std::vector<uint8_t> copy;
+    const void* src = in;
+    if (in == own) {
+      copy.assign(own, own + bytes);
+      src = copy.data();
+    }
+    guarded("gather", [&] {
+      gloo::GatherOptions opts(context_);
+      opts.setInput(const_cast<uint8_t*>(static_cast<const uint8_t*>(src)), bytes);
+      if (rank_ == root) opts.setOutput(static_cast<uint8_t*>(out), bytes * size_);
+      opts.setRoot(root);
+      opts.setTag(next_tag());
+      opts.setTimeout(timeout_);
+      gloo::gather(opts);
+    });
+    add(wire_, gloo_wire::gather(bytes, size_, rank_, root));
+  }
+
+  void broadcast(void* buf, size_t bytes, int root) override {
+    check_root("broadcast", root);
+    if (bytes == 0 || size_ == 1) return;
+    TG_CHECK(buf != nullptr, "gloo broadcast: null buffer");
+    guarded("broadcast", [&] {
+      gloo::BroadcastOptions opts(context_);
+      opts.setOutput(static_cast<uint8_t*>(buf), bytes);  // in place on the root too
+      opts.setRoot(root);
+      opts.setTag(next_tag());
+      opts.setTimeout(timeout_);
+      gloo::broadcast(opts);
+    });
+    add(wire_, gloo_wire::broadcast(bytes, size_, rank_, root));
+  }
+
+  void barrier() override {
+    if (size_ == 1) return;
+    guarded("barrier", [&] {
+      gloo::BarrierOptions opts(context_);
+      opts.setTag(next_tag());
+      opts.setTimeout(timeout_);
+      gloo::barrier(opts);
+    });
+  }
+
+ private:
+  template <typename T>
+  void allreduce_typed(T* buf, int64_t n, ReduceOp op) {
+    if (n == 0 || size_ == 1) return;
+    guarded("allreduce", [&] {
+      gloo::AllreduceOptions opts(context_);
+      // The ring, named rather than left to Gloo's default: its allgather phase copies each
+      // reduced chunk verbatim, which makes float results bit-identical on every rank.
+      opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+      opts.setOutput(buf, static_cast<size_t>(n));
+      opts.setReduceFunction(op == ReduceOp::sum ? &reduce_sum<T> : &reduce_max<T>);
+      opts.setTag(next_tag());
+      opts.setTimeout(timeout_);
+      gloo::allreduce(opts);
+    });
+    add(wire_, gloo_wire::allreduce(static_cast<uint64_t>(n) * sizeof(T), sizeof(T), size_, rank_));
+  }
+
+  // Every rank publishes its world size before Gloo connects: a rank that never starts is named
+  // here, and ranks that disagree on the world size fail with that instead of a garbled mesh.
+  void check_world_size(Store& store, const std::string& prefix, const std::string& where) {
+    const std::string key_prefix = prefix + "/gloo/size/";
+    const std::string mine = std::to_string(size_);
+    store.set(key_prefix + std::to_string(rank_), std::vector<char>(mine.begin(), mine.end()));
+    std::vector<std::string> keys;
+    for (int r = 0; r < size_; ++r) keys.push_back(key_prefix + std::to_string(r));
+    std::string wait_error;
+    try {
+      store.wait(keys, timeout_);
+    } catch (const Error& e) {
+      wait_error = e.what();
+    }
+    std::vector<int> missing;
+    for (int r = 0; r < size_; ++r) {
+      std::vector<char> value;
+      try {
+        store.wait({keys[r]}, std::chrono::milliseconds(1));
+        value = store.get(keys[r]);
+      } catch (const Error&) {
+        missing.push_back(r);
+        continue;
+      }
+      const std::string theirs(value.begin(), value.end());
+      TG_CHECK(theirs == mine, "gloo rendezvous", where, ": rank ", r, " was started with world ",
+               "size ", theirs, ", this rank with ", mine,
+               " (every rank must be given the same world size)");
+    }
+    if (!missing.empty()) {
+      TG_THROW("gloo rendezvous", where, ": rank(s) ", join_ranks(missing),
+               " did not arrive within ", timeout_.count(),
+               " ms (not started, crashed, given another rendezvous URL or ",
+               "prefix, or a smaller world size?): ", wait_error);
+    }
+  }
+
+  void check_root(const char* what, int root) const {
+    TG_CHECK(root >= 0 && root < size_, "gloo ", what, ": root ", root,
+             " is out of range (expected 0 <= root < ", size_, ")");
+  }
+
+  // All ranks call collectives in the same order, so a per-communicator counter gives matching
+  // tags (Gloo slots) on every rank and keeps consecutive collectives' messages apart.
+  uint32_t next_tag() { return tag_++; }
+
+  template <typename F>
+  void guarded(const char* what, F&& run) {
+    TG_CHECK(!broken_, "gloo ", what, " on rank ", rank_,
+             ": this communicator failed earlier "
+             "and cannot be used again (",
+             broken_reason_, ")");
+    try {
+      run();
+    } catch (const gloo::IoException& e) {
+      broken_ = true;
+      broken_reason_ = e.what();
+      TG_THROW("gloo ", what, " failed on rank ", rank_, " of ", size_, ": ", e.what(),
+               " (a peer died, closed its connection, or did not take part within ",
+               timeout_.count(), " ms)");
+    } catch (const std::exception& e) {
+      broken_ = true;
+      broken_reason_ = e.what();
+      TG_THROW("gloo ", what, " failed on rank ", rank_, " of ", size_, ": ", e.what());
+    }
+  }
+
+  const int rank_, size_;
+  const std::chrono::milliseconds timeout_;
+  std::shared_ptr<gloo::rendezvous::Context> context_;
+  uint32_t tag_ = 0;
+  bool broken_ = false;  // a collective threw: Gloo's pairs are in an unknown state
+  std::string broken_reason_;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_gloo_communicator(const CommOptions& options, Store& store,
+                                                     const std::string& prefix) {
+  return std::make_unique<GlooCommunicator>(options, store, prefix);
+}
+
+}  // namespace tg::comm
