@@ -91,6 +91,18 @@ void finalize_floats(const Accumulator& acc, int workers, Tensor& out) {
        out.data<float>());
 }
 
+// The same for the elements [offset, offset + n) only (0 + x / workers: the same bits).
+void finalize_floats_slot(const Accumulator& acc, int workers, int64_t offset, int64_t n,
+                          Tensor& out) {
+  const Device d = out.device();
+  float* o = out.data<float>() + offset;
+  if (d.is_cpu())
+    std::memset(o, 0, n * sizeof(float));
+  else
+    cuda::memset_async(d.index, o, 0, n * sizeof(float));
+  axpy(d, n, 1.0f / static_cast<float>(workers), acc.floats.data<float>() + offset, o);
+}
+
 // ---- none: raw fp32 --------------------------------------------------------------------------
 
 class NoneCompressor final : public Compressor {
@@ -223,14 +235,17 @@ class TernGradCompressor final : public Compressor {
 
   void finalize(const Accumulator& acc, const float* shared_meta, int64_t step, int workers,
                 Tensor& out) const override {
-    finalize_floats(acc, workers, out);  // raw and unshared slots
-    if (!shared()) return;
+    if (!shared()) return finalize_floats(acc, workers, out);  // every slot summed as floats
+    // Shared scalers: ternary slots are (s / N) * integer sums, the rest (raw slots, or every
+    // slot in a floating-gradient epoch) float sums; each slot written once.
     const Device d = out.device();
     for (size_t t = 0; t < layout_.size(); ++t) {
-      if (!ternary(t, step)) continue;
       const GradSlot& sl = layout_[t];
-      scale_ints(d, acc.ints.data<int32_t>() + sl.offset, sl.numel,
-                 shared_meta[t] / static_cast<float>(workers), out.data<float>() + sl.offset);
+      if (ternary(t, step))
+        scale_ints(d, acc.ints.data<int32_t>() + sl.offset, sl.numel,
+                   shared_meta[t] / static_cast<float>(workers), out.data<float>() + sl.offset);
+      else
+        finalize_floats_slot(acc, workers, sl.offset, sl.numel, out);
     }
   }
 
