@@ -58,4 +58,23 @@ inline CliResult run_cli(const std::vector<std::string>& args) {
   return r;
 }
 
+// A quick LeNet run on the synthetic dataset (10 classes of noisy prototypes, 28x28x1): batch 16,
+// a log line every 5 and a checkpoint every 10 iterations, output in `out`; `extra` are more
+// `--set` pairs etc., inserted before `--out`.
+inline std::vector<std::string> quick_train_args(const std::string& out, int iterations = 40,
+                                                 const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> a = {"train", "--no-progress",
+                                "--set", "data.name=synthetic",
+                                "--set", "data.synthetic_size=512",
+                                "--set", "data.eval_batch_size=128",
+                                "--set", "train.batch_size=16",
+                                "--set", "train.iterations=" + std::to_string(iterations),
+                                "--set", "train.log_every=5",
+                                "--set", "train.checkpoint_every=10"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  a.push_back("--out");
+  a.push_back(out);
+  return a;
+}
+
 }  // namespace tg::testing

@@ -26,17 +26,8 @@ constexpr int64_t kLenetParams = 1256080;
 // A quick LeNet run on the synthetic dataset with 2 emulated workers and `method`.
 std::vector<std::string> onebit_args(const std::string& out, int iterations,
                                      const std::string& method = "onebit") {
-  return {"train", "--no-progress",
-          "--set", "data.name=synthetic",
-          "--set", "data.synthetic_size=512",
-          "--set", "data.eval_batch_size=128",
-          "--set", "train.batch_size=16",
-          "--set", "train.iterations=" + std::to_string(iterations),
-          "--set", "train.log_every=5",
-          "--set", "train.checkpoint_every=10",
-          "--set", "workers.count=2",
-          "--set", "compression.method=" + method,
-          "--out", out};
+  return quick_train_args(out, iterations,
+                          {"--set", "workers.count=2", "--set", "compression.method=" + method});
 }
 
 std::vector<std::string> resumed(std::vector<std::string> args) {

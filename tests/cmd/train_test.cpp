@@ -21,17 +21,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A quick LeNet run on the synthetic dataset: 10 classes of noisy prototypes, 28x28x1.
 std::vector<std::string> quick_args(const std::string& out, int iterations = 40) {
-  return {"train", "--no-progress",
-          "--set", "data.name=synthetic",
-          "--set", "data.synthetic_size=512",
-          "--set", "data.eval_batch_size=128",
-          "--set", "train.batch_size=16",
-          "--set", "train.iterations=" + std::to_string(iterations),
-          "--set", "train.log_every=5",
-          "--set", "train.checkpoint_every=10",
-          "--out", out};
+  return quick_train_args(out, iterations);
 }
 
 json::Value parse_file(const std::string& path) {
