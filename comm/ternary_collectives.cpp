@@ -63,15 +63,16 @@ WireBytes rank_bytes(TernaryAlgorithm a, const TernaryShape& s, int rank) {
 
 // ---- device dispatch ----------------------------------------------------------------------
 
-void unpack_codes(const Device& d, const uint8_t* packed, int64_t n, tern::PackFormat f,
-                  int32_t* acc) {
+// acc += the codes of `count` vectors of n elements, vector v at packed + v * stride.
+void unpack_codes(const Device& d, const uint8_t* packed, int64_t count, size_t stride, int64_t n,
+                  tern::PackFormat f, int32_t* acc) {
   switch (d.type) {
     case DeviceType::cpu:
-      tern::unpack_accumulate_cpu(packed, n, f, acc);
+      tern::unpack_accumulate_many_cpu(packed, count, stride, n, f, acc);
       return;
     case DeviceType::cuda:
 #if TG_CUDA
-      tern::unpack_accumulate_cuda(packed, n, f, acc);
+      tern::unpack_accumulate_many_cuda(packed, count, stride, n, f, acc);
       return;
 #else
       break;
@@ -137,9 +138,7 @@ void run_ps(Communicator& comm, const uint8_t* codes, int workers, int64_t n, te
     Tensor all = Tensor::empty({static_cast<int64_t>(total * b)}, DType::u8, d);
     comm.gather(codes, all.data<uint8_t>(), workers * b, 0);
     Tensor sums = Tensor::zeros({n}, DType::i32, d);
-    for (int64_t w = 0; w < total; ++w) {
-      unpack_codes(d, all.data<uint8_t>() + w * b, n, f, sums.data<int32_t>());
-    }
+    unpack_codes(d, all.data<uint8_t>(), total, b, n, f, sums.data<int32_t>());
     pack_fields(d, sums.data<int32_t>(), n, static_cast<int32_t>(total), k, words.data<uint64_t>());
   } else {
     comm.gather(codes, nullptr, workers * b, 0);
@@ -155,7 +154,7 @@ void run_allgather(Communicator& comm, const uint8_t* codes, int workers, int64_
   const size_t b = tern::packed_bytes(f, n);
   Tensor all = Tensor::empty({static_cast<int64_t>(total * b)}, DType::u8, d);
   comm.allgather(codes, all.data<uint8_t>(), workers * b);
-  for (int64_t w = 0; w < total; ++w) unpack_codes(d, all.data<uint8_t>() + w * b, n, f, acc);
+  unpack_codes(d, all.data<uint8_t>(), total, b, n, f, acc);
 }
 
 void run_packed_allreduce(Communicator& comm, const uint8_t* codes, int workers, int64_t n,
@@ -166,7 +165,7 @@ void run_packed_allreduce(Communicator& comm, const uint8_t* codes, int workers,
   const int k = sum_field_bits(total);
   const int64_t m = sum_field_words(n, k);
   Tensor local = Tensor::zeros({n}, DType::i32, d);
-  for (int w = 0; w < workers; ++w) unpack_codes(d, codes + w * b, n, f, local.data<int32_t>());
+  unpack_codes(d, codes, workers, b, n, f, local.data<int32_t>());
   Tensor words = Tensor::empty({m}, DType::u64, d);
   pack_fields(d, local.data<int32_t>(), n, workers, k, words.data<uint64_t>());
   comm.allreduce(words.data<uint64_t>(), m, DType::u64, ReduceOp::sum);

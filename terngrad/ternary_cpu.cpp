@@ -365,6 +365,31 @@ const Tables& tables() {
   return t;
 }
 
+// acc[per * j + k] += rows[byte j of vector v][k] for every vector v, in chunks of kRowChunk
+// bytes so that the chunk's accumulators stay in L1 while all vectors are added to them.
+// Integer adds: the order of vectors and chunks does not change the result.
+template <int Per>
+void accumulate_rows(const int32_t (*rows)[Per], const uint8_t* packed, int64_t count,
+                     size_t stride, int64_t n, int32_t* acc) {
+  constexpr int64_t kRowChunk = 1024;  // 4-5 K accumulators = 16-20 KiB
+  const int64_t full = n / Per, rest = n % Per;
+  const int64_t chunks = (full + kRowChunk - 1) / kRowChunk;
+#pragma omp parallel for schedule(static) if (full * count >= kParallelMin / Per)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t j0 = c * kRowChunk, j1 = std::min(full, j0 + kRowChunk);
+    for (int64_t v = 0; v < count; ++v) {
+      const uint8_t* p = packed + v * stride;
+      for (int64_t j = j0; j < j1; ++j) {
+        const int32_t* r = rows[p[j]];
+        int32_t* a = acc + Per * j;
+        for (int k = 0; k < Per; ++k) a[k] += r[k];
+      }
+    }
+  }
+  for (int64_t v = 0; v < count && rest > 0; ++v)
+    for (int k = 0; k < rest; ++k) acc[Per * full + k] += rows[packed[v * stride + full]][k];
+}
+
 }  // namespace
 
 // ---- public -------------------------------------------------------------------------------
@@ -444,30 +469,23 @@ void ternarize_pack_cpu(const float* g, int64_t n, float s, uint64_t seed, uint6
 }
 
 void unpack_accumulate_cpu(const uint8_t* packed, int64_t n, PackFormat f, int32_t* acc) {
+  unpack_accumulate_many_cpu(packed, 1, 0, n, f, acc);
+}
+
+void unpack_accumulate_many_cpu(const uint8_t* packed, int64_t count, size_t stride, int64_t n,
+                                PackFormat f, int32_t* acc) {
   TG_CHECK(n >= 0, "unpack_accumulate_cpu: element count ", n, " is negative (expected n >= 0)");
+  TG_CHECK(count >= 0, "unpack_accumulate_cpu: vector count ", count, " is negative");
   check_format(f, "unpack_accumulate_cpu");
-  if (n == 0) return;
+  if (n == 0 || count == 0) return;
   TG_CHECK(packed != nullptr && acc != nullptr, "unpack_accumulate_cpu: null pointer for n = ", n);
+  TG_CHECK(count == 1 || stride >= packed_bytes(f, n), "unpack_accumulate_cpu: stride ", stride,
+           " is shorter than one packed vector (", packed_bytes(f, n), " bytes)");
   const Tables& tab = tables();
-  const int per = f == PackFormat::two_bit ? 4 : 5;
-  const int64_t full = n / per, rest = n % per;
-  if (f == PackFormat::two_bit) {
-#pragma omp parallel for schedule(static) if (n >= kParallelMin)
-    for (int64_t j = 0; j < full; ++j) {
-      const int32_t* c = tab.two_bit[packed[j]];
-      int32_t* a = acc + 4 * j;
-      for (int k = 0; k < 4; ++k) a[k] += c[k];
-    }
-    for (int k = 0; k < rest; ++k) acc[4 * full + k] += tab.two_bit[packed[full]][k];
-  } else {
-#pragma omp parallel for schedule(static) if (n >= kParallelMin)
-    for (int64_t j = 0; j < full; ++j) {
-      const int32_t* c = tab.base3[packed[j]];
-      int32_t* a = acc + 5 * j;
-      for (int k = 0; k < 5; ++k) a[k] += c[k];
-    }
-    for (int k = 0; k < rest; ++k) acc[5 * full + k] += tab.base3[packed[full]][k];
-  }
+  if (f == PackFormat::two_bit)
+    accumulate_rows(tab.two_bit, packed, count, stride, n, acc);
+  else
+    accumulate_rows(tab.base3, packed, count, stride, n, acc);
 }
 
 void scale_accumulated_cpu(const int32_t* acc, int64_t n, float scale, float* out) {

@@ -15,8 +15,9 @@
 //     aligned) = 4 output bytes.
 //   base3: one thread per 5 Philox blocks = 80 elements = 16 output bytes (a byte's 5 elements
 //     never straddle two threads).
-// unpack_accumulate: two_bit one thread per element (coalesced acc), base3 one thread per byte
-//   (5 digits by constant divisions). Undefined byte values decode as code 0, like the CPU table.
+// unpack_accumulate(_many): one thread per packed byte, the digits of all vectors summed in
+//   registers, one read-modify-write of acc (base3: 5 digits by constant divisions). Undefined
+//   byte values decode as code 0, like the CPU table.
 // scale_accumulated: one thread per element, __fmul_rn(float(acc), scale).
 //
 // Napkin math (H100, ~3 TB/s): ternarize reads 4 B and writes 0.25 B per element, ~700 G
@@ -198,27 +199,35 @@ __global__ void zero_codes_kernel(int64_t n, PackFormat f, int64_t bytes,
   }
 }
 
-__global__ void unpack_two_bit_kernel(const uint8_t* __restrict__ packed, int64_t n,
-                                      int32_t* __restrict__ acc) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    const int d = (packed[i >> 2] >> (2 * (i & 3))) & 3;
-    acc[i] += d == 3 ? 0 : d - 1;
-  }
-}
-
-__global__ void unpack_base3_kernel(const uint8_t* __restrict__ packed, int64_t n, int64_t bytes,
-                                    int32_t* __restrict__ acc) {
+// acc += the sum of `count` code vectors (vector v at packed + v * stride): one thread per
+// packed byte j, the vectors' digits summed in registers, one read-modify-write of acc.
+template <int Per>
+__global__ void unpack_many_kernel(const uint8_t* __restrict__ packed, int64_t count, size_t stride,
+                                   int64_t n, int64_t bytes, int32_t* __restrict__ acc) {
   for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < bytes;
        j += (int64_t)gridDim.x * blockDim.x) {
-    uint32_t b = packed[j];
-    if (b > 242) continue;  // never written by the packer: code 0, like the CPU table
+    int32_t sum[Per];
 #pragma unroll
-    for (int k = 0; k < 5; ++k) {
-      const int64_t i = 5 * j + k;
-      if (i < n) acc[i] += static_cast<int32_t>(b % 3) - 1;
-      b /= 3;
+    for (int k = 0; k < Per; ++k) sum[k] = 0;
+    for (int64_t v = 0; v < count; ++v) {
+      uint32_t b = packed[v * stride + j];
+      if (Per == 4) {
+#pragma unroll
+        for (int k = 0; k < Per; ++k) {
+          const int d = (b >> (2 * k)) & 3;
+          sum[k] += d == 3 ? 0 : d - 1;  // digit 3 is never written: code 0, like the CPU table
+        }
+      } else if (b <= 242) {  // larger bytes are never written: code 0
+#pragma unroll
+        for (int k = 0; k < Per; ++k) {
+          sum[k] += static_cast<int32_t>(b % 3) - 1;
+          b /= 3;
+        }
+      }
     }
+#pragma unroll
+    for (int k = 0; k < Per; ++k)
+      if (Per * j + k < n) acc[Per * j + k] += sum[k];
   }
 }
 
@@ -314,20 +323,27 @@ void ternarize_pack_cuda(const float* g, int64_t n, float s, uint64_t seed, uint
 }
 
 void unpack_accumulate_cuda(const uint8_t* packed, int64_t n, PackFormat f, int32_t* acc) {
+  unpack_accumulate_many_cuda(packed, 1, 0, n, f, acc);
+}
+
+void unpack_accumulate_many_cuda(const uint8_t* packed, int64_t count, size_t stride, int64_t n,
+                                 PackFormat f, int32_t* acc) {
   TG_CHECK(n >= 0, "unpack_accumulate_cuda: element count ", n, " is negative (expected n >= 0)");
+  TG_CHECK(count >= 0, "unpack_accumulate_cuda: vector count ", count, " is negative");
   check_format(f, "unpack_accumulate_cuda");
-  if (n == 0) return;
+  if (n == 0 || count == 0) return;
   TG_CHECK(packed != nullptr && acc != nullptr, "unpack_accumulate_cuda: null pointer for n = ", n);
+  const int64_t bytes = static_cast<int64_t>(packed_bytes(f, n));
+  TG_CHECK(count == 1 || stride >= static_cast<size_t>(bytes), "unpack_accumulate_cuda: stride ",
+           stride, " is shorter than one packed vector (", bytes, " bytes)");
   cudaStream_t st = cuda::current_stream();
-  if (f == PackFormat::two_bit) {
-    unpack_two_bit_kernel<<<cuda::grid_for(n, kThreads), kThreads, 0, st>>>(packed, n, acc);
-    TG_CUDA_LAUNCH_CHECK();
-  } else {
-    const int64_t bytes = static_cast<int64_t>(packed_bytes(f, n));
-    unpack_base3_kernel<<<cuda::grid_for(bytes, kThreads), kThreads, 0, st>>>(packed, n, bytes,
-                                                                              acc);
-    TG_CUDA_LAUNCH_CHECK();
-  }
+  if (f == PackFormat::two_bit)
+    unpack_many_kernel<4><<<cuda::grid_for(bytes, kThreads), kThreads, 0, st>>>(
+        packed, count, stride, n, bytes, acc);
+  else
+    unpack_many_kernel<5><<<cuda::grid_for(bytes, kThreads), kThreads, 0, st>>>(
+        packed, count, stride, n, bytes, acc);
+  TG_CUDA_LAUNCH_CHECK();
 }
 
 void scale_accumulated_cuda(const int32_t* acc, int64_t n, float scale, float* out) {

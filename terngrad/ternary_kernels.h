@@ -17,6 +17,10 @@
 //   3. unpack_accumulate:   acc_i += code_i (int32), for aggregating N workers' codes exactly:
 //                           the aggregate is (s / N) * sum_w code_i^w with the integer sum in
 //                           [-N, N], independent of summation order.
+//      unpack_accumulate_many: acc_i += the sum over v < count of code_i of vector v (stored at
+//                           packed + v * stride): the same integers as count unpack_accumulate
+//                           calls, in one pass over acc (the decode after a gather or allgather
+//                           of N workers' codes).
 //   4. scale_accumulated:   out_i = scale * acc_i (scale = s / N).
 // CPU and CUDA produce bit-identical packed bytes for the same (g, s, seed, stream).
 #pragma once
@@ -47,12 +51,16 @@ void tensor_stats_cpu(const float* g, int64_t n, TensorStats* out);
 void ternarize_pack_cpu(const float* g, int64_t n, float s, uint64_t seed, uint64_t stream,
                         PackFormat f, uint8_t* out);
 void unpack_accumulate_cpu(const uint8_t* packed, int64_t n, PackFormat f, int32_t* acc);
+void unpack_accumulate_many_cpu(const uint8_t* packed, int64_t count, size_t stride, int64_t n,
+                                PackFormat f, int32_t* acc);
 void scale_accumulated_cpu(const int32_t* acc, int64_t n, float scale, float* out);
 
 void tensor_stats_cuda(const float* g, int64_t n, TensorStats* out);
 void ternarize_pack_cuda(const float* g, int64_t n, float s, uint64_t seed, uint64_t stream,
                          PackFormat f, uint8_t* out);
 void unpack_accumulate_cuda(const uint8_t* packed, int64_t n, PackFormat f, int32_t* acc);
+void unpack_accumulate_many_cuda(const uint8_t* packed, int64_t count, size_t stride, int64_t n,
+                                 PackFormat f, int32_t* acc);
 void scale_accumulated_cuda(const int32_t* acc, int64_t n, float scale, float* out);
 
 }  // namespace tg::tern

@@ -124,6 +124,28 @@ TEST(TernaryCuda, UnpackAndScaleBitIdentical) {
   }
 }
 
+TEST(TernaryCuda, UnpackManyBitIdentical) {
+  TG_REQUIRE_CUDA();
+  cuda::DeviceGuard guard(0);
+  for (int64_t n : kSizes) {
+    for (PackFormat f : kFormats) {
+      SCOPED_TRACE("n=" + std::to_string(n) + (f == PackFormat::two_bit ? " two_bit" : " base3"));
+      const size_t bytes = packed_bytes(f, n), stride = bytes + 3;  // a gap between vectors
+      const int64_t count = 5;
+      std::vector<uint8_t> p(count * stride);
+      for (size_t j = 0; j < p.size(); ++j) p[j] = static_cast<uint8_t>(philox_word(kSeed, 3, j));
+      std::vector<int32_t> cpu(n, 7);
+      unpack_accumulate_many_cpu(p.data(), count, stride, n, f, cpu.data());
+      DeviceBuffer dp(p.size()), da(n * sizeof(int32_t));
+      dp.upload(p.data(), p.size());
+      const std::vector<int32_t> start(n, 7);
+      da.upload(start.data(), n * sizeof(int32_t));
+      unpack_accumulate_many_cuda(dp.as<uint8_t>(), count, stride, n, f, da.as<int32_t>());
+      ASSERT_EQ(da.download<int32_t>(n), cpu);
+    }
+  }
+}
+
 TEST(TernaryCuda, StatsParity) {
   TG_REQUIRE_CUDA();
   cuda::DeviceGuard guard(0);
