@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "nn/core/blas.h"
@@ -206,23 +207,33 @@ class TernGradCompressor final : public Compressor {
     const uint8_t* m = msg.data<uint8_t>();
     int32_t* ints = acc.ints.data<int32_t>();
     float* floats = acc.floats.data<float>();
-    Tensor tmp_i, tmp_f;  // no-sharing path only
+    Tensor tmp_i, tmp_f;  // scratch, made on first use, sized for the largest slot
+    auto scratch = [&] {
+      if (tmp_i.defined()) return;
+      int64_t largest = 0;
+      for (const GradSlot& x : layout_) largest = std::max(largest, x.numel);
+      tmp_i = Tensor::empty({largest}, DType::i32, d);
+      tmp_f = Tensor::empty({largest}, DType::f32, d);
+    };
     for (size_t t = 0; t < layout_.size(); ++t) {
       const GradSlot& sl = layout_[t];
       if (!ternary(t, step)) {
-        axpy(d, sl.numel, 1.0f, reinterpret_cast<const float*>(m), floats + sl.offset);
+        // Raw floats follow code slots of any byte length, so they may sit at an address that is
+        // not a multiple of 4 (not a valid float* on the GPU): read those through an aligned copy.
+        const float* src = reinterpret_cast<const float*>(m);
+        if (reinterpret_cast<uintptr_t>(m) % alignof(float) != 0) {
+          scratch();
+          copy_bytes(d, tmp_f.data<float>(), m, sl.numel * sizeof(float));
+          src = tmp_f.data<float>();
+        }
+        axpy(d, sl.numel, 1.0f, src, floats + sl.offset);
       } else if (shared()) {
         unpack(d, m, sl.numel, o_.pack, ints + sl.offset);  // exact integer code sums
       } else {
         // Own scalers (the no-sharing ablation): codes of different workers are on different
         // grids, so they are summed as floats s_w * code (in message order).
         const float s = read_float(d, m);
-        if (!tmp_i.defined()) {  // one scratch pair per message, sized for the largest slot
-          int64_t largest = 0;
-          for (const GradSlot& x : layout_) largest = std::max(largest, x.numel);
-          tmp_i = Tensor::empty({largest}, DType::i32, d);
-          tmp_f = Tensor::empty({largest}, DType::f32, d);
-        }
+        scratch();
         Tensor codes = tmp_i.slice(0, 0, sl.numel);
         codes.zero_();
         unpack(d, m + sizeof(float), sl.numel, o_.pack, tmp_i.data<int32_t>());
