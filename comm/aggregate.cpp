@@ -1,0 +1,331 @@
+// aggregate_distributed (comm/aggregate.h): the generic allgather path for every compressor and
+// the exact ternary path for terngrad with shared scalers. One explicit device switch per kernel
+// call; temporaries are tensors from the device's caching allocator.
+#include "comm/aggregate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "nn/core/blas.h"
+#include "nn/core/error.h"
+#include "nn/ops/dispatch.h"
+#include "terngrad/ternary_kernels.h"
+
+namespace tg::comm {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+int64_t padded4(int64_t bytes) {
+  return (bytes + 3) / 4 * 4;
+}
+
+WireBytes delta(const WireBytes& before, const WireBytes& after) {
+  return {after.sent - before.sent, after.received - before.received};
+}
+
+// bytes [offset, offset + n) of u8 tensor src into u8 tensor dst at dst_offset (same device).
+void copy_range(Tensor& dst, int64_t dst_offset, const Tensor& src, int64_t src_offset, int64_t n) {
+  if (n == 0) return;
+  Tensor d = dst.slice(0, dst_offset, dst_offset + n);
+  d.copy_from(src.slice(0, src_offset, src_offset + n));
+}
+
+void unpack_codes(const Device& d, const uint8_t* packed, int64_t n, tern::PackFormat f,
+                  int32_t* acc) {
+  TG_DISPATCH(d, "unpack_accumulate", tern::unpack_accumulate_cpu(packed, n, f, acc),
+              tern::unpack_accumulate_cuda(packed, n, f, acc));
+}
+
+// Round 1, both paths: shared = elementwise max over the N workers' metas in global order (the
+// fold of aggregate_emulated), through an allgather of every rank's W * M floats.
+std::vector<float> share_meta(tern::Compressor& c, Communicator& comm,
+                              std::span<const Tensor> local_grads, AggregateStats& st) {
+  const auto m = static_cast<size_t>(c.num_meta());
+  std::vector<float> shared(m, 0.0f);
+  if (m == 0) return shared;
+  const size_t w = local_grads.size();
+  const size_t n = w * static_cast<size_t>(comm.size());
+  auto t0 = Clock::now();
+  std::vector<float> local(w * m);
+  for (size_t k = 0; k < w; ++k) c.local_meta(local_grads[k], local.data() + k * m);
+  st.encode_s += seconds_since(t0);
+
+  t0 = Clock::now();
+  const Device d = comm.device();
+  const WireBytes before = comm.wire();
+  Tensor in = Tensor::from_vector(local, {static_cast<int64_t>(w * m)}, d);
+  Tensor all = Tensor::empty({static_cast<int64_t>(n * m)}, DType::f32, d);
+  comm.allgather(in.data<float>(), all.data<float>(), w * m * sizeof(float));
+  const std::vector<float> metas = all.to_vector<float>();
+  st.meta_wire = delta(before, comm.wire());
+  st.comm_s += seconds_since(t0);
+
+  for (size_t g = 0; g < n; ++g)
+    for (size_t i = 0; i < m; ++i)
+      shared[i] = g == 0 ? metas[i] : std::max(shared[i], metas[g * m + i]);
+  return shared;
+}
+
+// ---- the message layout of terngrad with shared scalers (terngrad/compressor.h) --------------
+
+struct SlotFormat {
+  bool ternary = false;
+  int64_t offset = 0;  // byte offset inside one worker's message
+  int64_t bytes = 0;
+};
+
+// Mirrors TernGradCompressor's rules: a slot is ternary unless it has fewer than min_size
+// elements, is one of the last two (the classifier) with quantize_logits off, or `step` falls in
+// a floating-gradient epoch; a ternary slot is packed_bytes(pack, numel) bytes of codes (shared
+// scalers: no scaler in the message), any other numel raw floats.
+std::vector<SlotFormat> terngrad_message_layout(const tern::Compressor& c,
+                                                const tern::CompressionOptions& o, int64_t step) {
+  const auto& layout = c.layout();
+  const size_t n = layout.size();
+  bool floating = false;
+  if (o.floating_grad_epoch > 0) {
+    TG_CHECK(o.steps_per_epoch > 0,
+             "aggregate_distributed: compression.floating_grad_epoch needs steps_per_epoch");
+    const auto e = static_cast<int64_t>(std::floor(static_cast<double>(step) / o.steps_per_epoch));
+    floating = e % o.floating_grad_epoch == o.floating_grad_epoch - 1;
+  }
+  std::vector<SlotFormat> out(n);
+  int64_t offset = 0;
+  for (size_t t = 0; t < n; ++t) {
+    const bool logits = n >= 2 && t >= n - 2;
+    const int64_t numel = layout[t].numel;
+    SlotFormat& s = out[t];
+    s.ternary = !floating && numel >= o.min_size && (o.quantize_logits || !logits);
+    s.offset = offset;
+    s.bytes = s.ternary ? static_cast<int64_t>(tern::packed_bytes(o.pack, numel))
+                        : numel * static_cast<int64_t>(sizeof(float));
+    offset += s.bytes;
+  }
+  TG_CHECK(static_cast<size_t>(offset) == c.payload_bytes(step),
+           "aggregate_distributed: AggregateOptions.compression does not describe the terngrad "
+           "compressor (its messages at step ",
+           step, " are ", c.payload_bytes(step), " bytes, the options give ", offset,
+           "): pass the CompressionOptions it was made with");
+  return out;
+}
+
+// ---- the two paths ---------------------------------------------------------------------------
+
+void generic_path(tern::Compressor& c, Communicator& comm, std::span<const Tensor> local_grads,
+                  int64_t step, const std::vector<float>& shared, Tensor& out, AggregateStats& st) {
+  const Device d = comm.device();
+  const int64_t w = static_cast<int64_t>(local_grads.size());
+  const int64_t n = w * comm.size();
+  const auto b = static_cast<int64_t>(c.payload_bytes(step));
+  // Messages travel at a stride of B rounded up to 4 bytes, so every message starts as aligned
+  // as aggregate_emulated's (raw floats inside a message are read as floats).
+  const int64_t stride = padded4(b);
+  const int64_t first = static_cast<int64_t>(comm.rank()) * w;
+  st.routes.assign(c.layout().size(), SlotRoute::message);
+
+  auto t0 = Clock::now();
+  Tensor local = Tensor::zeros({w * stride}, DType::u8, d);  // zeros: the padding is defined
+  for (int64_t k = 0; k < w; ++k) {
+    Tensor msg = local.slice(0, k * stride, k * stride + b);
+    c.encode(local_grads[k], shared.data(), step, static_cast<int>(first + k), msg);
+  }
+  st.encode_s += seconds_since(t0);
+
+  t0 = Clock::now();
+  Tensor all = Tensor::empty({n * stride}, DType::u8, d);
+  if (stride > 0)
+    comm.allgather(local.data<uint8_t>(), all.data<uint8_t>(), static_cast<size_t>(w * stride));
+  st.comm_s += seconds_since(t0);
+
+  t0 = Clock::now();
+  tern::Accumulator acc = c.make_accumulator(d);
+  for (int64_t g = 0; g < n; ++g) {
+    const Tensor msg = all.slice(0, g * stride, g * stride + b);
+    c.accumulate(msg, shared.data(), step, acc);
+  }
+  c.finalize(acc, shared.data(), step, static_cast<int>(n), out);
+  st.reduce_s += seconds_since(t0);
+}
+
+void ternary_path(tern::Compressor& c, Communicator& comm, std::span<const Tensor> local_grads,
+                  int64_t step, const std::vector<float>& shared, const AggregateOptions& o,
+                  Tensor& out, AggregateStats& st) {
+  const Device d = comm.device();
+  const auto& layout = c.layout();
+  const int w = static_cast<int>(local_grads.size());
+  const int64_t n = static_cast<int64_t>(w) * comm.size();
+  const int64_t first = static_cast<int64_t>(comm.rank()) * w;
+  const tern::PackFormat f = o.compression.pack;
+  const std::vector<SlotFormat> fmt = terngrad_message_layout(c, o.compression, step);
+  const auto b = static_cast<int64_t>(c.payload_bytes(step));
+  st.ternary_path = true;
+
+  // Routes: every rank resolves `automatic` from the same shape, so all agree.
+  st.routes.assign(layout.size(), SlotRoute::gathered);
+  for (size_t t = 0; t < layout.size(); ++t) {
+    if (!fmt[t].ternary) {
+      ++st.raw_slots;
+      continue;
+    }
+    ++st.ternary_slots;
+    TernaryAlgorithm a = o.algorithm;
+    if (a == TernaryAlgorithm::automatic)
+      a = choose_ternary_algorithm({layout[t].numel, comm.size(), w, f, comm.backend()});
+    if (a == TernaryAlgorithm::ps) st.routes[t] = SlotRoute::ps;
+    if (a == TernaryAlgorithm::packed_allreduce) st.routes[t] = SlotRoute::packed_allreduce;
+  }
+  // The gathered block of one worker: raw fp32 slots first (4-byte aligned), then the codes of
+  // the gathered ternary slots, padded to a multiple of 4 bytes so the next block's floats stay
+  // aligned too (cuBLAS wants aligned floats).
+  std::vector<int64_t> block_offset(layout.size(), -1);
+  int64_t g_bytes = 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t t = 0; t < layout.size(); ++t) {
+      if (st.routes[t] != SlotRoute::gathered || fmt[t].ternary != (pass == 1)) continue;
+      block_offset[t] = g_bytes;
+      g_bytes += fmt[t].bytes;
+    }
+  }
+  g_bytes = padded4(g_bytes);
+
+  // Encode the W messages and cut them into the gathered blocks.
+  auto t0 = Clock::now();
+  Tensor msgs = Tensor::empty({w * b}, DType::u8, d);
+  for (int k = 0; k < w; ++k) {
+    Tensor msg = msgs.slice(0, k * b, (k + 1) * b);
+    c.encode(local_grads[k], shared.data(), step, static_cast<int>(first + k), msg);
+  }
+  Tensor block = Tensor::zeros({w * g_bytes}, DType::u8, d);  // zeros: the padding is defined
+  for (int k = 0; k < w; ++k)
+    for (size_t t = 0; t < layout.size(); ++t)
+      if (block_offset[t] >= 0)
+        copy_range(block, k * g_bytes + block_offset[t], msgs, k * b + fmt[t].offset, fmt[t].bytes);
+  st.encode_s += seconds_since(t0);
+
+  tern::Accumulator acc = c.make_accumulator(d);
+  int32_t* ints = acc.ints.data<int32_t>();
+  float* floats = acc.floats.data<float>();
+
+  // The ternary collectives, slot by slot in layout order (the same order on every rank).
+  t0 = Clock::now();
+  Tensor codes;
+  for (size_t t = 0; t < layout.size(); ++t) {
+    if (st.routes[t] == SlotRoute::gathered) continue;
+    const TernaryAlgorithm a =
+        st.routes[t] == SlotRoute::ps ? TernaryAlgorithm::ps : TernaryAlgorithm::packed_allreduce;
+    const uint8_t* p = msgs.data<uint8_t>() + fmt[t].offset;
+    if (w > 1) {  // the W workers' codes back to back
+      codes = Tensor::empty({w * fmt[t].bytes}, DType::u8, d);
+      for (int k = 0; k < w; ++k)
+        copy_range(codes, k * fmt[t].bytes, msgs, k * b + fmt[t].offset, fmt[t].bytes);
+      p = codes.data<uint8_t>();
+    }
+    ternary_aggregate(comm, a, p, w, layout[t].numel, f, ints + layout[t].offset);
+  }
+  Tensor all = Tensor::empty({n * g_bytes}, DType::u8, d);
+  if (g_bytes > 0)
+    comm.allgather(block.data<uint8_t>(), all.data<uint8_t>(), static_cast<size_t>(w * g_bytes));
+  st.comm_s += seconds_since(t0);
+
+  // The gathered slots in global worker order: raw floats summed as TernGradCompressor::
+  // accumulate sums them (axpy with alpha 1), codes unpacked into the integer sums.
+  t0 = Clock::now();
+  for (int64_t g = 0; g < n; ++g) {
+    const uint8_t* blk = all.data<uint8_t>() + g * g_bytes;
+    for (size_t t = 0; t < layout.size(); ++t) {
+      if (block_offset[t] < 0) continue;
+      const tern::GradSlot& s = layout[t];
+      const uint8_t* src = blk + block_offset[t];
+      if (fmt[t].ternary)
+        unpack_codes(d, src, s.numel, f, ints + s.offset);
+      else
+        axpy(d, s.numel, 1.0f, reinterpret_cast<const float*>(src), floats + s.offset);
+    }
+  }
+  c.finalize(acc, shared.data(), step, static_cast<int>(n), out);
+  st.reduce_s += seconds_since(t0);
+}
+
+}  // namespace
+
+const char* name(SlotRoute r) {
+  switch (r) {
+    case SlotRoute::message:
+      return "message";
+    case SlotRoute::gathered:
+      return "gathered";
+    case SlotRoute::ps:
+      return "ps";
+    case SlotRoute::packed_allreduce:
+      return "packed-allreduce";
+  }
+  return "?";
+}
+
+std::string describe(const AggregateStats& s) {
+  std::string line;
+  if (s.ternary_path) {
+    int64_t ps = 0, par = 0, gathered = 0;
+    for (SlotRoute r : s.routes) {
+      ps += r == SlotRoute::ps;
+      par += r == SlotRoute::packed_allreduce;
+      gathered += r == SlotRoute::gathered;
+    }
+    line = detail::concat("ternary: ", ps, " ps, ", par, " packed-allreduce, ", gathered,
+                          " gathered (", s.raw_slots, " raw fp32)");
+  } else {
+    line = detail::concat("generic allgather of ", s.routes.size(), " slots");
+  }
+  return detail::concat(line, "; wire sent ", s.wire.sent, " B received ", s.wire.received, " B");
+}
+
+AggregateStats aggregate_distributed(tern::Compressor& c, Communicator& comm,
+                                     std::span<const Tensor> local_grads, int64_t step, Tensor& out,
+                                     const AggregateOptions& options) {
+  const Device d = comm.device();
+  TG_CHECK(!local_grads.empty(), "aggregate_distributed on rank ", comm.rank(),
+           ": no local worker gradients (expected W >= 1)");
+  TG_CHECK(static_cast<int64_t>(local_grads.size()) * comm.size() <= (int64_t{1} << 30),
+           "aggregate_distributed: N = ", comm.size(), " x ", local_grads.size(),
+           " workers (expected at most 2^30)");
+  for (size_t k = 0; k < local_grads.size(); ++k) {
+    const Tensor& g = local_grads[k];
+    check_tensor(g, "aggregate_distributed: local gradient", DType::f32, d);
+    TG_CHECK(g.is_contiguous() && g.numel() == c.total(), "aggregate_distributed: local gradient ",
+             k, " must be a contiguous f32 [", c.total(), "] on ", d.str(), ", got ", g.str());
+  }
+  check_tensor(out, "aggregate_distributed: out", DType::f32, d);
+  TG_CHECK(out.is_contiguous() && out.numel() == c.total(),
+           "aggregate_distributed: out must be a "
+           "contiguous f32 [",
+           c.total(), "] on ", d.str(), ", got ", out.str());
+
+  const bool ternary = c.name() == "terngrad" && c.num_meta() > 0 &&
+                       options.algorithm != TernaryAlgorithm::allgather;
+  if (ternary)
+    TG_CHECK(
+        options.compression.method == "terngrad" && options.compression.scaler_sharing == "max",
+        "aggregate_distributed: the ", name(options.algorithm),
+        " algorithm needs AggregateOptions.compression = the options of the terngrad "
+        "compressor (method 'terngrad', scaler_sharing 'max'), got method '",
+        options.compression.method, "', scaler_sharing '", options.compression.scaler_sharing, "'");
+
+  AggregateStats st;
+  const WireBytes before = comm.wire();
+  const std::vector<float> shared = share_meta(c, comm, local_grads, st);
+  if (ternary)
+    ternary_path(c, comm, local_grads, step, shared, options, out, st);
+  else
+    generic_path(c, comm, local_grads, step, shared, out, st);
+  st.wire = delta(before, comm.wire());
+  return st;
+}
+
+}  // namespace tg::comm

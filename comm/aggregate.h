@@ -1,0 +1,111 @@
+// One data-parallel aggregation step across ranks: the three rounds of terngrad/compressor.h
+// (meta, encode, accumulate + finalize) with the W workers of each rank local and the messages
+// moved by a Communicator. The contract is exactness: `out` is bit-identical on every rank to
+// tern::aggregate_emulated over all N = P * W gradients in global worker order, for every
+// compressor.
+//
+// Symbols: P ranks, W workers per rank (the same on every rank), N = P * W; rank r hosts the
+// global workers r * W .. r * W + W - 1. M = c.num_meta() floats of meta per worker, B =
+// c.payload_bytes(step) bytes of one worker's message.
+//
+// The generic path (every compressor; terngrad too when the algorithm is allgather):
+//   1. meta:   allgather the W * M local metas (f32), then shared = the elementwise max in global
+//              worker order, exactly as aggregate_emulated folds it (skipped when M = 0);
+//   2. encode: each local worker's message, encoded with its GLOBAL index (1-bit SGD keeps its
+//              residual per worker index, so the index must not depend on P);
+//   3. gather: allgather all messages at a stride of B4 = B rounded up to 4 bytes (W * B4 bytes
+//              from each rank, N * B4 on every rank; the <= 3 zero bytes of padding keep every
+//              message as aligned as in one process, where raw floats inside it are read as
+//              floats);
+//   4. reduce: c.accumulate of all N messages in global order, c.finalize with N workers.
+// Float sums (fp32 slots, fp16, qsgd, onebit, terngrad with own scalers) are then added in the
+// same order as in one process, so they are bit-identical; no allreduce is used for them because
+// a ring allreduce adds in a chunk-dependent order.
+// Wire, per rank (ring allgather, comm/wire_model.h): sent = received = (P - 1) W (4 M + B4).
+//
+// The ternary path (terngrad with shared scalers, algorithm ps, packed_allreduce or automatic):
+// every ternary slot's codes are on one grid, so their integer sums are exact in any order and
+// each slot goes through comm/ternary_collectives.h (ternary_aggregate into the accumulator's
+// int32 sums); `automatic` resolves per slot with that header's byte cost model. Slots sent as
+// raw fp32 (the exclusion rules, a floating-gradient epoch) and ternary slots that resolve to
+// allgather travel together in one allgather of a per-worker block (fp32 slots first, then the
+// codes, padded to 4 bytes so every block's floats stay aligned) and are accumulated in global
+// worker order like the generic path; then c.finalize scales every integer sum once. The message
+// layout (which slot is ternary at `step`, and each slot's bytes) is recomputed from the options
+// the compressor was made with (AggregateOptions::compression), documented in
+// terngrad/compressor.h: a ternary slot is packed_bytes(pack, numel) bytes of codes, any other
+// slot numel raw floats, slots back to back in layout order. The recomputed payload size is
+// checked against c.payload_bytes(step).
+// Wire, per rank: the meta allgather, plus ternary_cost(route, slot) for each ps or
+// packed-allreduce slot, plus an allgather of W * G bytes (G: one worker's block, padded).
+//
+// Devices: local_grads, out and every buffer live on comm.device() (host for local and gloo,
+// this rank's GPU for nccl); temporaries come from the device's caching allocator. The metas are
+// computed on the host (Compressor::local_meta) and staged through comm.device().
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "comm/ternary_collectives.h"
+#include "nn/core/tensor.h"
+#include "terngrad/compressor.h"
+
+namespace tg::comm {
+
+struct AggregateOptions {
+  // How ternary slots are summed (terngrad with scaler_sharing = max only; every other method,
+  // and terngrad without sharing, always takes the generic allgather path). allgather: the
+  // generic path, whole messages.
+  TernaryAlgorithm algorithm = TernaryAlgorithm::automatic;
+  // The options the compressor was made with; read only on the ternary path (method must be
+  // "terngrad" there, else it throws), to find the slots' bytes inside a message.
+  tern::CompressionOptions compression;
+};
+
+// How one slot travelled.
+enum class SlotRoute : uint8_t {
+  message,           // generic path: inside the allgathered whole messages
+  gathered,          // ternary path: in the allgathered block (raw fp32, or codes -> allgather)
+  ps,                // ternary path: ternary_aggregate, parameter server
+  packed_allreduce,  // ternary path: ternary_aggregate, packed-field allreduce
+};
+const char* name(SlotRoute r);  // "message", "gathered", "ps", "packed-allreduce"
+
+struct AggregateStats {
+  WireBytes wire;                 // this call on this rank: the change in comm.wire()
+  WireBytes meta_wire;            // ... of which the meta allgather
+  std::vector<SlotRoute> routes;  // per slot of c.layout()
+  bool ternary_path = false;      // false: the generic path
+  int64_t ternary_slots = 0;      // slots summed as integer codes (ternary path)
+  int64_t raw_slots = 0;          // slots sent as raw fp32 in the gathered block (ternary path)
+  // Host wall-clock seconds. On a CUDA device the phases are not synchronised, so queued kernel
+  // time can land in a later phase; the sum is the call's time.
+  double encode_s = 0;  // local_meta + encode (+ staging the gathered block)
+  double comm_s = 0;    // collectives (ternary_aggregate whole, including its unpacking)
+  double reduce_s = 0;  // accumulate + finalize
+};
+
+// A short line for logs: "ternary: 3 ps, 1 packed-allreduce, 2 gathered (1 raw fp32); wire
+// sent 1234 B received 1234 B" or "generic allgather of 5 slots; wire ...".
+std::string describe(const AggregateStats& s);
+
+// out (f32 [c.total()] on comm.device()) = the aggregated gradient of all N workers at `step`,
+// bit-identical on every rank to tern::aggregate_emulated(c, all N gradients in global order,
+// step, out) in one process (with a compressor in the same state).
+//   local_grads: this rank's W >= 1 workers' flat gradients, each a contiguous f32 [c.total()] on
+//                comm.device(); W must be the same on every rank (not checked: a mismatch
+//                fails in, or hangs until the timeout of, the first collective);
+//   c:           this rank's compressor; encode is called with the global worker indices
+//                r * W + w, so 1-bit SGD residuals live under those indices.
+// Collective: every rank calls it with the same step, options and layout. Throws on invalid
+// arguments (naming them), on a ternary-path compression option set that does not describe c,
+// and on communicator failures (the communicator is then broken).
+AggregateStats aggregate_distributed(tern::Compressor& c, Communicator& comm,
+                                     std::span<const Tensor> local_grads, int64_t step, Tensor& out,
+                                     const AggregateOptions& options = {});
+
+}  // namespace tg::comm

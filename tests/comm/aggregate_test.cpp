@@ -1,0 +1,380 @@
+// aggregate_distributed against the specification, tern::aggregate_emulated over all N = P * W
+// gradients in one process: on the local communicator (P = 1..4 rank threads, W = 1, 2 workers
+// each) for every compressor, both terngrad scaler-sharing modes and every algorithm, over three
+// consecutive steps (1-bit SGD's residuals carry over), `out` must be bit-identical (memcmp) on
+// every rank; the wire bytes reported must be the communicator's own counters and the figures of
+// comm/wire_model.h. One Gloo group (real TCP on 127.0.0.1, P = 2) checks the same for terngrad
+// and none against Gloo's schedules. Then the argument checks.
+#include "comm/aggregate.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "comm/gloo_comm.h"
+#include "comm/store.h"
+#include "comm/ternary_collectives.h"
+#include "comm/wire_model.h"
+#include "nn/core/error.h"
+#include "nn/core/philox.h"
+#include "terngrad/compressor.h"
+#include "tests/testing/files.h"
+
+namespace tg::comm {
+namespace {
+
+using namespace std::chrono_literals;
+using tern::CompressionOptions;
+using tern::GradSlot;
+using tern::PackFormat;
+
+constexpr uint64_t kSeed = 2017;
+constexpr int kSteps = 3;
+
+// A small net's flat gradient: sizes chosen so slots are not multiples of 4 (codes end
+// mid-word, raw floats sit at odd byte offsets inside a message) and two of them fall under
+// min_size below.
+std::vector<GradSlot> test_layout() {
+  const std::vector<std::pair<std::string, int64_t>> sizes = {{"conv1.w", 601}, {"conv1.b", 6},
+                                                              {"fc1.w", 1203},  {"fc1.b", 13},
+                                                              {"fc2.w", 250},   {"fc2.b", 5}};
+  std::vector<GradSlot> layout;
+  int64_t offset = 0;
+  for (const auto& [name, n] : sizes) {
+    layout.push_back({name, offset, n});
+    offset += n;
+  }
+  return layout;
+}
+
+// Worker g's gradient at `step`: normal-ish values (Box-Muller on Philox), a different scale
+// per slot, a few outliers so clipping matters.
+Tensor worker_grad(const std::vector<GradSlot>& layout, int64_t g, int64_t step) {
+  int64_t total = 0;
+  for (const GradSlot& s : layout) total += s.numel;
+  std::vector<float> v(total);
+  for (size_t t = 0; t < layout.size(); ++t) {
+    const float scale = 0.01f * static_cast<float>(t + 1);
+    for (int64_t i = layout[t].offset; i < layout[t].offset + layout[t].numel; ++i) {
+      const uint64_t stream = 7000 + 100 * static_cast<uint64_t>(step) + static_cast<uint64_t>(g);
+      const float u1 = uniform01(philox_word(kSeed, stream, 2 * i)) + 1e-7f;
+      const float u2 = uniform01(philox_word(kSeed, stream, 2 * i + 1));
+      float x = std::sqrt(-2.0f * std::log(u1)) * std::cos(6.2831853f * u2);
+      if (i % 97 == 0) x *= 8.0f;
+      v[i] = scale * x;
+    }
+  }
+  return Tensor::from_vector(v, {total});
+}
+
+struct Method {
+  std::string label;
+  CompressionOptions o;
+};
+
+std::vector<Method> methods() {
+  std::vector<Method> m;
+  CompressionOptions o;
+  o.method = "none";
+  m.push_back({"none", o});
+  o.method = "fp16";
+  m.push_back({"fp16", o});
+  o.method = "qsgd";
+  o.qsgd_bucket = 64;
+  m.push_back({"qsgd", o});
+  o = {};
+  o.method = "onebit";
+  m.push_back({"onebit", o});
+  o = {};
+  o.method = "terngrad";
+  o.min_size = 8;  // conv1.b and fc2.b go as raw fp32
+  m.push_back({"terngrad_shared", o});
+  // Logits raw, base-3 codes, and step 1 a floating-gradient epoch (every slot raw fp32).
+  o.min_size = 1;
+  o.quantize_logits = false;
+  o.pack = PackFormat::base3;
+  o.floating_grad_epoch = 2;
+  o.steps_per_epoch = 1;
+  m.push_back({"terngrad_shared_base3_floating", o});
+  o = {};
+  o.method = "terngrad";
+  o.scaler_sharing = "none";
+  o.min_size = 8;
+  m.push_back({"terngrad_unshared", o});
+  return m;
+}
+
+constexpr TernaryAlgorithm kAlgorithms[] = {TernaryAlgorithm::ps, TernaryAlgorithm::allgather,
+                                            TernaryAlgorithm::packed_allreduce,
+                                            TernaryAlgorithm::automatic};
+
+// The specification: aggregate_emulated over all N workers, steps 0 .. kSteps - 1 with one
+// compressor (so onebit's residuals carry over): [step] = out.
+std::vector<std::vector<float>> emulated(const Method& m, int n) {
+  auto c = tern::make_compressor(m.o, test_layout());
+  std::vector<std::vector<float>> outs;
+  for (int64_t step = 0; step < kSteps; ++step) {
+    std::vector<Tensor> grads;
+    for (int g = 0; g < n; ++g) grads.push_back(worker_grad(c->layout(), g, step));
+    Tensor out = Tensor::empty({c->total()});
+    tern::aggregate_emulated(*c, grads, step, out);
+    outs.push_back(out.to_vector<float>());
+  }
+  return outs;
+}
+
+// Runs fn on one thread per rank; returns each rank's exception message ("" if none).
+std::vector<std::string> run_ranks(int p, const std::function<void(int)>& fn) {
+  std::vector<std::string> errors(p);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < p; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        fn(r);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+// What one rank's call should move, from the documented paths (comm/aggregate.h) and the wire
+// figures of the backend ("local": comm/wire_model.h, "gloo": comm/gloo_comm.h).
+WireBytes expected_wire(const Method& m, TernaryAlgorithm a, const std::string& backend, int p,
+                        int w, int rank, int64_t step) {
+  const bool gloo = backend == "gloo";
+  auto allgather = [&](uint64_t bytes) {
+    return gloo ? gloo_wire::allgather(bytes, p) : wire_model::allgather(bytes, p);
+  };
+  auto c = tern::make_compressor(m.o, test_layout());
+  WireBytes total;
+  if (c->num_meta() > 0) wire_model::add(total, allgather(w * c->num_meta() * sizeof(float)));
+  const bool ternary_path =
+      m.o.method == "terngrad" && m.o.scaler_sharing == "max" && a != TernaryAlgorithm::allgather;
+  if (!ternary_path) {
+    wire_model::add(total, allgather(w * ((c->payload_bytes(step) + 3) / 4 * 4)));
+    return total;
+  }
+  const bool floating = step % 2 == 1 && m.o.floating_grad_epoch == 2;
+  const auto& layout = c->layout();
+  uint64_t block = 0;
+  for (size_t t = 0; t < layout.size(); ++t) {
+    const int64_t n = layout[t].numel;
+    const bool logits = t + 2 >= layout.size();
+    const bool ternary = !floating && n >= m.o.min_size && (m.o.quantize_logits || !logits);
+    if (!ternary) {
+      block += n * sizeof(float);
+      continue;
+    }
+    const TernaryShape shape{n, p, w, m.o.pack, backend};
+    const TernaryAlgorithm ran =
+        a == TernaryAlgorithm::automatic ? choose_ternary_algorithm(shape) : a;
+    if (ran == TernaryAlgorithm::allgather)
+      block += tern::packed_bytes(m.o.pack, n);
+    else
+      wire_model::add(total, ternary_cost(ran, shape, rank).rank);
+  }
+  block = (block + 3) / 4 * 4;
+  if (block > 0) wire_model::add(total, allgather(w * block));
+  return total;
+}
+
+// One rank's share of a run: its W gradients at `step`.
+std::vector<Tensor> local_grads(const tern::Compressor& c, int rank, int w, int64_t step) {
+  std::vector<Tensor> g;
+  for (int k = 0; k < w; ++k) g.push_back(worker_grad(c.layout(), rank * w + k, step));
+  return g;
+}
+
+// Every step of `m` with algorithm `a` on `comm` (this rank's thread): out bit-identical to
+// the emulated one, the reported wire equal to the counters' change and to the model.
+void run_and_check(Communicator& comm, const Method& m, TernaryAlgorithm a, int w,
+                   const std::vector<std::vector<float>>& want, const std::string& what) {
+  const int p = comm.size(), r = comm.rank();
+  auto c = tern::make_compressor(m.o, test_layout());
+  AggregateOptions opt;
+  opt.algorithm = a;
+  opt.compression = m.o;
+  for (int64_t step = 0; step < kSteps; ++step) {
+    const std::vector<Tensor> grads = local_grads(*c, r, w, step);
+    Tensor out = Tensor::full({c->total()}, 12345.0);
+    const WireBytes before = comm.wire();
+    const AggregateStats st = aggregate_distributed(*c, comm, grads, step, out, opt);
+    const WireBytes after = comm.wire();
+    const std::string at = detail::concat(what, " rank ", r, " step ", step);
+    const std::vector<float> got = out.to_vector<float>();
+    ASSERT_EQ(got.size(), want[step].size()) << at;
+    EXPECT_EQ(std::memcmp(got.data(), want[step].data(), got.size() * sizeof(float)), 0)
+        << at << ": out differs from aggregate_emulated";
+    EXPECT_EQ(st.wire.sent, after.sent - before.sent) << at;
+    EXPECT_EQ(st.wire.received, after.received - before.received) << at;
+    const WireBytes model = expected_wire(m, a, comm.backend(), p, w, r, step);
+    EXPECT_EQ(st.wire.sent, model.sent) << at << " (" << describe(st) << ")";
+    EXPECT_EQ(st.wire.received, model.received) << at << " (" << describe(st) << ")";
+    EXPECT_EQ(st.routes.size(), c->layout().size()) << at;
+    EXPECT_GE(st.encode_s, 0.0);
+    EXPECT_GE(st.comm_s, 0.0);
+    EXPECT_GE(st.reduce_s, 0.0);
+    const bool ternary_path =
+        m.o.method == "terngrad" && m.o.scaler_sharing == "max" && a != TernaryAlgorithm::allgather;
+    EXPECT_EQ(st.ternary_path, ternary_path) << at;
+    if (ternary_path) {
+      EXPECT_EQ(st.ternary_slots + st.raw_slots, static_cast<int64_t>(c->layout().size())) << at;
+      for (SlotRoute route : st.routes) {
+        if (a == TernaryAlgorithm::ps) {
+          EXPECT_TRUE(route == SlotRoute::ps || route == SlotRoute::gathered) << at;
+        }
+        if (a == TernaryAlgorithm::packed_allreduce) {
+          EXPECT_TRUE(route == SlotRoute::packed_allreduce || route == SlotRoute::gathered) << at;
+        }
+      }
+    }
+  }
+}
+
+class AggregateLocal : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(AggregateLocal, BitIdenticalToEmulatedForEveryMethodAndAlgorithm) {
+  const int p = std::get<0>(GetParam()), w = std::get<1>(GetParam());
+  for (const Method& m : methods()) {
+    const auto want = emulated(m, p * w);
+    for (TernaryAlgorithm a : kAlgorithms) {
+      const std::string what = detail::concat(m.label, " ", name(a), " P=", p, " W=", w);
+      auto comms = make_local_group(p, 20s);
+      const auto errors =
+          run_ranks(p, [&](int r) { run_and_check(*comms[r], m, a, w, want, what); });
+      for (int r = 0; r < p; ++r) ASSERT_EQ(errors[r], "") << what << " rank " << r;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, AggregateLocal,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4), ::testing::Values(1, 2)),
+                         [](const auto& info) {
+                           return "P" + std::to_string(std::get<0>(info.param)) + "_W" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+// The routes of a shared-scaler terngrad step: raw slots gathered, ternary slots by algorithm.
+TEST(AggregateRoutes, FollowTheAlgorithmAndTheExclusionRules) {
+  const Method m = methods()[4];  // terngrad_shared, min_size 8
+  auto comms = make_local_group(2, 20s);
+  std::vector<AggregateStats> stats(2);
+  const auto errors = run_ranks(2, [&](int r) {
+    auto c = tern::make_compressor(m.o, test_layout());
+    AggregateOptions opt;
+    opt.algorithm = TernaryAlgorithm::ps;
+    opt.compression = m.o;
+    Tensor out = Tensor::empty({c->total()});
+    stats[r] = aggregate_distributed(*c, *comms[r], local_grads(*c, r, 1, 0), 0, out, opt);
+  });
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(errors[r], "");
+    const std::vector<SlotRoute> want = {SlotRoute::ps, SlotRoute::gathered, SlotRoute::ps,
+                                         SlotRoute::ps, SlotRoute::ps,       SlotRoute::gathered};
+    EXPECT_EQ(stats[r].routes, want);
+    EXPECT_EQ(stats[r].ternary_slots, 4);
+    EXPECT_EQ(stats[r].raw_slots, 2);
+    EXPECT_EQ(describe(stats[r]).rfind("ternary: 4 ps, 0 packed-allreduce, 2 gathered", 0), 0u)
+        << describe(stats[r]);
+  }
+}
+
+// Every slot ternary and every one through ps: the gathered block is empty and skipped.
+TEST(AggregateRoutes, NothingGatheredWhenEverySlotIsTernary) {
+  Method m{"terngrad_all_ternary", {}};
+  m.o.method = "terngrad";
+  const int p = 3, w = 2;
+  const auto want = emulated(m, p * w);
+  auto comms = make_local_group(p, 20s);
+  const auto errors = run_ranks(p, [&](int r) {
+    run_and_check(*comms[r], m, TernaryAlgorithm::ps, w, want, "all ternary, ps");
+  });
+  for (int r = 0; r < p; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
+}
+
+// Over Gloo (TCP on 127.0.0.1, ranks as threads, one group for every case): the same outputs,
+// and the wire bytes of Gloo's own schedules.
+TEST(AggregateGloo, BitIdenticalToEmulatedWithGlooWireBytes) {
+  testing::TempDir dir;
+  const std::string url = "file://" + dir.str();
+  const int p = 2, w = 2;
+  std::vector<Method> cases;
+  for (const Method& m : methods())
+    if (m.o.method == "none" || m.o.method == "terngrad") cases.push_back(m);
+  std::vector<std::vector<std::vector<float>>> want;
+  for (const Method& m : cases) want.push_back(emulated(m, p * w));
+  const auto errors = run_ranks(p, [&](int r) {
+    auto store = open_store(url, 20s);
+    CommOptions o;
+    o.backend = "gloo";
+    o.rank = r;
+    o.size = p;
+    o.hostname = "127.0.0.1";
+    o.timeout = 20s;
+    auto comm = make_communicator(o, *store, "aggregate");
+    for (size_t i = 0; i < cases.size(); ++i)
+      for (TernaryAlgorithm a : kAlgorithms)
+        run_and_check(*comm, cases[i], a, w, want[i],
+                      detail::concat("gloo ", cases[i].label, " ", name(a)));
+  });
+  for (int r = 0; r < p; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
+}
+
+// ---- argument checks (P = 1: nothing to hang on) ---------------------------------------------
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(AggregateErrors, NamesWhatIsWrong) {
+  auto comms = make_local_group(1, 5s);
+  Communicator& comm = *comms[0];
+  CompressionOptions o;
+  o.method = "terngrad";
+  auto c = tern::make_compressor(o, test_layout());
+  const std::vector<Tensor> grads = local_grads(*c, 0, 1, 0);
+  Tensor out = Tensor::empty({c->total()});
+
+  // The ternary path without the compressor's options.
+  std::string e = error_of([&] { aggregate_distributed(*c, comm, grads, 0, out, {}); });
+  EXPECT_NE(e.find("AggregateOptions.compression"), std::string::npos) << e;
+  // Options that describe another message layout.
+  AggregateOptions bad;
+  bad.compression = o;
+  bad.compression.min_size = 100000;
+  e = error_of([&] { aggregate_distributed(*c, comm, grads, 0, out, bad); });
+  EXPECT_NE(e.find("does not describe the terngrad compressor"), std::string::npos) << e;
+  // allgather needs no options.
+  AggregateOptions ag;
+  ag.algorithm = TernaryAlgorithm::allgather;
+  EXPECT_EQ(error_of([&] { aggregate_distributed(*c, comm, grads, 0, out, ag); }), "");
+
+  e = error_of([&] { aggregate_distributed(*c, comm, {}, 0, out, ag); });
+  EXPECT_NE(e.find("no local worker gradients"), std::string::npos) << e;
+  const std::vector<Tensor> short_grad = {Tensor::zeros({5})};
+  e = error_of([&] { aggregate_distributed(*c, comm, short_grad, 0, out, ag); });
+  EXPECT_NE(e.find("local gradient 0 must be a contiguous f32"), std::string::npos) << e;
+  Tensor short_out = Tensor::empty({3});
+  e = error_of([&] { aggregate_distributed(*c, comm, grads, 0, short_out, ag); });
+  EXPECT_NE(e.find("out must be a contiguous f32"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace tg::comm
