@@ -27,6 +27,7 @@
 #include "nn/core/error.h"
 #include "nn/core/philox.h"
 #include "terngrad/compressor.h"
+#include "tests/comm/rank_threads.h"
 #include "tests/testing/files.h"
 
 namespace tg::comm {
@@ -130,23 +131,6 @@ std::vector<std::vector<float>> emulated(const Method& m, int n) {
     outs.push_back(out.to_vector<float>());
   }
   return outs;
-}
-
-// Runs fn on one thread per rank; returns each rank's exception message ("" if none).
-std::vector<std::string> run_ranks(int p, const std::function<void(int)>& fn) {
-  std::vector<std::string> errors(p);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < p; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  return errors;
 }
 
 // What one rank's call should move, from the documented paths (comm/aggregate.h) and the wire
@@ -333,15 +317,6 @@ TEST(AggregateGloo, BitIdenticalToEmulatedWithGlooWireBytes) {
 }
 
 // ---- argument checks (P = 1: nothing to hang on) ---------------------------------------------
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(AggregateErrors, NamesWhatIsWrong) {
   auto comms = make_local_group(1, 5s);

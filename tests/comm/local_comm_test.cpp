@@ -18,6 +18,7 @@
 #include "comm/communicator.h"
 #include "comm/wire_model.h"
 #include "nn/core/philox.h"
+#include "tests/comm/rank_threads.h"
 
 namespace tg::comm {
 namespace {
@@ -27,20 +28,7 @@ using namespace std::chrono_literals;
 // Runs fn(comm) on one thread per rank; returns each rank's exception message ("" if none).
 std::vector<std::string> run_ranks(std::vector<std::unique_ptr<Communicator>>& comms,
                                    const std::function<void(Communicator&)>& fn) {
-  std::vector<std::string> errors(comms.size());
-  std::vector<std::thread> threads;
-  for (size_t r = 0; r < comms.size(); ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        fn(*comms[r]);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-        if (errors[r].empty()) errors[r] = "(empty message)";
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  return errors;
+  return comm::run_ranks(static_cast<int>(comms.size()), [&](int r) { fn(*comms[r]); });
 }
 
 void expect_no_errors(const std::vector<std::string>& errors) {

@@ -17,6 +17,7 @@
 #include "nn/core/philox.h"
 #include "nn/core/tensor.h"
 #include "terngrad/ternary_kernels.h"
+#include "tests/comm/rank_threads.h"
 #include "tests/testing/files.h"
 #include "tests/testing/op_harness.h"
 
@@ -33,15 +34,6 @@ CommOptions nccl_options(int rank, int size, Device device) {
   o.device = device;
   o.timeout = 30s;
   return o;
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(NcclComm, CpuDeviceIsAClearError) {

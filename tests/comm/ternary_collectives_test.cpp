@@ -19,6 +19,7 @@
 #include "comm/ternary_fields.h"
 #include "nn/core/philox.h"
 #include "terngrad/ternary_kernels.h"
+#include "tests/comm/rank_threads.h"
 #include "tests/testing/files.h"
 
 namespace tg::comm {
@@ -79,23 +80,6 @@ Problem make_problem(int p, int w, int64_t n, PackFormat f) {
     }
   }
   return pr;
-}
-
-// Runs fn on one thread per rank; returns each rank's exception message ("" if none).
-std::vector<std::string> run_ranks(int p, const std::function<void(int)>& fn) {
-  std::vector<std::string> errors(p);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < p; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  return errors;
 }
 
 // Runs `algorithm` on a fresh local group and checks result, choice and wire bytes on every rank.
