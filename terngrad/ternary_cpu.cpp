@@ -50,11 +50,6 @@ constexpr int64_t kTile = 2560;            // elements per packing tile; % 256 =
 constexpr int64_t kParallelMin = 1 << 16;  // below this many elements: one thread
 static_assert(kTile % 256 == 0 && kTile % 5 == 0);
 
-void check_format(PackFormat f, const char* fn) {
-  TG_CHECK(f == PackFormat::two_bit || f == PackFormat::base3, fn, ": unknown PackFormat ",
-           static_cast<int>(f), " (expected two_bit or base3)");
-}
-
 // ---- stats --------------------------------------------------------------------------------
 
 struct Partial {
@@ -396,7 +391,7 @@ void accumulate_rows(const int32_t (*rows)[Per], const uint8_t* packed, int64_t 
 
 size_t packed_bytes(PackFormat f, int64_t n) {
   TG_CHECK(n >= 0, "packed_bytes: element count ", n, " is negative (expected n >= 0)");
-  check_format(f, "packed_bytes");
+  detail::check_format(f, "packed_bytes");
   return f == PackFormat::two_bit ? static_cast<size_t>((n + 3) / 4)
                                   : static_cast<size_t>((n + 4) / 5);
 }
@@ -439,10 +434,7 @@ void tensor_stats_cpu(const float* g, int64_t n, TensorStats* out) {
 
 void ternarize_pack_cpu(const float* g, int64_t n, float s, uint64_t seed, uint64_t stream,
                         PackFormat f, uint8_t* out) {
-  TG_CHECK(n >= 0, "ternarize_pack_cpu: element count ", n, " is negative (expected n >= 0)");
-  check_format(f, "ternarize_pack_cpu");
-  if (n == 0) return;
-  TG_CHECK(g != nullptr && out != nullptr, "ternarize_pack_cpu: null pointer for n = ", n);
+  if (!detail::ternarize_args(g, n, f, out, "ternarize_pack_cpu")) return;
   const size_t bytes = packed_bytes(f, n);
   if (!(s > 0.0f)) {  // s <= 0 (all-zero gradient): every code is 0
     const uint8_t zero_byte = f == PackFormat::two_bit ? 0x55 : 121;  // digits 1: 1+3+9+27+81
@@ -474,13 +466,7 @@ void unpack_accumulate_cpu(const uint8_t* packed, int64_t n, PackFormat f, int32
 
 void unpack_accumulate_many_cpu(const uint8_t* packed, int64_t count, size_t stride, int64_t n,
                                 PackFormat f, int32_t* acc) {
-  TG_CHECK(n >= 0, "unpack_accumulate_cpu: element count ", n, " is negative (expected n >= 0)");
-  TG_CHECK(count >= 0, "unpack_accumulate_cpu: vector count ", count, " is negative");
-  check_format(f, "unpack_accumulate_cpu");
-  if (n == 0 || count == 0) return;
-  TG_CHECK(packed != nullptr && acc != nullptr, "unpack_accumulate_cpu: null pointer for n = ", n);
-  TG_CHECK(count == 1 || stride >= packed_bytes(f, n), "unpack_accumulate_cpu: stride ", stride,
-           " is shorter than one packed vector (", packed_bytes(f, n), " bytes)");
+  if (!detail::unpack_args(packed, count, stride, n, f, acc, "unpack_accumulate_cpu")) return;
   const Tables& tab = tables();
   if (f == PackFormat::two_bit)
     accumulate_rows(tab.two_bit, packed, count, stride, n, acc);
@@ -489,9 +475,7 @@ void unpack_accumulate_many_cpu(const uint8_t* packed, int64_t count, size_t str
 }
 
 void scale_accumulated_cpu(const int32_t* acc, int64_t n, float scale, float* out) {
-  TG_CHECK(n >= 0, "scale_accumulated_cpu: element count ", n, " is negative (expected n >= 0)");
-  if (n == 0) return;
-  TG_CHECK(acc != nullptr && out != nullptr, "scale_accumulated_cpu: null pointer for n = ", n);
+  if (!detail::scale_args(acc, n, out, "scale_accumulated_cpu")) return;
 #pragma omp parallel for schedule(static) if (n >= kParallelMin)
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(acc[i]) * scale;
 }

@@ -49,11 +49,6 @@ int64_t stats_blocks(int64_t n) {
   return b;
 }
 
-void check_format(PackFormat f, const char* fn) {
-  TG_CHECK(f == PackFormat::two_bit || f == PackFormat::base3, fn, ": unknown PackFormat ",
-           static_cast<int>(f), " (expected two_bit or base3)");
-}
-
 struct SumF {
   __device__ double operator()(double a, double b) const { return a + b; }
 };
@@ -290,10 +285,7 @@ void tensor_stats_cuda(const float* g, int64_t n, TensorStats* out) {
 
 void ternarize_pack_cuda(const float* g, int64_t n, float s, uint64_t seed, uint64_t stream,
                          PackFormat f, uint8_t* out) {
-  TG_CHECK(n >= 0, "ternarize_pack_cuda: element count ", n, " is negative (expected n >= 0)");
-  check_format(f, "ternarize_pack_cuda");
-  if (n == 0) return;
-  TG_CHECK(g != nullptr && out != nullptr, "ternarize_pack_cuda: null pointer for n = ", n);
+  if (!detail::ternarize_args(g, n, f, out, "ternarize_pack_cuda")) return;
   const int64_t bytes = static_cast<int64_t>(packed_bytes(f, n));
   cudaStream_t st = cuda::current_stream();
   if (!(s > 0.0f)) {  // s <= 0 (or NaN): all-zero codes, as on the CPU
@@ -328,14 +320,8 @@ void unpack_accumulate_cuda(const uint8_t* packed, int64_t n, PackFormat f, int3
 
 void unpack_accumulate_many_cuda(const uint8_t* packed, int64_t count, size_t stride, int64_t n,
                                  PackFormat f, int32_t* acc) {
-  TG_CHECK(n >= 0, "unpack_accumulate_cuda: element count ", n, " is negative (expected n >= 0)");
-  TG_CHECK(count >= 0, "unpack_accumulate_cuda: vector count ", count, " is negative");
-  check_format(f, "unpack_accumulate_cuda");
-  if (n == 0 || count == 0) return;
-  TG_CHECK(packed != nullptr && acc != nullptr, "unpack_accumulate_cuda: null pointer for n = ", n);
+  if (!detail::unpack_args(packed, count, stride, n, f, acc, "unpack_accumulate_cuda")) return;
   const int64_t bytes = static_cast<int64_t>(packed_bytes(f, n));
-  TG_CHECK(count == 1 || stride >= static_cast<size_t>(bytes), "unpack_accumulate_cuda: stride ",
-           stride, " is shorter than one packed vector (", bytes, " bytes)");
   cudaStream_t st = cuda::current_stream();
   if (f == PackFormat::two_bit)
     unpack_many_kernel<4><<<cuda::grid_for(bytes, kThreads), kThreads, 0, st>>>(
@@ -347,9 +333,7 @@ void unpack_accumulate_many_cuda(const uint8_t* packed, int64_t count, size_t st
 }
 
 void scale_accumulated_cuda(const int32_t* acc, int64_t n, float scale, float* out) {
-  TG_CHECK(n >= 0, "scale_accumulated_cuda: element count ", n, " is negative (expected n >= 0)");
-  if (n == 0) return;
-  TG_CHECK(acc != nullptr && out != nullptr, "scale_accumulated_cuda: null pointer for n = ", n);
+  if (!detail::scale_args(acc, n, out, "scale_accumulated_cuda")) return;
   scale_kernel<<<cuda::grid_for(n, kThreads), kThreads, 0, cuda::current_stream()>>>(acc, n, scale,
                                                                                      out);
   TG_CUDA_LAUNCH_CHECK();

@@ -28,6 +28,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "nn/core/error.h"
+
 namespace tg::tern {
 
 struct TensorStats {
@@ -62,5 +64,39 @@ void unpack_accumulate_cuda(const uint8_t* packed, int64_t n, PackFormat f, int3
 void unpack_accumulate_many_cuda(const uint8_t* packed, int64_t count, size_t stride, int64_t n,
                                  PackFormat f, int32_t* acc);
 void scale_accumulated_cuda(const int32_t* acc, int64_t n, float scale, float* out);
+
+namespace detail {
+// Argument checks shared by the CPU and CUDA kernels (same messages on both; `fn` names the
+// caller). The *_args functions return false when there is nothing to do.
+inline void check_format(PackFormat f, const char* fn) {
+  TG_CHECK(f == PackFormat::two_bit || f == PackFormat::base3, fn, ": unknown PackFormat ",
+           static_cast<int>(f), " (expected two_bit or base3)");
+}
+inline bool ternarize_args(const float* g, int64_t n, PackFormat f, const uint8_t* out,
+                           const char* fn) {
+  TG_CHECK(n >= 0, fn, ": element count ", n, " is negative (expected n >= 0)");
+  check_format(f, fn);
+  if (n == 0) return false;
+  TG_CHECK(g != nullptr && out != nullptr, fn, ": null pointer for n = ", n);
+  return true;
+}
+inline bool unpack_args(const uint8_t* packed, int64_t count, size_t stride, int64_t n,
+                        PackFormat f, const int32_t* acc, const char* fn) {
+  TG_CHECK(n >= 0, fn, ": element count ", n, " is negative (expected n >= 0)");
+  TG_CHECK(count >= 0, fn, ": vector count ", count, " is negative");
+  check_format(f, fn);
+  if (n == 0 || count == 0) return false;
+  TG_CHECK(packed != nullptr && acc != nullptr, fn, ": null pointer for n = ", n);
+  TG_CHECK(count == 1 || stride >= packed_bytes(f, n), fn, ": stride ", stride,
+           " is shorter than one packed vector (", packed_bytes(f, n), " bytes)");
+  return true;
+}
+inline bool scale_args(const int32_t* acc, int64_t n, const float* out, const char* fn) {
+  TG_CHECK(n >= 0, fn, ": element count ", n, " is negative (expected n >= 0)");
+  if (n == 0) return false;
+  TG_CHECK(acc != nullptr && out != nullptr, fn, ": null pointer for n = ", n);
+  return true;
+}
+}  // namespace detail
 
 }  // namespace tg::tern
