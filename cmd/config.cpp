@@ -6,6 +6,7 @@
 #include "cmd/config.h"
 
 #include <toml++/toml.h>
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -111,6 +112,7 @@ const std::vector<KeySpec>& key_specs() {
   using T = TrainConfig;
   using W = WorkersConfig;
   using Z = CompressionConfig;
+  using K = CommConfig;
   static const std::vector<KeySpec> specs = {
       {"", "device", top_level<&C::device>, device_rule(), "Compute device of the run"},
 
@@ -187,8 +189,8 @@ const std::vector<KeySpec>& key_specs() {
        "Write a checkpoint every N iterations; 0 = only the final one"},
 
       {"workers", "count", member<&C::workers, &W::count>, at_least(1),
-       "Data-parallel workers, emulated in one process; train.batch_size must be a multiple of "
-       "it"},
+       "Data-parallel workers N in all, spread evenly over the processes (each hosts N / P, "
+       "emulated); train.batch_size must be a multiple of N"},
 
       {"compression", "method", member<&C::compression, &Z::method>,
        one_of({"none", "fp16", "terngrad", "qsgd", "onebit"}),
@@ -211,6 +213,16 @@ const std::vector<KeySpec>& key_specs() {
        "qsgd: quantization levels s"},
       {"compression", "qsgd_bucket", member<&C::compression, &Z::qsgd_bucket>, at_least(1),
        "qsgd: elements per bucket, each with its own norm"},
+
+      {"comm", "backend", member<&C::comm, &K::backend>, one_of({"auto", "gloo", "nccl"}),
+       "Multi-process runs: auto = nccl for CUDA training with NCCL built in, else gloo (TCP)"},
+      {"comm", "algorithm", member<&C::comm, &K::algorithm>,
+       one_of({"auto", "ps", "allgather", "packed-allreduce"}),
+       "terngrad: how ranks sum ternary codes (all exact); auto = by a byte-count cost model"},
+      {"comm", "timeout", member<&C::comm, &K::timeout>, above(0),
+       "Seconds a collective or the rendezvous waits for a peer before the run fails"},
+      {"comm", "interface", member<&C::comm, &K::interface>, any(),
+       "gloo: network interface to bind, e.g. eth0; empty = the address of the hostname"},
   };
   return specs;
 }
@@ -771,6 +783,41 @@ std::string reference_markdown() {
            markdown_cell(toml_text(get_value(s, defaults))) + "` | " +
            markdown_cell(std::string(s.doc) + (rule.empty() ? "" : " (" + rule + ")")) + " |\n";
   }
+  return out;
+}
+
+Config with_report_keys_of(Config c, const Config& from) {
+  c.device = from.device;
+  c.data.path = from.data.path;
+  c.data.prefetch = from.data.prefetch;
+  c.data.eval_batch_size = from.data.eval_batch_size;
+  c.train.log_every = from.train.log_every;
+  c.train.eval_every = from.train.eval_every;
+  c.train.checkpoint_every = from.train.checkpoint_every;
+  c.comm = from.comm;
+  return c;
+}
+
+std::string config_diff(const std::string& a, const std::string& b, const std::string& a_label,
+                        const std::string& b_label) {
+  auto lines = [](const std::string& s) {
+    std::vector<std::string> v;
+    std::istringstream in(s);
+    std::string section, l;
+    while (std::getline(in, l)) {
+      if (!l.empty() && l[0] == '[')
+        section = l;
+      else if (!l.empty())
+        v.push_back(section + " " + l);
+    }
+    return v;
+  };
+  auto la = lines(a), lb = lines(b);
+  std::string out;
+  for (const auto& l : la)
+    if (std::find(lb.begin(), lb.end(), l) == lb.end()) out += "\n    " + a_label + l;
+  for (const auto& l : lb)
+    if (std::find(la.begin(), la.end(), l) == la.end()) out += "\n    " + b_label + l;
   return out;
 }
 

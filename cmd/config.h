@@ -86,12 +86,24 @@ struct CompressionConfig {
   bool operator==(const CompressionConfig&) const = default;
 };
 
+// [comm]: how processes talk when the workers are spread over several (`terngrad train --nproc`,
+// --rank/--world-size, Slurm, Open MPI; comm/communicator.h). These keys never change the
+// numbers a run computes (every algorithm is exact), so they may differ on --resume.
+struct CommConfig {
+  std::string backend = "auto";       // auto | gloo | nccl
+  std::string algorithm = "auto";     // terngrad: auto | ps | allgather | packed-allreduce
+  double timeout = 45.0;              // seconds a collective or the rendezvous waits for a peer
+  std::string interface = "";         // gloo: network interface to use ("" = by hostname)
+  bool operator==(const CommConfig&) const = default;
+};
+
 struct Config {
   ModelConfig model;
   DataConfig data;
   TrainConfig train;
   WorkersConfig workers;
   CompressionConfig compression;
+  CommConfig comm;
   std::string device = "cpu";   // top-level key: "cpu", "cuda", "cuda:N"
 
   bool operator==(const Config&) const = default;
@@ -111,6 +123,17 @@ Config default_config(const std::vector<std::string>& overrides = {});
 // JSON object (for summary.json).
 std::string to_toml(const Config& c);
 std::string to_json(const Config& c);
+
+// `c` with the keys that may differ between a run and the checkpoint it resumes from (and between
+// the ranks of one run) taken from `from`: they change where and how a run reports or talks,
+// never the numbers it computes: device, data.path, data.prefetch, data.eval_batch_size,
+// train.log_every, train.eval_every, train.checkpoint_every and every [comm] key.
+Config with_report_keys_of(Config c, const Config& from);
+
+// The lines of TOML text `a` missing from `b` (labelled a_label) and of `b` missing from `a`
+// (b_label), each "\n    <label>[section] key = value", for error messages.
+std::string config_diff(const std::string& a, const std::string& b, const std::string& a_label,
+                        const std::string& b_label);
 
 // The key reference as a Markdown table: key, type, default, meaning.
 std::string reference_markdown();

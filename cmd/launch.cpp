@@ -606,6 +606,7 @@ int launch_local(int nproc, const std::vector<std::string>& argv, const LaunchOp
     rank.out.sink = options.out_fd;
     rank.err.sink = options.err_fd;
     rank.out.prefix = rank.err.prefix = "[rank " + std::to_string(r) + "] ";
+    if (r == options.plain_stdout_rank) rank.out.prefix.clear();
     const ExecPlan& plan = plans[static_cast<size_t>(r)];
 
     // Signals stay blocked across fork so the parent's handlers never run in the child.

@@ -70,6 +70,9 @@ struct LaunchOptions {
   // Where the prefixed output of the ranks and the launcher's own messages go.
   int out_fd = 1;
   int err_fd = 2;
+  // This rank's stdout is copied to out_fd without the prefix (its stderr keeps it), so the
+  // launcher's stdout is that rank's machine-readable output as if it ran alone; -1: none.
+  int plain_stdout_rank = -1;
 };
 
 // Starts `nproc` copies of `argv` (argv[0] a path, or a name looked up in PATH) as ranks 0..nproc-1

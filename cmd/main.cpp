@@ -7,12 +7,14 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <optional>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "cmd/config.h"
 #include "cmd/json.h"
+#include "cmd/launch.h"
 #include "cmd/progress.h"
 #include "cmd/trainer.h"
 #include "datasets/fetch.h"
@@ -50,7 +52,10 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "terngrad 0.1.0");
 
   // ---- train ---------------------------------------------------------------------------------
-  auto* train = app.add_subcommand("train", "Train a network (single process)");
+  auto* train = app.add_subcommand(
+      "train",
+      "Train a network: in this process, or as P processes (--nproc P here; --rank/--world-size/"
+      "--rendezvous, Slurm or Open MPI across nodes), workers.count / P workers each");
   std::string config_path, out_dir, device_flag;
   std::vector<std::string> overrides;
   bool resume = false, progress_on = false, progress_off = false;
@@ -68,6 +73,26 @@ int main(int argc, char** argv) {
   train->add_option("--device", device_flag, "Shortcut for --set device=... (cpu, cuda, cuda:N)");
   train->add_flag("--progress", progress_on, "Force the live progress line");
   train->add_flag("--no-progress", progress_off, "Plain log lines even on a terminal");
+  int nproc = 0;
+  std::optional<int> rank_flag, world_flag;
+  std::optional<std::string> rendezvous_flag;
+  std::string job_id;
+  train
+      ->add_option("--nproc", nproc,
+                   "Start P worker processes of this binary on this machine (Gloo over loopback, "
+                   "or NCCL with one GPU each); their output is prefixed by rank, stdout is rank "
+                   "0's")
+      ->check(CLI::Range(1, 1024));
+  train->add_option("--rank", rank_flag, "This process's rank, 0 .. world size - 1 (multi-node)")
+      ->check(CLI::NonNegativeNumber);
+  train->add_option("--world-size", world_flag, "Number of processes in the run (multi-node)")
+      ->check(CLI::PositiveNumber);
+  train->add_option("--rendezvous", rendezvous_flag,
+                    "Where the processes meet: file://DIR (shared by all nodes) or "
+                    "redis://HOST:PORT");
+  train->add_option("--job-id", job_id,
+                    "Key prefix of this run in the rendezvous store (default: $TG_JOB_ID, else "
+                    "\"run\"); change it to reuse a store");
 
   // ---- eval ----------------------------------------------------------------------------------
   auto* eval = app.add_subcommand("eval", "Evaluate a checkpoint on the test split (prints JSON)");
@@ -122,15 +147,39 @@ int main(int argc, char** argv) {
       if (!device_flag.empty()) overrides.push_back("device=" + device_flag);
       const Config cfg = config_path.empty() ? default_config(overrides)
                                              : load_config_file(config_path, overrides);
+      if (nproc > 1) {
+        TG_CHECK(!rank_flag && !world_flag && !rendezvous_flag,
+                 "--nproc starts the ranks itself; it cannot be combined with --rank, "
+                 "--world-size or --rendezvous");
+        TG_CHECK(cfg.workers.count % nproc == 0, "--nproc ", nproc,
+                 ": workers.count = ", cfg.workers.count,
+                 " cannot be spread over the processes (each hosts workers.count / P workers; "
+                 "set --set workers.count=", nproc, " or a multiple)");
+        LaunchOptions lo;
+        lo.plain_stdout_rank = 0;
+        return launch_local(nproc, worker_argv(std::vector<std::string>(argv, argv + argc)), lo);
+      }
       TrainOptions opt;
       opt.out_dir = out_dir;
       opt.resume = resume;
       opt.progress = progress_on ? 1 : progress_off ? 0 : -1;
+      RankFlags rf;
+      rf.rank = rank_flag;
+      rf.world_size = world_flag;
+      rf.rendezvous = rendezvous_flag;
+      opt.rank = discover_rank(rf);
+      const EnvMap env = current_environment();
+      if (!job_id.empty())
+        opt.job_id = job_id;
+      else if (env.count("TG_JOB_ID") && !env.at("TG_JOB_ID").empty())
+        opt.job_id = env.at("TG_JOB_ID");
       bool interrupted = false;
       const std::string summary = run_train(cfg, opt, &interrupted);
-      std::printf("%s\n", summary.c_str());
-      std::fflush(stdout);
-      print_train_result(summary);
+      if (opt.rank.rank == 0) {
+        std::printf("%s\n", summary.c_str());
+        std::fflush(stdout);
+        print_train_result(summary);
+      }
       return interrupted ? kExitInterrupted : 0;
     }
     if (*eval) {

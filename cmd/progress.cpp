@@ -31,7 +31,8 @@ std::string format_duration(double s) {
   return buf;
 }
 
-Progress::Progress(int64_t total_steps, bool live) : total_(total_steps), live_(live) {}
+Progress::Progress(int64_t total_steps, bool live, bool silent)
+    : total_(total_steps), live_(live && !silent), silent_(silent) {}
 
 void Progress::start(int64_t first_step) {
   first_ = done_ = first_step;
@@ -73,7 +74,7 @@ void Progress::log_step(int64_t steps_done, double loss, double lr, double image
   loss_ = loss;
   lr_ = lr;
   ips_ = images_per_sec;
-  if (live_) return;
+  if (live_ || silent_) return;
   std::fprintf(stderr, "step %lld/%lld loss %.4f lr %.6g %.0f img/s ETA %s\n",
                static_cast<long long>(steps_done), static_cast<long long>(total_), loss, lr,
                images_per_sec, eta().c_str());
@@ -81,6 +82,7 @@ void Progress::log_step(int64_t steps_done, double loss, double lr, double image
 }
 
 void Progress::message(const std::string& line) {
+  if (silent_) return;
   if (live_ && drawn_) std::fputs("\r\x1b[K", stderr);
   std::fprintf(stderr, "%s\n", line.c_str());
   if (live_ && drawn_) draw();

@@ -12,7 +12,8 @@ namespace tg::cli {
 
 class Progress {
  public:
-  Progress(int64_t total_steps, bool live);
+  // silent: prints nothing at all (the ranks other than 0 of a multi-process run).
+  Progress(int64_t total_steps, bool live, bool silent = false);
   void start(int64_t first_step);
   // After each step: redraws the live line when due.
   void update(int64_t steps_done, double images_per_sec);
@@ -26,6 +27,7 @@ class Progress {
   std::string eta() const;
   int64_t total_, first_ = 0, done_ = 0;
   bool live_;
+  bool silent_;
   bool drawn_ = false;
   double loss_ = -1.0, lr_ = 0.0, ips_ = 0.0;
   std::chrono::steady_clock::time_point t0_, last_draw_;

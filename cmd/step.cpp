@@ -1,5 +1,6 @@
 #include "cmd/step.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "nn/autograd/tape.h"
@@ -11,13 +12,19 @@
 namespace tg::cli {
 
 TrainStep::TrainStep(Net& net, Optimizer& optimizer, Ema* ema, double weight_decay, uint64_t seed,
-                     tern::Compressor* compressor)
+                     tern::Compressor* compressor, const StepComm* group)
     : net_(net),
       optimizer_(optimizer),
       ema_(ema),
       weight_decay_(weight_decay),
       seed_(seed),
-      compressor_(compressor) {}
+      compressor_(compressor) {
+  if (group) {
+    TG_CHECK(group->comm != nullptr && compressor != nullptr,
+             "train step: a distributed step needs a communicator and a compressor");
+    group_ = *group;
+  }
+}
 
 void TrainStep::run(const std::vector<HostBatch>& batches, int64_t step, double lr,
                     Tensor& loss_sum, StepTimes* times) {
@@ -30,7 +37,9 @@ void TrainStep::run(const std::vector<HostBatch>& batches, int64_t step, double 
   TG_CHECK(workers >= 1, "train step: no batches");
   TG_CHECK(compressor_ != nullptr || workers == 1,
            "train step: ", workers, " workers need a compressor (method none averages in fp32)");
-  const float inv_workers = 1.0f / static_cast<float>(workers);
+  const int first_worker = group_ ? group_->first_worker : 0;
+  const int total_workers = group_ ? group_->total_workers : workers;
+  const float inv_workers = 1.0f / static_cast<float>(total_workers);
   Tensor grads = net_.arena().grads();
   double t = times ? clock() : 0.0;
   auto lap = [&](double StepTimes::*field) {
@@ -52,7 +61,7 @@ void TrainStep::run(const std::vector<HostBatch>& batches, int64_t step, double 
     ctx.training = true;
     ctx.seed = seed_;
     ctx.step = static_cast<uint64_t>(step);
-    ctx.worker = static_cast<uint32_t>(w);
+    ctx.worker = static_cast<uint32_t>(first_worker + w);
     Tensor logits = net_.forward(x, ctx);
     Tensor loss;
     {
@@ -73,14 +82,41 @@ void TrainStep::run(const std::vector<HostBatch>& batches, int64_t step, double 
     if (compressor_) worker_grads_[w].copy_from(grads);
     lap(&StepTimes::backward_s);
   }
-  if (compressor_) {
+  if (compressor_ && !group_) {
     tern::aggregate_emulated(*compressor_, worker_grads_, step, grads);
     lap(&StepTimes::compress_s);
+  } else if (group_) {
+    aggregate_across(step);
+    if (times) {
+      // The aggregation's own split: encode + reduce is compression, the rest communication.
+      const double now = clock();
+      const double comp = last_aggregate_.encode_s + last_aggregate_.reduce_s;
+      times->compress_s += std::min(comp, now - t);
+      times->comm_s += std::max(0.0, now - t - comp);
+      t = now;
+    }
   }
   Tensor params = net_.arena().params();
   optimizer_.step(params, grads, lr);
   if (ema_) ema_->update(params, step);
   lap(&StepTimes::update_s);
+}
+
+void TrainStep::aggregate_across(int64_t step) {
+  comm::Communicator& comm = *group_->comm;
+  Tensor grads = net_.arena().grads();
+  if (comm.device() == grads.device()) {
+    last_aggregate_ = comm::aggregate_distributed(*compressor_, comm, worker_grads_, step, grads,
+                                                  group_->options);
+    return;
+  }
+  // A communicator on another device (gloo with CUDA training): stage through it.
+  std::vector<Tensor> staged;
+  for (const Tensor& g : worker_grads_) staged.push_back(g.to(comm.device()));
+  Tensor out = Tensor::empty({grads.numel()}, DType::f32, comm.device());
+  last_aggregate_ =
+      comm::aggregate_distributed(*compressor_, comm, staged, step, out, group_->options);
+  grads.copy_from(out);
 }
 
 }  // namespace tg::cli

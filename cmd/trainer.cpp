@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "cmd/checkpoint.h"
+#include "cmd/distributed.h"
 #include "cmd/json.h"
 #include "cmd/progress.h"
 #include "cmd/step.h"
@@ -89,10 +90,13 @@ HostBatch load_batch(const data::Dataset& ds, const data::BatchSampler& sampler,
 // Loads the next step's batches on a background thread while the current step computes.
 class Prefetcher {
  public:
-  Prefetcher(const data::Dataset& ds, const data::BatchSampler& sampler, int workers, bool augment,
-             uint64_t seed, bool enabled)
+  // Loads the batches of workers first .. first + count - 1 of `workers` in all.
+  Prefetcher(const data::Dataset& ds, const data::BatchSampler& sampler, int first, int count,
+             int workers, bool augment, uint64_t seed, bool enabled)
       : ds_(ds),
         sampler_(sampler),
+        first_(first),
+        count_(count),
         workers_(workers),
         augment_(augment),
         seed_(seed),
@@ -117,13 +121,13 @@ class Prefetcher {
  private:
   std::vector<HostBatch> load(int64_t step) const {
     std::vector<HostBatch> v;
-    for (int w = 0; w < workers_; ++w)
+    for (int w = first_; w < first_ + count_; ++w)
       v.push_back(load_batch(ds_, sampler_, step, w, workers_, augment_, seed_));
     return v;
   }
   const data::Dataset& ds_;
   const data::BatchSampler& sampler_;
-  int workers_;
+  int first_, count_, workers_;
   bool augment_;
   uint64_t seed_;
   bool enabled_;
@@ -145,42 +149,6 @@ double regularization_loss(const Net& net, double wd) {
   for (size_t i = 0; i < entries.size(); ++i)
     if (net.decayed()[i]) s += sum_squares(entries[i].param).item<float>();
   return wd * s / 2.0;
-}
-
-// The keys that may differ between a run and the checkpoint it resumes from: they change where
-// and how a run reports, never the numbers it computes.
-Config with_report_keys_of(Config c, const Config& from) {
-  c.device = from.device;
-  c.data.path = from.data.path;
-  c.data.prefetch = from.data.prefetch;
-  c.data.eval_batch_size = from.data.eval_batch_size;
-  c.train.log_every = from.train.log_every;
-  c.train.eval_every = from.train.eval_every;
-  c.train.checkpoint_every = from.train.checkpoint_every;
-  return c;
-}
-
-// Lines of `a` that differ from `b` (TOML text of two configs), for error messages.
-std::string config_diff(const std::string& a, const std::string& b) {
-  auto lines = [](const std::string& s) {
-    std::vector<std::string> v;
-    std::istringstream in(s);
-    std::string section, l;
-    while (std::getline(in, l)) {
-      if (!l.empty() && l[0] == '[')
-        section = l;
-      else if (!l.empty())
-        v.push_back(section + " " + l);
-    }
-    return v;
-  };
-  auto la = lines(a), lb = lines(b);
-  std::string out;
-  for (const auto& l : la)
-    if (std::find(lb.begin(), lb.end(), l) == lb.end()) out += "\n    now:        " + l;
-  for (const auto& l : lb)
-    if (std::find(la.begin(), la.end(), l) == la.end()) out += "\n    checkpoint: " + l;
-  return out;
 }
 
 // Rewrites metrics.jsonl keeping only records of steps <= `step` (records of a run that died
@@ -262,17 +230,20 @@ void check_compatible(const Net& net, const data::Dataset& ds) {
 
 }  // namespace
 
-EvalResult evaluate(Net& net, const data::Dataset& ds, int64_t batch_size, int64_t limit) {
+EvalResult evaluate(Net& net, const data::Dataset& ds, int64_t batch_size, int64_t limit,
+                    int shard, int shards) {
   TG_CHECK(batch_size >= 1, "evaluate: batch size must be >= 1, got ", batch_size);
+  TG_CHECK(shards >= 1 && shard >= 0 && shard < shards, "evaluate: shard ", shard, " of ", shards,
+           " is out of range");
   NoGradGuard ng;
   const auto& in = ds.info();
   const int64_t n = limit > 0 ? std::min(limit, in.size) : in.size;
   const int64_t k = net.info().num_classes;
   EvalResult r;
   double loss_sum = 0.0;
-  int64_t correct = 0, correct5 = 0;
+  int64_t correct = 0, correct5 = 0, examples = 0;
   std::vector<int64_t> idx;
-  for (int64_t start = 0; start < n; start += batch_size) {
+  for (int64_t start = shard * batch_size; start < n; start += shards * batch_size) {
     const int64_t b = std::min(batch_size, n - start);
     idx.resize(b);
     for (int64_t i = 0; i < b; ++i) idx[i] = start + i;
@@ -297,11 +268,15 @@ EvalResult evaluate(Net& net, const data::Dataset& ds, int64_t batch_size, int64
       correct += better == 0;
       correct5 += better < 5;
     }
+    examples += b;
   }
-  r.examples = n;
-  r.accuracy = n ? static_cast<double>(correct) / n : 0.0;
-  r.top5_accuracy = n ? static_cast<double>(correct5) / n : 0.0;
-  r.loss = n ? loss_sum / n : 0.0;
+  r.examples = examples;
+  r.correct = correct;
+  r.correct5 = correct5;
+  r.loss_sum = loss_sum;
+  r.accuracy = examples ? static_cast<double>(correct) / examples : 0.0;
+  r.top5_accuracy = examples ? static_cast<double>(correct5) / examples : 0.0;
+  r.loss = examples ? loss_sum / examples : 0.0;
   return r;
 }
 
@@ -360,41 +335,137 @@ std::vector<tern::GradSlot> grad_layout(const Net& net) {
   return slots;
 }
 
+namespace {
+
+// Every worker's compressor state, for a checkpoint. In one process: workers 0..N-1 of `c`. In a
+// group: each rank holds its own workers' state (first .. first + local - 1), so rank 0 gathers
+// the others' (collective: every rank calls it; only rank 0's checkpoint gets the entries). The
+// state of every worker has the same names, dtypes and shapes (one method, one layout).
+void add_all_compressor_state(Checkpoint& c, const tern::Compressor& comp, int total,
+                              ProcessGroup* group, int first, int local) {
+  if (!group) {
+    add_compressor_state(c, comp, total);
+    return;
+  }
+  const tern::NamedTensors like = comp.state(first);
+  if (like.empty()) return;  // stateless: the same on every rank
+  std::vector<char> mine;
+  for (int w = 0; w < local; ++w) {
+    for (const auto& [name, t] : comp.state(first + w)) {
+      Tensor h = t.to(Device::cpu()).contiguous();
+      const char* p = static_cast<const char*>(h.raw_data());
+      mine.insert(mine.end(), p, p + h.nbytes());
+    }
+  }
+  const std::vector<char> all = group->gather_bytes(mine, 0);
+  if (group->rank() != 0) return;
+  size_t at = 0;
+  for (int g = 0; g < total; ++g) {
+    for (const auto& [name, t] : like) {
+      Tensor h = Tensor::empty(t.shape(), t.dtype(), Device::cpu());
+      std::memcpy(h.raw_data(), all.data() + at, h.nbytes());
+      at += h.nbytes();
+      c.tensors.emplace_back(compressor_state_key(g, name), std::move(h));
+    }
+  }
+}
+
+// Per-iteration figures of a stretch of steps: what this rank sent and received, and where its
+// time went (compute: transfer, forward, backward, update; compression: the compressor's work;
+// communication: the collectives, waiting for peers included).
+struct StepTotals {
+  double sent = 0, received = 0;                  // bytes, this rank
+  double compute_s = 0, compress_s = 0, comm_s = 0;
+  int64_t steps = 0, timed_steps = 0;
+  void add_step(uint64_t s, uint64_t r) {
+    sent += static_cast<double>(s);
+    received += static_cast<double>(r);
+    ++steps;
+  }
+  void add_times(const StepTimes& t) {
+    compute_s += t.transfer_s + t.forward_s + t.backward_s + t.update_s;
+    compress_s += t.compress_s;
+    comm_s += t.comm_s;
+    ++timed_steps;
+  }
+  // The figures per worker and iteration, averaged over the ranks (sums over ranks of bytes,
+  // divided by all N workers; times averaged over ranks): collective in a group.
+  std::vector<double> per_iter(ProcessGroup* group, int total_workers) const {
+    std::vector<double> v = {sent, received, compute_s / std::max<int64_t>(timed_steps, 1),
+                             compress_s / std::max<int64_t>(timed_steps, 1),
+                             comm_s / std::max<int64_t>(timed_steps, 1)};
+    const int p = group ? group->size() : 1;
+    if (group) v = group->sum(v);
+    const double steps_d = static_cast<double>(std::max<int64_t>(steps, 1));
+    v[0] /= steps_d * total_workers;
+    v[1] /= steps_d * total_workers;
+    for (int i = 2; i < 5; ++i) v[i] /= p;
+    return v;
+  }
+};
+
+void add_per_iter(json::Object& o, const std::vector<double>& v, bool timed) {
+  o.add("wire_bytes_sent_per_worker_per_iter", v[0]);
+  o.add("wire_bytes_received_per_worker_per_iter", v[1]);
+  if (!timed) return;
+  o.add("compute_seconds_per_iter", v[2]);
+  o.add("compression_seconds_per_iter", v[3]);
+  o.add("communication_seconds_per_iter", v[4]);
+}
+
+}  // namespace
+
 std::string run_train(const Config& cfg_in, const TrainOptions& opt, bool* interrupted) {
   const auto t_start = Clock::now();
   Config cfg = cfg_in;
-  const Device device = parse_device(cfg.device);
+  const int world = opt.rank.world_size;
+  const int my_rank = opt.rank.rank;
+  const bool lead = my_rank == 0;
+  TG_CHECK(world >= 1 && my_rank >= 0 && my_rank < world, "train: rank ", my_rank, " of ", world,
+           " is out of range");
+  const Device device = rank_device(cfg.device, my_rank, world);
   check_device_usable(device);
   const auto& tc = cfg.train;
-  const int workers = static_cast<int>(cfg.workers.count);
+  const int workers = static_cast<int>(cfg.workers.count);  // N, over all processes
+  TG_CHECK(workers % world == 0, "workers.count = ", workers, " cannot be spread over ", world,
+           " processes: each process hosts workers.count / P workers, so workers.count must be a "
+           "multiple of the number of processes");
+  const int local_workers = workers / world;
+  const int first_worker = my_rank * local_workers;
   const uint64_t seed = static_cast<uint64_t>(tc.seed);
+  if (world > 1) resolve_backend(cfg.comm.backend, device);  // a clear error before any work
 
-  // ---- output directory, resume -------------------------------------------------------------
+  // ---- output directory, resume (rank 0 writes; every rank reads the checkpoint) -------------
   std::optional<Checkpoint> ckpt;
   std::string ckpt_path, metrics_path;
   if (!opt.out_dir.empty()) {
-    std::error_code ec;
-    fs::create_directories(opt.out_dir, ec);
-    TG_CHECK(!ec && fs::is_directory(opt.out_dir), "cannot create output directory ", opt.out_dir,
-             ": ", ec.message());
     ckpt_path = (fs::path(opt.out_dir) / kCheckpointName).string();
     metrics_path = (fs::path(opt.out_dir) / kMetricsName).string();
+    if (lead) {
+      std::error_code ec;
+      fs::create_directories(opt.out_dir, ec);
+      TG_CHECK(!ec && fs::is_directory(opt.out_dir), "cannot create output directory ",
+               opt.out_dir, ": ", ec.message());
+    }
     if (opt.resume) {
       TG_CHECK(fs::exists(ckpt_path), "--resume: no checkpoint to resume from in ", opt.out_dir,
-               " (expected ", ckpt_path, ")");
+               " (expected ", ckpt_path, ")",
+               world > 1 ? "; with several nodes, --out must be on storage every rank can read"
+                         : "");
       ckpt = load_checkpoint(ckpt_path);
       Config saved = parse_config(ckpt->config_toml, ckpt_path + " (embedded config)");
       const std::string want = to_toml(with_report_keys_of(saved, cfg));
       const std::string have = to_toml(cfg);
       TG_CHECK(want == have, "--resume: the config differs from the one ", ckpt_path,
                " was written with; resuming would not reproduce the run. Differences:",
-               config_diff(have, want));
-    } else {
+               config_diff(have, want, "now:        ", "checkpoint: "));
+    } else if (lead) {
       TG_CHECK(!fs::exists(ckpt_path) && !fs::exists(metrics_path), "output directory ",
                opt.out_dir, " already holds a run (",
                fs::exists(ckpt_path) ? ckpt_path : metrics_path,
                "); pass --resume to continue it, or choose another --out");
     }
+    if (!lead) ckpt_path.clear(), metrics_path.clear();  // only rank 0 writes
   } else {
     TG_CHECK(!opt.resume, "--resume needs --out DIR (the directory of the run to continue)");
   }
@@ -438,20 +509,23 @@ std::string run_train(const Config& cfg_in, const TrainOptions& opt, bool* inter
   // Several workers, or any compression, go through the compressor's rounds (one worker
   // without compression is the same math without them).
   std::unique_ptr<tern::Compressor> compressor;
+  const tern::CompressionOptions copts = compression_options(cfg, train_ds->info().size);
   if (workers > 1 || cfg.compression.method != "none")
-    compressor = tern::make_compressor(compression_options(cfg, train_ds->info().size),
-                                       grad_layout(*net));
+    compressor = tern::make_compressor(copts, grad_layout(*net));
   std::optional<Ema> ema;
   if (tc.ema_decay > 0) ema.emplace(params, tc.ema_decay);
-  Tensor loss_sum = Tensor::zeros({}, DType::f32, device);  // over the current log window
+  // Sum over this rank's workers of loss / N over the current log window (a group sums it over
+  // ranks when it logs).
+  Tensor loss_sum = Tensor::zeros({}, DType::f32, device);
   int64_t window_steps = 0;
 
   int64_t start_step = 0;
   if (ckpt) {
-    TG_CHECK(ckpt->net == cfg.model.name, ckpt_path, ": holds model '", ckpt->net,
-             "', config says '", cfg.model.name, "'");
+    const std::string& src = ckpt->source;
+    TG_CHECK(ckpt->net == cfg.model.name, src, ": holds model '", ckpt->net, "', config says '",
+             cfg.model.name, "'");
     const Tensor& p = ckpt->get("params");
-    TG_CHECK(p.numel() == params.numel(), ckpt_path, ": has ", p.numel(), " parameters, model '",
+    TG_CHECK(p.numel() == params.numel(), src, ": has ", p.numel(), " parameters, model '",
              cfg.model.name, "' has ", params.numel());
     params.copy_from(p.view(params.shape()));
     if (ema) ema->shadow().copy_from(ckpt->get("ema").view(params.shape()));
@@ -460,154 +534,243 @@ std::string run_train(const Config& cfg_in, const TrainOptions& opt, bool* inter
       if (name.rfind("optim/", 0) == 0) ostate.emplace_back(name.substr(6), t);
     if (!ostate.empty()) optimizer->load_state(ostate);
     for (const auto& [name, t] : net->buffers()) {
-      const Tensor& src = ckpt->get("buffer/" + name);
-      TG_CHECK(src.shape() == t.shape(), ckpt_path, ": buffer '", name, "' has the wrong shape");
+      const Tensor& b = ckpt->get("buffer/" + name);
+      TG_CHECK(b.shape() == t.shape(), src, ": buffer '", name, "' has the wrong shape");
       Tensor dst = t;
-      dst.copy_from(src);
+      dst.copy_from(b);
     }
     load_compressor_state(*ckpt, compressor.get(), workers);
-    loss_sum.copy_from(ckpt->get("log/loss_sum"));
+    // The saved window sum is over all ranks: rank 0 carries it on.
+    if (lead) loss_sum.copy_from(ckpt->get("log/loss_sum"));
     window_steps = ckpt->get("log/window_steps").item<int64_t>();
     start_step = ckpt->step;
-    truncate_metrics(metrics_path, start_step);
+    if (lead) truncate_metrics(metrics_path, start_step);
   }
 
-  MetricsLog metrics;
-  if (!opt.out_dir.empty()) {
-    write_file_atomic((fs::path(opt.out_dir) / kConfigName).string(), to_toml(cfg));
-    metrics.open(metrics_path);
+  // ---- the process group ---------------------------------------------------------------------
+  std::unique_ptr<ProcessGroup> group;
+  std::optional<StepComm> step_comm;
+  if (world > 1) {
+    group = std::make_unique<ProcessGroup>(opt.rank, opt.job_id, cfg, device, start_step);
+    StepComm sc;
+    sc.comm = &group->comm();
+    sc.first_worker = first_worker;
+    sc.total_workers = workers;
+    sc.options.algorithm = comm::parse_ternary_algorithm(cfg.comm.algorithm);
+    sc.options.compression = copts;
+    step_comm = sc;
   }
+  const auto post_mortem_window = std::chrono::milliseconds(
+      static_cast<int64_t>(std::clamp(cfg.comm.timeout / 4.0, 1.0, 10.0) * 1000.0));
 
-  auto save = [&](int64_t step_done) {
-    if (ckpt_path.empty()) return;
-    Checkpoint c;
-    c.step = step_done;
-    c.net = cfg.model.name;
-    c.config_toml = to_toml(cfg);
-    c.tensors.emplace_back("params", params);
-    if (ema) c.tensors.emplace_back("ema", ema->shadow());
-    for (auto& [name, t] : optimizer->state()) c.tensors.emplace_back("optim/" + name, t);
-    for (const auto& [name, t] : net->buffers()) c.tensors.emplace_back("buffer/" + name, t);
-    if (compressor) add_compressor_state(c, *compressor, workers);
-    c.tensors.emplace_back("log/loss_sum", loss_sum);
-    c.tensors.emplace_back("log/window_steps",
-                           Tensor::from_vector(std::vector<int64_t>{window_steps}, {1}));
-    save_checkpoint(ckpt_path, c);
-  };
-
-  const bool show_progress =
-      opt.progress == 1 || (opt.progress == -1 && ::isatty(STDERR_FILENO) == 1);
-  Progress progress(tc.iterations, show_progress);
-  const int64_t k = net->info().num_classes;
-  auto run_eval_now = [&](int64_t step_done) {
-    EmaWeights swap(*net, ema ? &*ema : nullptr);
-    EvalResult r = evaluate(*net, *test_ds, cfg.data.eval_batch_size, cfg.data.eval_limit);
-    metrics.write(eval_json(r, step_done, k, ema ? "ema" : "raw"));
-    progress.message("eval @ " + std::to_string(step_done) + ": test accuracy " +
-                     format_percent(r.accuracy) + ", loss " + format_fixed(r.loss, 4) +
-                     (ema ? " (EMA weights)" : ""));
-    return r;
-  };
-
-  // ---- the loop ------------------------------------------------------------------------------
-  StopSignals stop_signals;
-  Prefetcher prefetch(*train_ds, sampler, workers, cfg.data.augment, seed, cfg.data.prefetch > 0);
-  double train_seconds = 0.0;
-  int64_t images = 0;
-  bool stopped = false;
-  double last_loss = NAN;
-  TrainStep train_step(*net, *optimizer, ema ? &*ema : nullptr, tc.weight_decay, seed,
-                       compressor.get());
-  int64_t step = start_step;
-  progress.start(start_step);
-  for (; step < tc.iterations; ++step) {
-    const auto t0 = Clock::now();
-    const double lr = schedule(step);
-    std::vector<HostBatch> batches = prefetch.get(step, tc.iterations);
-    train_step.run(batches, step, lr, loss_sum);
-    ++window_steps;
-    const int64_t done = step + 1;
-    const bool log_now = done % tc.log_every == 0 || done == tc.iterations;
-    // The GPU may run a few steps behind the host; waiting for it only at log steps keeps the
-    // steps in between overlapped, and the time it was behind lands in the step that waits.
-    if (log_now && device.is_cuda()) cuda::synchronize(device.index);
-    train_seconds += seconds_since(t0);
-    images += tc.batch_size;
-    progress.update(done, images / std::max(train_seconds, 1e-9));
-
-    if (log_now) {
-      last_loss = loss_sum.item<float>() / static_cast<double>(window_steps);
-      const double reg = regularization_loss(*net, tc.weight_decay);
-      json::Object o;
-      o.add("type", "train").add("step", done).add("loss", last_loss).add("reg_loss", reg);
-      o.add("lr", lr).add("epoch", sampler.epoch(done));
-      o.add("images_per_sec", images / std::max(train_seconds, 1e-9));
-      o.add("wall_seconds", seconds_since(t_start));
-      metrics.write(o.str());
-      progress.log_step(done, last_loss, lr, images / std::max(train_seconds, 1e-9));
-      loss_sum.zero_();
-      window_steps = 0;
+  try {
+    MetricsLog metrics;
+    if (lead && !opt.out_dir.empty()) {
+      write_file_atomic((fs::path(opt.out_dir) / kConfigName).string(), to_toml(cfg));
+      metrics.open(metrics_path);
     }
-    if (tc.eval_every > 0 && done % tc.eval_every == 0 && done != tc.iterations) run_eval_now(done);
-    if (tc.checkpoint_every > 0 && done % tc.checkpoint_every == 0 && done != tc.iterations)
-      save(done);
-    if (g_stop.load()) {
-      stopped = true;
-      ++step;
-      break;
+
+    auto save = [&](int64_t step_done) {
+      if (!group && ckpt_path.empty()) return;
+      Checkpoint c;
+      // Collective parts first, on every rank, whether or not this rank writes.
+      if (compressor)
+        add_all_compressor_state(c, *compressor, workers, group.get(), first_worker,
+                                 local_workers);
+      Tensor window_loss = loss_sum;
+      if (group) {
+        const double l = group->sum({static_cast<double>(loss_sum.item<float>())})[0];
+        window_loss = Tensor::from_vector(std::vector<float>{static_cast<float>(l)}, {});
+      }
+      if (ckpt_path.empty()) return;
+      c.step = step_done;
+      c.net = cfg.model.name;
+      c.config_toml = to_toml(cfg);
+      c.tensors.emplace_back("params", params);
+      if (ema) c.tensors.emplace_back("ema", ema->shadow());
+      for (auto& [name, t] : optimizer->state()) c.tensors.emplace_back("optim/" + name, t);
+      for (const auto& [name, t] : net->buffers()) c.tensors.emplace_back("buffer/" + name, t);
+      c.tensors.emplace_back("log/loss_sum", window_loss);
+      c.tensors.emplace_back("log/window_steps",
+                             Tensor::from_vector(std::vector<int64_t>{window_steps}, {1}));
+      save_checkpoint(ckpt_path, c);
+    };
+
+    const bool show_progress =
+        opt.progress == 1 || (opt.progress == -1 && ::isatty(STDERR_FILENO) == 1);
+    Progress progress(tc.iterations, show_progress, /*silent=*/!lead);
+    if (group)
+      progress.message(std::to_string(world) + " processes (" + group->comm().backend() +
+                       ", rendezvous " + opt.rank.rendezvous + ", from " + opt.rank.source +
+                       "), " + std::to_string(local_workers) + " worker" +
+                       (local_workers > 1 ? "s" : "") + " each");
+    const int64_t k = net->info().num_classes;
+    auto run_eval_now = [&](int64_t step_done) {
+      // Batch-norm moving statistics follow rank 0's (each rank updates them with its own
+      // workers' batches; as PyTorch DDP's broadcast_buffers, rank 0's are the model's).
+      if (group)
+        for (const auto& [name, t] : net->buffers()) {
+          Tensor b = t;
+          group->broadcast(b, 0);
+        }
+      EmaWeights swap(*net, ema ? &*ema : nullptr);
+      EvalResult r =
+          evaluate(*net, *test_ds, cfg.data.eval_batch_size, cfg.data.eval_limit,
+                   group ? group->rank() : 0, group ? group->size() : 1);
+      if (group) {
+        const std::vector<double> v = group->sum({static_cast<double>(r.correct),
+                                                  static_cast<double>(r.correct5), r.loss_sum,
+                                                  static_cast<double>(r.examples)});
+        r.correct = static_cast<int64_t>(v[0]);
+        r.correct5 = static_cast<int64_t>(v[1]);
+        r.loss_sum = v[2];
+        r.examples = static_cast<int64_t>(v[3]);
+        const double n = static_cast<double>(std::max<int64_t>(r.examples, 1));
+        r.accuracy = static_cast<double>(r.correct) / n;
+        r.top5_accuracy = static_cast<double>(r.correct5) / n;
+        r.loss = r.loss_sum / n;
+      }
+      metrics.write(eval_json(r, step_done, k, ema ? "ema" : "raw"));
+      progress.message("eval @ " + std::to_string(step_done) + ": test accuracy " +
+                       format_percent(r.accuracy) + ", loss " + format_fixed(r.loss, 4) +
+                       (ema ? " (EMA weights)" : ""));
+      return r;
+    };
+
+    // ---- the loop ----------------------------------------------------------------------------
+    StopSignals stop_signals;
+    Prefetcher prefetch(*train_ds, sampler, first_worker, local_workers, workers, cfg.data.augment,
+                        seed, cfg.data.prefetch > 0);
+    double train_seconds = 0.0;
+    int64_t images = 0;
+    bool stopped = false;
+    double last_loss = NAN;
+    TrainStep train_step(*net, *optimizer, ema ? &*ema : nullptr, tc.weight_decay, seed,
+                         compressor.get(), step_comm ? &*step_comm : nullptr);
+    // Phase times need the device synchronized between phases: always on the CPU (free) and in a
+    // group (the collectives synchronize anyway); one process on a GPU times only logged steps,
+    // so the steps between them stay overlapped.
+    const bool time_every_step = group != nullptr || device.is_cpu();
+    StepTotals window_totals, run_totals;
+    int64_t step = start_step;
+    progress.start(start_step);
+    for (; step < tc.iterations; ++step) {
+      const auto t0 = Clock::now();
+      const double lr = schedule(step);
+      const int64_t done = step + 1;
+      const bool log_now = done % tc.log_every == 0 || done == tc.iterations;
+      std::vector<HostBatch> batches = prefetch.get(step, tc.iterations);
+      const comm::WireBytes wire0 = group ? group->comm().wire() : comm::WireBytes{};
+      StepTimes times;
+      const bool timed = time_every_step || log_now;
+      train_step.run(batches, step, lr, loss_sum, timed ? &times : nullptr);
+      // Every rank stops at the same step: a signal on any rank stops them all.
+      const bool stop_now = group ? group->any(g_stop.load()) : g_stop.load();
+      const comm::WireBytes wire1 = group ? group->comm().wire() : comm::WireBytes{};
+      for (StepTotals* t : {&window_totals, &run_totals}) {
+        t->add_step(wire1.sent - wire0.sent, wire1.received - wire0.received);
+        if (timed) t->add_times(times);
+      }
+      ++window_steps;
+      // The GPU may run a few steps behind the host; waiting for it only at log steps keeps the
+      // steps in between overlapped, and the time it was behind lands in the step that waits.
+      if (log_now && device.is_cuda()) cuda::synchronize(device.index);
+      train_seconds += seconds_since(t0);
+      images += tc.batch_size;
+      progress.update(done, images / std::max(train_seconds, 1e-9));
+
+      if (log_now) {
+        double window_loss = loss_sum.item<float>();
+        if (group) window_loss = group->sum({window_loss})[0];
+        last_loss = window_loss / static_cast<double>(window_steps);
+        const std::vector<double> per_iter = window_totals.per_iter(group.get(), workers);
+        const double reg = regularization_loss(*net, tc.weight_decay);
+        json::Object o;
+        o.add("type", "train").add("step", done).add("loss", last_loss).add("reg_loss", reg);
+        o.add("lr", lr).add("epoch", sampler.epoch(done));
+        o.add("images_per_sec", images / std::max(train_seconds, 1e-9));
+        add_per_iter(o, per_iter, window_totals.timed_steps > 0);
+        o.add("wall_seconds", seconds_since(t_start));
+        metrics.write(o.str());
+        progress.log_step(done, last_loss, lr, images / std::max(train_seconds, 1e-9));
+        loss_sum.zero_();
+        window_steps = 0;
+        window_totals = StepTotals{};
+      }
+      if (tc.eval_every > 0 && done % tc.eval_every == 0 && done != tc.iterations)
+        run_eval_now(done);
+      if (tc.checkpoint_every > 0 && done % tc.checkpoint_every == 0 && done != tc.iterations)
+        save(done);
+      if (stop_now) {
+        stopped = true;
+        ++step;
+        break;
+      }
     }
-  }
-  progress.finish();
-  const int64_t steps_done = step;
+    progress.finish();
+    const int64_t steps_done = step;
 
-  if (stopped) {
-    save(steps_done);
-    if (interrupted) *interrupted = true;
-    progress.message("interrupted after iteration " + std::to_string(steps_done) +
-                     (ckpt_path.empty() ? std::string(" (no --out: nothing saved)")
-                                        : "; checkpoint saved, continue with --resume"));
-  }
+    if (stopped) {
+      save(steps_done);
+      if (interrupted) *interrupted = true;
+      progress.message("interrupted after iteration " + std::to_string(steps_done) +
+                       (opt.out_dir.empty() ? std::string(" (no --out: nothing saved)")
+                                            : "; checkpoint saved, continue with --resume"));
+    }
 
-  // ---- final evaluation and summary ------------------------------------------------------------
-  json::Object s;
-  if (!stopped) {
-    save(steps_done);
-    EvalResult r = run_eval_now(steps_done);
-    s.add("test_accuracy", r.accuracy);
-    if (k > 5) s.add("test_top5_accuracy", r.top5_accuracy);
-    s.add("test_loss", r.loss).add("test_examples", r.examples);
-    s.add("eval_weights", ema ? "ema" : "raw");
-  } else {
-    s.add("interrupted", true);
+    // ---- final evaluation and summary ----------------------------------------------------------
+    json::Object s;
+    if (!stopped) {
+      save(steps_done);
+      EvalResult r = run_eval_now(steps_done);
+      s.add("test_accuracy", r.accuracy);
+      if (k > 5) s.add("test_top5_accuracy", r.top5_accuracy);
+      s.add("test_loss", r.loss).add("test_examples", r.examples);
+      s.add("eval_weights", ema ? "ema" : "raw");
+    } else {
+      s.add("interrupted", true);
+    }
+    const std::vector<double> per_iter = run_totals.per_iter(group.get(), workers);
+    s.add("iterations", steps_done).add("start_iteration", start_step);
+    s.add("train_loss", last_loss);
+    s.add("images_per_sec", images / std::max(train_seconds, 1e-9));
+    s.add("train_seconds", train_seconds).add("wall_seconds", seconds_since(t_start));
+    s.add("workers", static_cast<int64_t>(workers)).add("compression", cfg.compression.method);
+    s.add("processes", static_cast<int64_t>(world));
+    s.add("workers_per_process", static_cast<int64_t>(local_workers));
+    if (group) {
+      s.add("comm_backend", group->comm().backend()).add("comm_algorithm", cfg.comm.algorithm);
+      s.add("rendezvous", opt.rank.rendezvous);
+    }
+    // What one worker's message holds per iteration: the message plus the shared scalers it
+    // contributes (4 bytes each); fp32 is the uncompressed gradient, for the ratio. The wire
+    // figures are what the processes really sent (0 in one process: its workers are emulated).
+    const auto fp32_bytes = static_cast<uint64_t>(params.numel()) * sizeof(float);
+    const uint64_t payload =
+        compressor ? compressor->payload_bytes(std::max<int64_t>(steps_done - 1, 0)) +
+                         static_cast<uint64_t>(compressor->num_meta()) * sizeof(float)
+                   : fp32_bytes;
+    s.add("payload_bytes_per_worker_per_iter", payload);
+    s.add("fp32_bytes_per_worker_per_iter", fp32_bytes);
+    s.add("compression_ratio", static_cast<double>(fp32_bytes) / static_cast<double>(payload));
+    add_per_iter(s, per_iter, run_totals.timed_steps > 0);
+    s.add("device", device.str());
+    s.add("device_name", device.is_cuda() ? cuda::device_name(device.index) : cpu_model_name());
+    s.add("model", cfg.model.name).add("num_params", net->arena().total_numel());
+    struct rusage ru {};
+    getrusage(RUSAGE_SELF, &ru);
+    s.add("peak_rss_mb", static_cast<double>(ru.ru_maxrss) / 1024.0);  // Linux: KiB
+    s.add("params_sha256", params_sha256(params));
+    if (ema) s.add("ema_sha256", params_sha256(ema->shadow()));
+    s.add_raw("config", to_json(cfg));
+    const std::string summary = s.str();
+    if (lead && !opt.out_dir.empty() && !stopped)
+      write_file_atomic((fs::path(opt.out_dir) / kSummaryName).string(), summary + "\n");
+    return summary;
+  } catch (const Error& e) {
+    if (!group) throw;
+    TG_THROW(group->post_mortem(e.what(), post_mortem_window));
   }
-  s.add("iterations", steps_done).add("start_iteration", start_step);
-  s.add("train_loss", last_loss);
-  s.add("images_per_sec", images / std::max(train_seconds, 1e-9));
-  s.add("train_seconds", train_seconds).add("wall_seconds", seconds_since(t_start));
-  s.add("workers", static_cast<int64_t>(workers)).add("compression", cfg.compression.method);
-  // What one worker sends per iteration: the message plus the shared scalers it contributes
-  // (4 bytes each); fp32 is the uncompressed gradient, for the ratio.
-  const auto fp32_bytes = static_cast<uint64_t>(params.numel()) * sizeof(float);
-  const uint64_t payload =
-      compressor ? compressor->payload_bytes(std::max<int64_t>(steps_done - 1, 0)) +
-                       static_cast<uint64_t>(compressor->num_meta()) * sizeof(float)
-                 : fp32_bytes;
-  s.add("payload_bytes_per_worker_per_iter", payload);
-  s.add("fp32_bytes_per_worker_per_iter", fp32_bytes);
-  s.add("compression_ratio", static_cast<double>(fp32_bytes) / static_cast<double>(payload));
-  s.add("device", device.str());
-  s.add("device_name", device.is_cuda() ? cuda::device_name(device.index) : cpu_model_name());
-  s.add("model", cfg.model.name).add("num_params", net->arena().total_numel());
-  struct rusage ru {};
-  getrusage(RUSAGE_SELF, &ru);
-  s.add("peak_rss_mb", static_cast<double>(ru.ru_maxrss) / 1024.0);  // Linux: ru_maxrss in KiB
-  s.add("params_sha256", params_sha256(params));
-  if (ema) s.add("ema_sha256", params_sha256(ema->shadow()));
-  s.add_raw("config", to_json(cfg));
-  const std::string summary = s.str();
-  if (!opt.out_dir.empty() && !stopped)
-    write_file_atomic((fs::path(opt.out_dir) / kSummaryName).string(), summary + "\n");
-  return summary;
 }
 
 std::string run_eval(const std::string& checkpoint_path, const std::string& config_path,

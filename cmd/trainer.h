@@ -20,6 +20,7 @@
 #include <string>
 
 #include "cmd/config.h"
+#include "cmd/launch.h"
 #include "datasets/dataset.h"
 #include "nn/nets/net.h"
 #include "terngrad/compressor.h"
@@ -30,6 +31,11 @@ struct TrainOptions {
   std::string out_dir;  // "" = write nothing, print the summary only
   bool resume = false;  // continue from out_dir/checkpoint.tgckpt
   int progress = -1;    // live progress line: 1 on, 0 off, -1 = when stderr is a terminal
+  // This process's place in a multi-process run (cmd/launch.h discover_rank); the default is a
+  // world of one. In a world of P, this rank hosts workers.count / P of the workers; rank 0 alone
+  // writes out_dir and prints; every rank reads out_dir's checkpoint on --resume.
+  RankEnv rank;
+  std::string job_id = "run";  // the rendezvous store's key prefix (cmd/distributed.h)
 };
 
 struct EvalResult {
@@ -37,15 +43,20 @@ struct EvalResult {
   double top5_accuracy = 0.0;  // fraction; meaningful when num_classes > 5
   double loss = 0.0;           // mean softmax cross-entropy
   int64_t examples = 0;
+  int64_t correct = 0, correct5 = 0;  // the counts behind the fractions
+  double loss_sum = 0.0;              // sum of per-example losses
 };
 
-// Runs training; returns the summary as a JSON object string (also written to
+// Runs training (one rank of a multi-process run when options.rank says so); returns the summary as a JSON object string (also written to
 // out_dir/summary.json). Returns normally after SIGINT/SIGTERM too, having saved a checkpoint;
 // then `interrupted` is set and the summary has "interrupted": true.
 std::string run_train(const Config& config, const TrainOptions& options, bool* interrupted = nullptr);
 
-// Evaluates `net` (in inference mode) on the first `limit` examples (0 = all) of `dataset`.
-EvalResult evaluate(Net& net, const data::Dataset& dataset, int64_t batch_size, int64_t limit = 0);
+// Evaluates `net` (in inference mode) on the first `limit` examples (0 = all) of `dataset`, or on
+// shard `shard` of `shards` of them: the evaluation batches b with b % shards == shard (the
+// shards' counts add up to the whole evaluation's).
+EvalResult evaluate(Net& net, const data::Dataset& dataset, int64_t batch_size, int64_t limit = 0,
+                    int shard = 0, int shards = 1);
 
 // `terngrad eval`: loads the checkpoint, rebuilds the net from the checkpoint's config (with
 // `overrides` applied, e.g. data.path), evaluates on the test split with the EMA weights when

@@ -1,0 +1,262 @@
+#include "cmd/distributed.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "cmd/json.h"
+#include "nn/core/cuda_runtime.h"
+#include "nn/core/error.h"
+
+namespace tg::cli {
+
+namespace {
+
+using std::chrono::milliseconds;
+
+std::vector<char> bytes_of(const std::string& s) {
+  return std::vector<char>(s.begin(), s.end());
+}
+
+std::string join_ranks(const std::vector<int>& ranks) {
+  std::string out;
+  for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
+  return out;
+}
+
+// Waits up to `timeout` for every key; returns the indices of the keys still missing after it.
+std::vector<int> missing_after_wait(comm::Store& store, const std::vector<std::string>& keys,
+                                    milliseconds timeout) {
+  try {
+    store.wait(keys, timeout);
+    return {};
+  } catch (const Error&) {
+  }
+  std::vector<int> missing;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    try {
+      store.wait({keys[i]}, milliseconds(1));
+    } catch (const Error&) {
+      missing.push_back(static_cast<int>(i));
+    }
+  }
+  return missing;
+}
+
+}  // namespace
+
+std::string config_fingerprint(const Config& c) {
+  Config n = c;
+  const Config defaults;
+  n.data.path = defaults.data.path;
+  n.data.prefetch = defaults.data.prefetch;
+  n.comm.timeout = defaults.comm.timeout;
+  n.comm.interface = defaults.comm.interface;
+  n.device = parse_device(c.device).is_cuda() ? "cuda" : "cpu";
+  return to_toml(n);
+}
+
+std::string resolve_backend(const std::string& backend, const Device& device) {
+  if (backend == "auto") return device.is_cuda() ? "nccl" : "gloo";
+  TG_CHECK(backend != "nccl" || device.is_cuda(), "comm.backend = \"nccl\" needs CUDA training ",
+           "(device = \"cuda\"), but the device is ", device.str(),
+           "; use comm.backend = \"gloo\" (or \"auto\") for CPU training");
+  return backend;
+}
+
+Device rank_device(const std::string& device, int rank, int world_size) {
+  const Device d = parse_device(device);
+  if (device != "cuda" || world_size <= 1) return d;
+  const int count = cuda::device_count();
+  if (count <= 0) return d;  // check_device_usable explains
+  return Device::cuda(rank % count);
+}
+
+ProcessGroup::ProcessGroup(const RankEnv& env, const std::string& job_id, const Config& cfg,
+                           const Device& device, int64_t start_step)
+    : env_(env),
+      prefix_("tg/" + job_id),
+      timeout_(static_cast<int64_t>(cfg.comm.timeout * 1000.0 + 0.5)) {
+  TG_CHECK(env.world_size >= 2, "process group: needs a world of at least 2 ranks, got ",
+           env.world_size);
+  TG_CHECK(!env.rendezvous.empty(), "process group: rank ", env.rank, " of ", env.world_size,
+           " has no rendezvous URL (--rendezvous file://DIR or redis://HOST:PORT)");
+  TG_CHECK(!job_id.empty() && job_id.find('/') == std::string::npos,
+           "--job-id: must be a non-empty name without '/', got '", job_id, "'");
+  const std::string backend = resolve_backend(cfg.comm.backend, device);
+  store_ = comm::open_store(env.rendezvous, timeout_);
+
+  // ---- start-up record: world size, backend, config, start iteration --------------------------
+  const std::string fingerprint = config_fingerprint(cfg);
+  json::Object hello;
+  hello.add("world_size", env.world_size).add("backend", backend).add("start_step", start_step);
+  hello.add("config", fingerprint);
+  try {
+    store_->set(key("hello", env.rank), bytes_of(hello.str()));
+  } catch (const Error& e) {
+    TG_THROW("rendezvous: ", e.what(),
+             ". A rendezvous store holds the keys of one job: give this run a fresh directory, or "
+             "another --job-id (all ranks the same)");
+  }
+  std::vector<std::string> keys;
+  for (int r = 0; r < env.world_size; ++r) keys.push_back(key("hello", r));
+  const std::vector<int> missing = missing_after_wait(*store_, keys, timeout_);
+  TG_CHECK(missing.empty(), "rendezvous at ", env.rendezvous, " (job '", job_id, "'): rank(s) ",
+           join_ranks(missing), " of ", env.world_size, " did not arrive within ",
+           cfg.comm.timeout, " s (not started, failed before joining, given another rendezvous ",
+           "or --job-id, or another world size?)");
+  for (int r = 0; r < env.world_size; ++r) {
+    if (r == env.rank) continue;
+    const std::vector<char> raw = store_->get(keys[r]);
+    const json::Value theirs = json::parse(std::string_view(raw.data(), raw.size()));
+    const auto their_world = static_cast<int>(theirs["world_size"].as_number());
+    TG_CHECK(their_world == env.world_size, "rendezvous: rank ", r, " was started with world size ",
+             their_world, ", this rank (", env.rank, ") with ", env.world_size,
+             " (every rank must be given the same world size)");
+    TG_CHECK(theirs["config"].as_string() == fingerprint, "rendezvous: rank ", r,
+             " runs another config than this rank (", env.rank,
+             "); every rank must train the same run. Differences:",
+             config_diff(fingerprint, theirs["config"].as_string(),
+                         "rank " + std::to_string(env.rank) + ": ", "rank " + std::to_string(r) + ": "));
+    TG_CHECK(theirs["backend"].as_string() == backend, "rendezvous: rank ", r, " uses backend ",
+             theirs["backend"].as_string(), ", this rank (", env.rank, ") ", backend,
+             " (comm.backend = \"auto\" picks by device; give every rank the same device kind)");
+    const auto their_start = static_cast<int64_t>(theirs["start_step"].as_number());
+    TG_CHECK(their_start == start_step, "rendezvous: rank ", r, " starts at iteration ",
+             their_start, ", this rank (", env.rank, ") at ", start_step,
+             " (with --resume every rank must read the same checkpoint: --out must be on storage "
+             "every node shares)");
+  }
+
+  // ---- the communicator ----------------------------------------------------------------------
+  comm::CommOptions co;
+  co.backend = backend;
+  co.rank = env.rank;
+  co.size = env.world_size;
+  co.device = backend == "nccl" ? device : Device::cpu();
+  co.timeout = timeout_;
+  co.interface = cfg.comm.interface;
+  comm_ = comm::make_communicator(co, *store_, prefix_);
+}
+
+ProcessGroup::~ProcessGroup() = default;
+
+std::string ProcessGroup::key(const std::string& what, int rank) const {
+  return prefix_ + "/" + what + "/" + std::to_string(rank);
+}
+
+std::string ProcessGroup::describe() const {
+  return "rank " + std::to_string(env_.rank) + " of " + std::to_string(env_.world_size) + ", " +
+         comm_->backend() + ", rendezvous " + env_.rendezvous + " (" + env_.source + ")";
+}
+
+bool ProcessGroup::any(bool flag) {
+  int32_t v = flag ? 1 : 0;
+  if (comm_->device().is_cpu()) {
+    comm_->allreduce(&v, 1, DType::i32, comm::ReduceOp::max);
+    return v != 0;
+  }
+  Tensor t = Tensor::from_vector(std::vector<int32_t>{v}, {1}).to(comm_->device());
+  comm_->allreduce(t.raw_data(), 1, DType::i32, comm::ReduceOp::max);
+  return t.to(Device::cpu()).data<int32_t>()[0] != 0;
+}
+
+std::vector<double> ProcessGroup::sum(const std::vector<double>& values) {
+  const size_t bytes = values.size() * sizeof(double);
+  std::vector<char> all(bytes * static_cast<size_t>(size()));
+  if (comm_->device().is_cpu()) {
+    comm_->allgather(values.data(), all.data(), bytes);
+  } else {
+    Tensor in = Tensor::empty({static_cast<int64_t>(bytes)}, DType::u8, Device::cpu());
+    std::memcpy(in.raw_data(), values.data(), bytes);
+    in = in.to(comm_->device());
+    Tensor out = Tensor::empty({static_cast<int64_t>(all.size())}, DType::u8, comm_->device());
+    comm_->allgather(in.raw_data(), out.raw_data(), bytes);
+    Tensor host = out.to(Device::cpu());
+    std::memcpy(all.data(), host.raw_data(), all.size());
+  }
+  std::vector<double> s(values.size(), 0.0);
+  for (int r = 0; r < size(); ++r) {
+    for (size_t i = 0; i < values.size(); ++i) {
+      double x = 0.0;
+      std::memcpy(&x, all.data() + bytes * static_cast<size_t>(r) + sizeof(double) * i,
+                  sizeof(double));
+      s[i] += x;
+    }
+  }
+  return s;
+}
+
+void ProcessGroup::broadcast(Tensor& t, int root) {
+  TG_CHECK(t.is_contiguous(), "process group broadcast: the tensor must be contiguous");
+  if (t.device() == comm_->device()) {
+    comm_->broadcast(t.raw_data(), t.nbytes(), root);
+    return;
+  }
+  Tensor staged = t.to(comm_->device());
+  comm_->broadcast(staged.raw_data(), staged.nbytes(), root);
+  t.copy_from(staged);
+}
+
+std::vector<char> ProcessGroup::gather_bytes(const std::vector<char>& mine, int root) {
+  std::vector<char> all;
+  if (rank() == root) all.resize(mine.size() * static_cast<size_t>(size()));
+  if (comm_->device().is_cpu()) {
+    comm_->gather(mine.data(), all.empty() ? nullptr : all.data(), mine.size(), root);
+    return all;
+  }
+  Tensor in = Tensor::empty({static_cast<int64_t>(mine.size())}, DType::u8, Device::cpu());
+  std::memcpy(in.raw_data(), mine.data(), mine.size());
+  in = in.to(comm_->device());
+  Tensor out = Tensor::empty({static_cast<int64_t>(mine.size()) * size()}, DType::u8,
+                             comm_->device());
+  comm_->gather(in.raw_data(), out.raw_data(), mine.size(), root);
+  if (rank() == root) {
+    Tensor host = out.to(Device::cpu());
+    std::memcpy(all.data(), host.raw_data(), all.size());
+  }
+  return all;
+}
+
+std::string ProcessGroup::post_mortem(const std::string& error, milliseconds window) {
+  const int me = env_.rank;
+  try {
+    store_->set(key("failed", me), bytes_of(error.empty() ? std::string("failed") : error));
+  } catch (const std::exception&) {
+    // Reported already (a second failure) or the store is gone: the others will see us as lost.
+  }
+  std::vector<std::string> keys;
+  std::vector<int> others;
+  for (int r = 0; r < env_.world_size; ++r) {
+    if (r == me) continue;
+    keys.push_back(key("failed", r));
+    others.push_back(r);
+  }
+  std::vector<int> lost;
+  std::string reports;
+  try {
+    const std::vector<int> missing = missing_after_wait(*store_, keys, window);
+    for (size_t i = 0; i < others.size(); ++i) {
+      if (std::find(missing.begin(), missing.end(), static_cast<int>(i)) != missing.end()) {
+        lost.push_back(others[i]);
+        continue;
+      }
+      const std::vector<char> raw = store_->get(keys[i]);
+      reports += "\n  rank " + std::to_string(others[i]) + " reported: " +
+                 std::string(raw.begin(), raw.end());
+    }
+  } catch (const std::exception& e) {
+    return "rank " + std::to_string(me) + " of " + std::to_string(env_.world_size) + ": " + error +
+           "\n  (the rendezvous store could not be read to find the failed rank: " + e.what() +
+           ")";
+  }
+  std::string out;
+  if (!lost.empty())
+    out = "lost rank" + std::string(lost.size() > 1 ? "s " : " ") + join_ranks(lost) + " of " +
+          std::to_string(env_.world_size) + " (no report within " +
+          std::to_string(window.count() / 1000.0).substr(0, 4) +
+          " s: killed, crashed, hung or cut off). ";
+  out += "rank " + std::to_string(me) + ": " + error + reports;
+  return out;
+}
+
+}  // namespace tg::cli

@@ -1,0 +1,87 @@
+// The process group of a multi-process `terngrad train`: joining it (store, start-up checks,
+// communicator) and the few collectives the trainer needs besides gradient aggregation.
+//
+// Joining, in order:
+//   1. open the rendezvous store (comm/store.h) named by RankEnv::rendezvous;
+//   2. publish this rank's start-up record under "tg/<job>/hello/<rank>": world size, backend,
+//      the run's config fingerprint (config_fingerprint) and the iteration it starts from; wait up
+//      to comm.timeout for every other rank's record and compare: a rank that never arrives, a
+//      different world size, a different config (the differing keys are listed) or another
+//      start iteration (a resume that read another checkpoint) is an error naming the rank;
+//   3. make the communicator (comm.backend; `auto` = nccl for CUDA training, gloo otherwise).
+// Keys are written once per job (comm/store.h), so a store reused by a later job needs a fresh
+// directory or another job id (--job-id).
+//
+// Failures: when anything throws on a rank during training, post_mortem() publishes that rank's
+// error under "tg/<job>/failed/<rank>" and waits a short window for the other ranks' reports.
+// The ranks that report nothing are the lost ones (killed, crashed, hung or cut off); the
+// message every surviving rank exits with names them first, then the errors the others reported.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cmd/config.h"
+#include "cmd/launch.h"
+#include "comm/communicator.h"
+#include "comm/store.h"
+#include "nn/core/tensor.h"
+
+namespace tg::cli {
+
+// The config as every rank of a run must see it, TOML text: the keys that neither change the
+// numbers nor decide when collectives run may differ between ranks and are left out (data.path,
+// e.g. per node; data.prefetch; comm.timeout; comm.interface), and the device is reduced to its
+// kind ("cuda:1" and "cuda:0" are the same run). Everything else must match: the logging,
+// evaluation and checkpoint intervals too, since each of them is a collective step.
+std::string config_fingerprint(const Config& c);
+
+// The backend comm.backend resolves to for training on `device`: "gloo" or "nccl". Throws naming
+// the key when nccl is asked for a CPU device.
+std::string resolve_backend(const std::string& backend, const Device& device);
+
+// The device a rank trains on: cfg.device, except that a bare "cuda" in a world of several ranks
+// means cuda:(rank % the number of GPUs), one GPU per local rank.
+Device rank_device(const std::string& device, int rank, int world_size);
+
+class ProcessGroup {
+ public:
+  // Joins as described above. `job_id` keys the store (prefix "tg/<job_id>").
+  ProcessGroup(const RankEnv& env, const std::string& job_id, const Config& cfg,
+               const Device& device, int64_t start_step);
+  ~ProcessGroup();
+
+  int rank() const { return comm_->rank(); }
+  int size() const { return comm_->size(); }
+  comm::Communicator& comm() { return *comm_; }
+  std::string describe() const;  // "rank 1 of 4, gloo over file:///tmp/..."
+
+  // True on every rank when `flag` is true on any rank (a max-allreduce of one int).
+  bool any(bool flag);
+  // Elementwise sum over ranks of `values` (the same length on every rank), added in rank order
+  // (the same bits on every rank).
+  std::vector<double> sum(const std::vector<double>& values);
+  // root's tensor (any device, contiguous) into every rank's `t`, staged through the
+  // communicator's device when they differ.
+  void broadcast(Tensor& t, int root);
+  // On root: every rank's `bytes` bytes in rank order (empty elsewhere).
+  std::vector<char> gather_bytes(const std::vector<char>& mine, int root);
+
+  // Publishes `error` as this rank's failure, waits up to `window` for the other ranks' reports,
+  // and returns the message to exit with: the ranks that reported nothing (lost) first, then this
+  // rank's error, then the errors the others reported. Never throws.
+  std::string post_mortem(const std::string& error, std::chrono::milliseconds window);
+
+ private:
+  std::string key(const std::string& what, int rank) const;
+  RankEnv env_;
+  std::string prefix_;
+  std::chrono::milliseconds timeout_;
+  std::unique_ptr<comm::Store> store_;
+  std::unique_ptr<comm::Communicator> comm_;
+};
+
+}  // namespace tg::cli
