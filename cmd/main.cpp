@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cmd/config.h"
+#include "cmd/distributed.h"
 #include "cmd/json.h"
 #include "cmd/launch.h"
 #include "cmd/progress.h"
@@ -155,6 +156,7 @@ int main(int argc, char** argv) {
                  ": workers.count = ", cfg.workers.count,
                  " cannot be spread over the processes (each hosts workers.count / P workers; "
                  "set --set workers.count=", nproc, " or a multiple)");
+        resolve_backend(cfg.comm.backend, parse_device(cfg.device));
         LaunchOptions lo;
         lo.plain_stdout_rank = 0;
         return launch_local(nproc, worker_argv(std::vector<std::string>(argv, argv + argc)), lo);

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -18,11 +19,18 @@ struct CliResult {
   std::string out, err;
 };
 
-// Starts `terngrad args...` with stdout/stderr redirected to files; returns the pid.
+// Starts `terngrad args...` with stdout/stderr redirected to files; returns the pid. `env` adds
+// NAME=VALUE entries to the inherited environment; `cwd` (if not empty) is its working directory.
 inline pid_t spawn_cli(const std::vector<std::string>& args, const std::string& out_file,
-                       const std::string& err_file) {
+                       const std::string& err_file, const std::vector<std::string>& env = {},
+                       const std::string& cwd = "") {
   pid_t pid = ::fork();
   if (pid == 0) {
+    for (const auto& e : env) {
+      const size_t eq = e.find('=');
+      ::setenv(e.substr(0, eq).c_str(), e.substr(eq + 1).c_str(), 1);
+    }
+    if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) ::_exit(126);
     int o = ::open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     int e = ::open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(o, 1);

@@ -3,18 +3,14 @@
 // installed), URL parsing errors, a dead Redis server, and a Gloo group meeting through Redis.
 #include "comm/store.h"
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,8 +18,8 @@
 #include "comm/communicator.h"
 #include "nn/core/error.h"
 #include "tests/testing/files.h"
+#include "tests/testing/redis_server.h"
 
-extern char** environ;
 
 namespace tg::comm {
 namespace {
@@ -151,21 +147,7 @@ TEST(StoreUrl, MalformedUrlsAreRejectedByName) {
   EXPECT_NE(msg.find("timeout must be positive"), std::string::npos) << msg;
 }
 
-// A 127.0.0.1 TCP port nothing listens on right now.
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    ADD_FAILURE() << "cannot find a free port";
-  }
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
+using tg::testing::free_port;
 
 TEST(RedisStore, UnreachableServerIsNamed) {
   const std::string url = "redis://127.0.0.1:" + std::to_string(free_port());
@@ -174,64 +156,25 @@ TEST(RedisStore, UnreachableServerIsNamed) {
   EXPECT_NE(msg.find("cannot reach a Redis server"), std::string::npos) << msg;
 }
 
-bool have_redis_server() {
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/bin:/bin";
-  size_t start = 0;
-  while (start <= dirs.size()) {
-    const size_t end = std::min(dirs.find(':', start), dirs.size());
-    const std::string candidate = dirs.substr(start, end - start) + "/redis-server";
-    if (::access(candidate.c_str(), X_OK) == 0) return true;
-    start = end + 1;
-  }
-  return false;
-}
-
-// A redis-server of our own on a free 127.0.0.1 port, no persistence, stopped in TearDown.
+// A redis-server of our own (tests/testing/redis_server.h), stopped in TearDown.
 class RedisStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!have_redis_server()) {
+    if (!tg::testing::have_redis_server()) {
       GTEST_SKIP() << "redis-server is not installed (apt-get install redis-server): the "
                       "redis:// store tests need a real server";
     }
-    port_ = free_port();
-    url_ = "redis://127.0.0.1:" + std::to_string(port_);
-    const std::string port = std::to_string(port_), log = dir_ / "redis.log";
-    std::vector<std::string> args = {
-        "redis-server", "--port", port,    "--bind",   "127.0.0.1", "--save", "",
-        "--appendonly", "no",     "--dir", dir_.str(), "--logfile", log};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ASSERT_EQ(::posix_spawnp(&pid_, "redis-server", nullptr, nullptr, argv.data(), environ), 0);
-    // Ready when a store can open (open_store pings the server).
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    for (;;) {
-      try {
-        open_store(url_, 1s);
-        return;
-      } catch (const Error& e) {
-        if (std::chrono::steady_clock::now() > deadline) {
-          FAIL() << "redis-server on port " << port_ << " did not come up: " << e.what()
-                 << "\nlog: " << tg::testing::read_text(log);
-        }
-      }
-      std::this_thread::sleep_for(50ms);
+    try {
+      server_ = std::make_unique<tg::testing::RedisServer>();
+    } catch (const std::exception& e) {
+      FAIL() << e.what();
     }
+    url_ = server_->url();
   }
-  void TearDown() override { stop_server(SIGTERM); }
-  void stop_server(int signal) {
-    if (pid_ <= 0) return;
-    ::kill(pid_, signal);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-  }
+  void TearDown() override { server_.reset(); }
+  void stop_server(int signal) { server_->stop(signal); }
 
-  tg::testing::TempDir dir_;
-  pid_t pid_ = -1;
-  int port_ = 0;
+  std::unique_ptr<tg::testing::RedisServer> server_;
   std::string url_;
 };
 

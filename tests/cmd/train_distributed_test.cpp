@@ -1,0 +1,393 @@
+// Multi-process `terngrad train` (issue 5), run as real processes of the real binary over Gloo:
+//   - the invariant: a run's params_sha256 is the same whether its N workers are N processes,
+//     fewer processes hosting several workers, or all emulated in one process (N = 2 and 4,
+//     every ternary algorithm), and a run interrupted and resumed across processes too;
+//   - rendezvous through a real Redis server, and rank pick-up from a Slurm environment;
+//   - faults: a worker killed with SIGKILL (the others exit non-zero in bounded time naming it,
+//     the launcher non-zero), a mismatched config or world size, a rank that never arrives.
+// Short LeNet runs on the real MNIST files (../shared/data/mnist).
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cmd/checkpoint.h"
+#include "cmd/json.h"
+#include "tests/cmd/cli_util.h"
+#include "tests/testing/files.h"
+#include "tests/testing/redis_server.h"
+
+namespace tg::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+const std::string kMnist = std::string(TG_SHARED_DATA_DIR) + "/mnist";
+
+// A short LeNet/MNIST run with `workers` workers in all: batch 48 (2, 3 and 4 divide it), `iterations` iterations,
+// evaluation on the first 500 test images; `extra` goes before --out.
+std::vector<std::string> lenet_args(const std::string& out, int workers, const std::string& method,
+                                    int iterations = 24,
+                                    const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> a = {"train",
+                                "--no-progress",
+                                "--set",
+                                "data.path=" + kMnist,
+                                "--set",
+                                "data.eval_limit=500",
+                                "--set",
+                                "train.batch_size=48",
+                                "--set",
+                                "train.iterations=" + std::to_string(iterations),
+                                "--set",
+                                "train.log_every=8",
+                                "--set",
+                                "train.checkpoint_every=0",
+                                "--set",
+                                "workers.count=" + std::to_string(workers),
+                                "--set",
+                                "compression.method=" + method,
+                                "--set",
+                                "comm.timeout=30"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  a.push_back("--out");
+  a.push_back(out);
+  return a;
+}
+
+std::vector<std::string> plus(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end() - 2, b.begin(), b.end());  // before "--out DIR"
+  return a;
+}
+
+json::Value summary_of(const std::string& out) {
+  return json::parse(read_text(out + "/summary.json"));
+}
+
+std::string sha_of(const std::string& out) {
+  return summary_of(out)["params_sha256"].as_string();
+}
+
+// params_sha256 of the all-emulated run (one process) with these settings, computed once per
+// test binary.
+std::string reference_sha(int workers, const std::string& method, int iterations = 24) {
+  static std::map<std::string, std::string> cache;
+  static TempDir dir;
+  const std::string key = method + "-" + std::to_string(workers) + "-" + std::to_string(iterations);
+  if (!cache.count(key)) {
+    const std::string out = dir / key;
+    const CliResult r = run_cli(lenet_args(out, workers, method, iterations));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    if (r.exit_code != 0) return "reference run failed";
+    EXPECT_EQ(summary_of(out)["processes"].as_number(), 1);
+    cache[key] = sha_of(out);
+  }
+  return cache[key];
+}
+
+void expect_ok(const CliResult& r, const std::string& what) {
+  EXPECT_EQ(r.exit_code, 0) << what << "\nstderr:\n" << r.err;
+}
+
+TEST(TrainDistributed, TwoProcessesMatchTwoEmulatedWorkers) {
+  ASSERT_TRUE(fs::exists(kMnist + "/train-images-idx3-ubyte.gz")) << "MNIST missing at " << kMnist;
+  TempDir dir;
+  const std::string out = dir / "p2";
+  const CliResult r = run_cli(plus(lenet_args(out, 2, "terngrad"), {"--nproc", "2"}));
+  expect_ok(r, "--nproc 2");
+  const json::Value s = summary_of(out);
+  EXPECT_EQ(s["params_sha256"].as_string(), reference_sha(2, "terngrad"));
+  EXPECT_EQ(s["processes"].as_number(), 2);
+  EXPECT_EQ(s["workers_per_process"].as_number(), 1);
+  EXPECT_EQ(s["comm_backend"].as_string(), "gloo");
+  // The launcher's stdout is rank 0's summary, unprefixed: one JSON object.
+  EXPECT_EQ(json::parse(r.out)["params_sha256"].as_string(), s["params_sha256"].as_string());
+  // Wire target: TernGrad sends <= 1/14 of what an fp32 ring allreduce sends per worker (at
+  // P = 2 the ring sends the whole fp32 gradient once).
+  const double fp32 = s["fp32_bytes_per_worker_per_iter"].as_number();
+  const double sent = s["wire_bytes_sent_per_worker_per_iter"].as_number();
+  EXPECT_GT(sent, 0.0);
+  EXPECT_LE(sent, fp32 / 14.0) << "sent " << sent << " B per worker per iteration";
+  EXPECT_GE(s["communication_seconds_per_iter"].as_number(), 0.0);
+  EXPECT_GT(s["compute_seconds_per_iter"].as_number(), 0.0);
+  EXPECT_GT(s["compression_seconds_per_iter"].as_number(), 0.0);
+  // metrics.jsonl train records carry the same accounting per log window.
+  std::ifstream in(out + "/metrics.jsonl");
+  std::string line;
+  int train_records = 0;
+  while (std::getline(in, line)) {
+    const json::Value v = json::parse(line);
+    if (v["type"].as_string() != "train") continue;
+    ++train_records;
+    EXPECT_GT(v["wire_bytes_sent_per_worker_per_iter"].as_number(), 0.0) << line;
+    EXPECT_GT(v["wire_bytes_received_per_worker_per_iter"].as_number(), 0.0) << line;
+    EXPECT_TRUE(v.has("communication_seconds_per_iter")) << line;
+  }
+  EXPECT_EQ(train_records, 3);
+  // Only rank 0 prints: every progress line is rank 0's.
+  EXPECT_NE(r.err.find("[rank 0] step 24/24"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("[rank 1] step"), std::string::npos) << r.err;
+}
+
+TEST(TrainDistributed, FourWorkersAgreeAcrossProcessCountsAndAlgorithms) {
+  const std::string want = reference_sha(4, "terngrad");
+  TempDir dir;
+  struct Case {
+    std::string nproc, algorithm;
+  };
+  const std::vector<Case> cases = {
+      {"2", "auto"}, {"4", "ps"}, {"4", "packed-allreduce"}, {"4", "allgather"}};
+  for (const auto& c : cases) {
+    const std::string out = dir / (c.nproc + c.algorithm);
+    const CliResult r = run_cli(plus(lenet_args(out, 4, "terngrad"),
+                                     {"--set", "comm.algorithm=" + c.algorithm, "--nproc", c.nproc}));
+    expect_ok(r, "--nproc " + c.nproc + " " + c.algorithm);
+    if (r.exit_code != 0) continue;
+    EXPECT_EQ(sha_of(out), want) << "--nproc " << c.nproc << ", comm.algorithm " << c.algorithm;
+    EXPECT_EQ(summary_of(out)["workers_per_process"].as_number(), 4 / std::stoi(c.nproc));
+  }
+}
+
+// True while `pid` runs (not exited, not a zombie waiting to be reaped).
+bool running(pid_t pid) {
+  const std::string stat = read_text("/proc/" + std::to_string(pid) + "/stat");
+  const size_t close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
+}
+
+// Waits until `path` has a line containing `text` (polling), up to `limit` and while process
+// `pid` runs.
+bool wait_for_line(const std::string& path, const std::string& text, std::chrono::seconds limit,
+                   pid_t pid) {
+  const auto deadline = Clock::now() + limit;
+  while (Clock::now() < deadline && running(pid)) {
+    if (fs::exists(path) && read_text(path).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+// Waits for `pid` up to `limit`; returns its exit code (128 + signal), or -1 after killing it
+// when it did not exit in time.
+int wait_exit_within(pid_t pid, std::chrono::seconds limit, double* seconds = nullptr) {
+  const auto t0 = Clock::now();
+  const auto deadline = t0 + limit;
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (Clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (seconds) *seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
+}
+
+TEST(TrainDistributed, InterruptedRunResumesAcrossProcessesBitIdentically) {
+  // onebit keeps a residual per worker: the checkpoint must hold every rank's, gathered by rank
+  // 0, for the resumed run to end bit-identical to an uninterrupted one-process run.
+  constexpr int kIterations = 160;
+  const std::string want = reference_sha(2, "onebit", kIterations);
+  TempDir dir;
+  const std::string out = dir / "run";
+  const auto args = plus(lenet_args(out, 2, "onebit", kIterations), {"--nproc", "2"});
+  const pid_t launcher = spawn_cli(args, dir / "out1", dir / "err1");
+  ASSERT_TRUE(wait_for_line(out + "/metrics.jsonl", "\"step\":16", std::chrono::seconds(120), launcher))
+      << read_text(dir / "err1");
+  ::kill(launcher, SIGINT);
+  const int code = wait_exit_within(launcher, std::chrono::seconds(60));
+  const std::string err1 = read_text(dir / "err1");
+  ASSERT_EQ(code, 130) << err1;
+  const tg::cli::Checkpoint ck = tg::cli::load_checkpoint(out + "/checkpoint.tgckpt");
+  ASSERT_LT(ck.step, kIterations) << "the run ended before the interrupt";
+  EXPECT_TRUE(ck.has("compressor/worker0/residual"));
+  EXPECT_TRUE(ck.has("compressor/worker1/residual"));
+  // Resume with the same number of processes ...
+  const CliResult r = run_cli(plus(args, {"--resume"}));
+  expect_ok(r, "resume");
+  EXPECT_EQ(sha_of(out), want);
+  EXPECT_EQ(summary_of(out)["start_iteration"].as_number(), static_cast<double>(ck.step));
+}
+
+// The pid of the child of `launcher` whose environment says TG_RANK=rank, or -1.
+pid_t rank_pid(pid_t launcher, int rank) {
+  DIR* d = ::opendir("/proc");
+  if (!d) return -1;
+  pid_t found = -1;
+  while (dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string stat = read_text("/proc/" + name + "/stat");
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    int ppid = -1;
+    char state = 0;
+    if (std::sscanf(stat.c_str() + close + 1, " %c %d", &state, &ppid) != 2 || ppid != launcher)
+      continue;
+    std::string env = read_text("/proc/" + name + "/environ");
+    for (char& c : env)
+      if (c == '\0') c = '\n';
+    if (("\n" + env).find("\nTG_RANK=" + std::to_string(rank) + "\n") != std::string::npos)
+      found = std::stoi(name);
+  }
+  ::closedir(d);
+  return found;
+}
+
+TEST(TrainDistributed, KilledWorkerStopsTheOthersNamingIt) {
+  TempDir dir;
+  const std::string out = dir / "run";
+  // comm.timeout 10 s: the survivors must be gone within it plus the post-mortem window (<= 10 s
+  // at most, 2.5 s here) and start-up slack.
+  auto args = lenet_args(out, 3, "terngrad", 1000000, {"--set", "comm.timeout=10"});
+  args = plus(args, {"--nproc", "3"});
+  const pid_t launcher = spawn_cli(args, dir / "out", dir / "err");
+  ASSERT_TRUE(wait_for_line(out + "/metrics.jsonl", "\"step\":8", std::chrono::seconds(120), launcher))
+      << read_text(dir / "err");
+  const pid_t victim = rank_pid(launcher, 1);
+  ASSERT_GT(victim, 0) << "rank 1's process not found";
+  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  double seconds = 0;
+  const int code = wait_exit_within(launcher, std::chrono::seconds(40), &seconds);
+  const std::string err = read_text(dir / "err");
+  ASSERT_NE(code, -1) << "the launcher did not exit within 40 s of a killed rank:\n" << err;
+  EXPECT_EQ(code, 128 + SIGKILL) << err;  // the first failing rank's status
+  EXPECT_LE(seconds, 25.0) << err;
+  EXPECT_NE(err.find("[launch] rank 1 was killed by signal 9"), std::string::npos) << err;
+  for (const char* rank : {"[rank 0] terngrad: error: lost rank 1 of 3",
+                           "[rank 2] terngrad: error: lost rank 1 of 3"})
+    EXPECT_NE(err.find(rank), std::string::npos) << "missing \"" << rank << "\" in\n" << err;
+  EXPECT_FALSE(fs::exists(out + "/summary.json"));
+}
+
+// Two ranks started by hand (--rank/--world-size/--rendezvous), as on two nodes; returns both.
+std::vector<CliResult> run_two_ranks(const std::vector<std::string>& rank0,
+                                     const std::vector<std::string>& rank1,
+                                     const std::vector<std::string>& env0 = {},
+                                     const std::vector<std::string>& env1 = {},
+                                     const std::string& cwd = "") {
+  TempDir io;
+  const pid_t p0 = spawn_cli(rank0, io / "out0", io / "err0", env0, cwd);
+  const pid_t p1 = spawn_cli(rank1, io / "out1", io / "err1", env1, cwd);
+  std::vector<CliResult> r(2);
+  r[0].exit_code = wait_exit_within(p0, std::chrono::seconds(120));
+  r[1].exit_code = wait_exit_within(p1, std::chrono::seconds(120));
+  for (int i = 0; i < 2; ++i) {
+    r[i].out = read_text(io / ("out" + std::to_string(i)));
+    r[i].err = read_text(io / ("err" + std::to_string(i)));
+  }
+  return r;
+}
+
+std::vector<std::string> rank_flags(int rank, int world, const std::string& url) {
+  return {"--rank", std::to_string(rank), "--world-size", std::to_string(world), "--rendezvous",
+          url};
+}
+
+TEST(TrainDistributed, RanksMeetThroughRedis) {
+  if (!have_redis_server()) GTEST_SKIP() << "redis-server is not installed";
+  RedisServer server;
+  TempDir dir;
+  const auto base = lenet_args(dir / "run", 2, "terngrad");
+  const auto r = run_two_ranks(plus(base, rank_flags(0, 2, server.url())),
+                               plus(lenet_args(dir / "rank1", 2, "terngrad"),
+                                    rank_flags(1, 2, server.url())));
+  expect_ok(r[0], "rank 0");
+  expect_ok(r[1], "rank 1");
+  EXPECT_EQ(sha_of(dir / "run"), reference_sha(2, "terngrad"));
+  EXPECT_EQ(summary_of(dir / "run")["rendezvous"].as_string(), server.url());
+  // Only rank 0 writes its --out.
+  EXPECT_FALSE(fs::exists(dir / "rank1"));
+  EXPECT_EQ(r[1].out, "");
+  // The same store and job id again: refused, naming the fix, instead of mixing two jobs' keys.
+  const auto again = run_two_ranks(plus(lenet_args(dir / "again", 2, "terngrad"),
+                                        rank_flags(0, 2, server.url())),
+                                   plus(lenet_args(dir / "again1", 2, "terngrad"),
+                                        rank_flags(1, 2, server.url())));
+  EXPECT_NE(again[0].exit_code, 0);
+  EXPECT_NE(again[0].err.find("--job-id"), std::string::npos) << again[0].err;
+}
+
+TEST(TrainDistributed, SlurmEnvironmentIsPickedUp) {
+  TempDir dir;  // the working directory: the derived file store goes here
+  const auto args = lenet_args(dir / "run", 2, "terngrad");
+  auto env = [](int rank) {
+    return std::vector<std::string>{"SLURM_PROCID=" + std::to_string(rank), "SLURM_NTASKS=2",
+                                    "SLURM_JOB_ID=4242"};
+  };
+  const auto r = run_two_ranks(args, lenet_args(dir / "run1", 2, "terngrad"), env(0), env(1),
+                               dir.str());
+  expect_ok(r[0], "rank 0");
+  expect_ok(r[1], "rank 1");
+  const json::Value s = summary_of(dir / "run");
+  EXPECT_EQ(s["params_sha256"].as_string(), reference_sha(2, "terngrad"));
+  EXPECT_NE(s["rendezvous"].as_string().find(dir.str() + "/.tg-rendezvous-slurm-4242"),
+            std::string::npos)
+      << s["rendezvous"].as_string();
+}
+
+TEST(TrainDistributed, MismatchedConfigIsRefusedAtStartUp) {
+  TempDir dir;
+  const std::string url = "file://" + (dir / "rdv");
+  const auto r = run_two_ranks(
+      plus(lenet_args(dir / "a", 2, "terngrad"), rank_flags(0, 2, url)),
+      plus(lenet_args(dir / "b", 2, "terngrad", 24, {"--set", "train.lr=0.02"}),
+           rank_flags(1, 2, url)));
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(r[i].exit_code, 1) << r[i].err;
+    EXPECT_NE(r[i].err.find("runs another config than this rank"), std::string::npos) << r[i].err;
+    EXPECT_NE(r[i].err.find("lr = 0.02"), std::string::npos) << r[i].err;
+  }
+  EXPECT_FALSE(fs::exists(dir / "a/summary.json"));
+}
+
+TEST(TrainDistributed, MismatchedWorldSizeAndMissingRankAreNamed) {
+  TempDir dir;
+  const std::string url = "file://" + (dir / "rdv");
+  const std::vector<std::string> quick = {"--set", "comm.timeout=3"};
+  const auto r = run_two_ranks(
+      plus(lenet_args(dir / "a", 2, "terngrad", 24, quick), rank_flags(0, 2, url)),
+      plus(lenet_args(dir / "b", 3, "terngrad", 24, quick), rank_flags(1, 3, url)));
+  EXPECT_EQ(r[0].exit_code, 1);
+  EXPECT_NE(r[0].err.find("rank 1 was started with world size 3, this rank (0) with 2"),
+            std::string::npos)
+      << r[0].err;
+  // The world-of-3 rank waits for a rank 2 that never comes.
+  EXPECT_EQ(r[1].exit_code, 1);
+  EXPECT_NE(r[1].err.find("rank(s) 2 of 3 did not arrive within 3 s"), std::string::npos)
+      << r[1].err;
+}
+
+TEST(TrainDistributed, BadProcessCountsAreRefused) {
+  TempDir dir;
+  CliResult r = run_cli(plus(lenet_args(dir / "a", 2, "terngrad"), {"--nproc", "3"}));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--nproc 3: workers.count = 2 cannot be spread"), std::string::npos)
+      << r.err;
+  r = run_cli(plus(lenet_args(dir / "b", 2, "terngrad"),
+                   {"--nproc", "2", "--rank", "0", "--world-size", "2"}));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("cannot be combined with --rank"), std::string::npos) << r.err;
+  r = run_cli(plus(lenet_args(dir / "c", 2, "terngrad"),
+                   {"--set", "comm.backend=nccl", "--nproc", "2"}));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("comm.backend = \"nccl\" needs CUDA training"), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(dir / "c/summary.json"));
+}
+
+}  // namespace
+}  // namespace tg::testing
