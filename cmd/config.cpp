@@ -215,7 +215,7 @@ const std::vector<KeySpec>& key_specs() {
        "qsgd: elements per bucket, each with its own norm"},
 
       {"comm", "backend", member<&C::comm, &K::backend>, one_of({"auto", "gloo", "nccl"}),
-       "Multi-process runs: auto = nccl for CUDA training with NCCL built in, else gloo (TCP)"},
+       "Multi-process runs: auto = nccl for CUDA training with one GPU per rank, else gloo (TCP)"},
       {"comm", "algorithm", member<&C::comm, &K::algorithm>,
        one_of({"auto", "ps", "allgather", "packed-allreduce"}),
        "terngrad: how ranks sum ternary codes (all exact); auto = by a byte-count cost model"},

@@ -1,5 +1,7 @@
 #include "cmd/distributed.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -82,13 +84,19 @@ ProcessGroup::ProcessGroup(const RankEnv& env, const std::string& job_id, const 
            " has no rendezvous URL (--rendezvous file://DIR or redis://HOST:PORT)");
   TG_CHECK(!job_id.empty() && job_id.find('/') == std::string::npos,
            "--job-id: must be a non-empty name without '/', got '", job_id, "'");
-  const std::string backend = resolve_backend(cfg.comm.backend, device);
+  // The backend asked for; `auto` on CUDA is settled after the exchange below.
+  std::string backend = resolve_backend(cfg.comm.backend, device);
+  const bool auto_cuda = cfg.comm.backend == "auto" && device.is_cuda();
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  const std::string gpu = device.is_cuda() ? std::string(host) + "/" + device.str() : "";
   store_ = comm::open_store(env.rendezvous, timeout_);
 
   // ---- start-up record: world size, backend, config, start iteration --------------------------
   const std::string fingerprint = config_fingerprint(cfg);
   json::Object hello;
   hello.add("world_size", env.world_size).add("backend", backend).add("start_step", start_step);
+  hello.add("gpu", gpu);
   hello.add("config", fingerprint);
   try {
     store_->set(key("hello", env.rank), bytes_of(hello.str()));
@@ -104,6 +112,7 @@ ProcessGroup::ProcessGroup(const RankEnv& env, const std::string& job_id, const 
            join_ranks(missing), " of ", env.world_size, " did not arrive within ",
            cfg.comm.timeout, " s (not started, failed before joining, given another rendezvous ",
            "or --job-id, or another world size?)");
+  bool shared_gpu = false;
   for (int r = 0; r < env.world_size; ++r) {
     if (r == env.rank) continue;
     const std::vector<char> raw = store_->get(keys[r]);
@@ -120,6 +129,7 @@ ProcessGroup::ProcessGroup(const RankEnv& env, const std::string& job_id, const 
     TG_CHECK(theirs["backend"].as_string() == backend, "rendezvous: rank ", r, " uses backend ",
              theirs["backend"].as_string(), ", this rank (", env.rank, ") ", backend,
              " (comm.backend = \"auto\" picks by device; give every rank the same device kind)");
+    shared_gpu = shared_gpu || (!gpu.empty() && theirs["gpu"].as_string() == gpu);
     const auto their_start = static_cast<int64_t>(theirs["start_step"].as_number());
     TG_CHECK(their_start == start_step, "rendezvous: rank ", r, " starts at iteration ",
              their_start, ", this rank (", env.rank, ") at ", start_step,
@@ -128,6 +138,24 @@ ProcessGroup::ProcessGroup(const RankEnv& env, const std::string& job_id, const 
   }
 
   // ---- the communicator ----------------------------------------------------------------------
+  // comm.backend = auto with CUDA: NCCL needs one GPU per rank; ranks sharing a GPU use Gloo.
+  // Every rank sees the same records, but only the ranks sharing a GPU know they do, so the
+  // decision is agreed with a flag through the store.
+  if (auto_cuda) {
+    if (shared_gpu) store_->set(key("shared_gpu", env.rank), bytes_of("1"));
+    store_->set(key("gpu_checked", env.rank), bytes_of("1"));
+    std::vector<std::string> checked;
+    for (int r = 0; r < env.world_size; ++r) checked.push_back(key("gpu_checked", r));
+    store_->wait(checked, timeout_);
+    for (int r = 0; r < env.world_size && !shared_gpu; ++r) {
+      try {
+        store_->wait({key("shared_gpu", r)}, milliseconds(1));
+        shared_gpu = true;
+      } catch (const Error&) {
+      }
+    }
+    if (shared_gpu) backend = "gloo";
+  }
   comm::CommOptions co;
   co.backend = backend;
   co.rank = env.rank;

@@ -8,7 +8,8 @@
 //      to comm.timeout for every other rank's record and compare: a rank that never arrives, a
 //      different world size, a different config (the differing keys are listed) or another
 //      start iteration (a resume that read another checkpoint) is an error naming the rank;
-//   3. make the communicator (comm.backend; `auto` = nccl for CUDA training, gloo otherwise).
+//   3. make the communicator (comm.backend; `auto` = nccl for CUDA training with one GPU per rank,
+//      gloo otherwise: when the records show two ranks on one host using the same GPU, gloo).
 // Keys are written once per job (comm/store.h), so a store reused by a later job needs a fresh
 // directory or another job id (--job-id).
 //
@@ -39,8 +40,9 @@ namespace tg::cli {
 // evaluation and checkpoint intervals too, since each of them is a collective step.
 std::string config_fingerprint(const Config& c);
 
-// The backend comm.backend resolves to for training on `device`: "gloo" or "nccl". Throws naming
-// the key when nccl is asked for a CPU device.
+// The backend comm.backend asks for when training on `device`: "gloo" or "nccl" (`auto` on CUDA
+// says "nccl" here; the group falls back to gloo when ranks share a GPU). Throws naming the key
+// when nccl is asked for a CPU device.
 std::string resolve_backend(const std::string& backend, const Device& device);
 
 // The device a rank trains on: cfg.device, except that a bare "cuda" in a world of several ranks
