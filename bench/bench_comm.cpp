@@ -6,6 +6,18 @@
 // What one iteration's exchange is, per case:
 //   fp32              one Gloo ring allreduce (sum) of the whole flat f32 gradient (n elements,
 //                     the arena is contiguous, so one call: fp32's best case);
+// --path product (default): what training runs, comm::aggregate_distributed with a terngrad
+//   Compressor (shared scalers, --format codes, every tensor ternary) on the flat f32 gradient,
+//   one worker per rank, into the averaged f32 gradient `out`:
+//   ps / packed-      the ternary path: scaler meta allgather, encode, ONE bucket of every
+//   allreduce / auto  tensor's codes through that algorithm (auto: the bucket cost model's pick),
+//                     cut into --chunk-bytes chunks decoded while the next is on the wire
+//                     (--no-overlap: one thread), finalize;
+//   allgather         the generic path: whole messages allgathered, Compressor::accumulate.
+//   time_ms is the whole call; xchg_ms the call minus its encode phase (local_meta + encode,
+//   AggregateStats::encode_s): the exchange proper, comparable with fp32's allreduce, which has
+//   nothing to encode. Every rank's `out` is hashed and must agree across ranks and algorithms.
+// --path collectives: the per-tensor collectives alone (codes made before timing):
 //   ps / allgather /  one max-allreduce of the T per-tensor scalers (T floats, one call: each
 //   packed-allreduce  tensor keeps its own scaler), then per tensor ternary_aggregate of this
 //   / auto            rank's packed codes into an int32 accumulator. The codes come from
@@ -18,7 +30,7 @@
 // fp32 / this (sent, busiest rank) and the speedup fp32 / this (median time); and each rank's
 // CPU time per exchange, Gloo's network thread included (mean over ranks: with P ranks on C
 // cores, P * cpu_ms close to C * median_ms means the exchange was CPU-bound, not link-bound).
-// All algorithms' accumulators are checked bit-identical (a hash on every rank) before timing.
+// All algorithms' results are checked bit-identical (a hash on every rank) before timing.
 //
 // Processes: the benchmark forks itself into P ranks (fork + exec of its own binary with
 // --worker) meeting through a Gloo FileStore in a temp directory, Gloo over TCP:
@@ -36,6 +48,7 @@
 // Usage: bench_comm [--nets lenet,alexnet,vgg_a] [--procs 2,4,8]
 //                   [--algos fp32,ps,allgather,packed-allreduce,auto] [--reps 5] [--warmup 2]
 //                   [--format two_bit|base3] [--link loopback|1gbit] [--layout per-tensor|flat]
+//                   [--path product|collectives] [--chunk-bytes 2097152] [--no-overlap]
 //                   [--timeout-s 120]
 // --layout flat treats the whole gradient as one tensor (one scaler, one ternary_aggregate call):
 // not TernGrad as trained, but the bound that bucketing all tensors into one call could reach.
@@ -65,6 +78,7 @@
 #include <vector>
 
 #include "bench/harness.h"
+#include "comm/aggregate.h"
 #include "comm/communicator.h"
 #include "comm/store.h"
 #include "comm/ternary_collectives.h"
@@ -72,6 +86,7 @@
 #include "nn/core/error.h"
 #include "nn/core/philox.h"
 #include "nn/nets/net.h"
+#include "terngrad/compressor.h"
 #include "terngrad/ternary_kernels.h"
 
 namespace tg::bench {
@@ -95,7 +110,10 @@ struct Options {
   int reps = 5, warmup = 2;
   std::string format = "two_bit";
   std::string link = "loopback";
-  bool flat = false;  // --layout flat: the whole gradient as one tensor (one scaler, one call)
+  bool flat = false;    // --layout flat: the whole gradient as one tensor (one scaler, one call)
+  bool product = true;  // --path product: aggregate_distributed; collectives: ternary_aggregate
+  int64_t chunk_bytes = comm::AggregateOptions{}.chunk_bytes;
+  bool overlap = true;
   int timeout_s = 120;
   // worker only
   bool worker = false;
@@ -184,6 +202,15 @@ Options parse_args(int argc, char** argv) {
       const std::string v = value();
       TG_CHECK(v == "per-tensor" || v == "flat", a, ": expected per-tensor or flat, got '", v, "'");
       o.flat = v == "flat";
+    } else if (a == "--path") {
+      const std::string v = value();
+      TG_CHECK(v == "product" || v == "collectives", a, ": expected product or collectives, got '",
+               v, "'");
+      o.product = v == "product";
+    } else if (a == "--chunk-bytes") {
+      o.chunk_bytes = parse_int(a, value(), 0, 1 << 30);
+    } else if (a == "--no-overlap") {
+      o.overlap = false;
     } else if (a == "--timeout-s") {
       o.timeout_s = parse_int(a, value(), 1, 3600);
     } else if (a == "--worker") {
@@ -203,6 +230,7 @@ Options parse_args(int argc, char** argv) {
           "                  [--algos fp32,ps,allgather,packed-allreduce,auto]\n"
           "                  [--reps 5] [--warmup 2] [--format two_bit|base3]\n"
           "                  [--link loopback|RATE e.g. 1gbit] [--layout per-tensor|flat]\n"
+          "                  [--path product|collectives] [--chunk-bytes N] [--no-overlap]\n"
           "                  [--timeout-s 120]\n");
       std::exit(0);
     } else {
@@ -336,6 +364,23 @@ int worker_main(const Options& o) {
   std::vector<uint8_t> codes(coff.back());
   ternarize_all(layout, g.data(), scalers, o.rank, fmt, coff, codes.data());
   std::vector<int32_t> acc;
+  // Product path: the compressor, this rank's gradient and the averaged output.
+  tern::CompressionOptions copt;
+  copt.method = "terngrad";
+  copt.pack = fmt;
+  copt.clip = kClipSigmas;
+  std::vector<tern::GradSlot> slots;
+  {
+    int64_t off = 0;
+    for (const Slot& s : layout) {
+      slots.push_back({s.name, off, s.numel});
+      off += s.numel;
+    }
+  }
+  std::unique_ptr<tern::Compressor> compressor;
+  std::vector<Tensor> grad;
+  Tensor out;
+  double encode_s = 0;  // this rep's AggregateStats::encode_s
 
   std::ofstream results;
   if (lead) {
@@ -349,14 +394,34 @@ int worker_main(const Options& o) {
     const bool fp32 = algo_name == "fp32";
     const comm::TernaryAlgorithm algo =
         fp32 ? comm::TernaryAlgorithm::automatic : comm::parse_ternary_algorithm(algo_name);
-    if (!fp32 && acc.empty()) {
+    if (!fp32 && o.product && !compressor) {
+      compressor = tern::make_compressor(copt, slots);
+      grad.push_back(Tensor::empty({n}));
+      fill_gradient(layout, o.rank, grad[0].data<float>());
+      std::vector<float>().swap(g);  // the fp32 case's (summed) gradient is not needed any more
+      out = Tensor::empty({n});
+    }
+    if (!fp32 && !o.product && acc.empty()) {
       std::vector<float>().swap(g);  // the f32 gradient is not needed any more
       acc.assign(n, 0);
     }
     std::map<std::string, int> picks;
     auto exchange = [&] {
+      encode_s = 0;
       if (fp32) {
         comm->allreduce(g.data(), n, DType::f32, comm::ReduceOp::sum);
+        return;
+      }
+      if (o.product) {
+        comm::AggregateOptions ao;
+        ao.algorithm = algo;
+        ao.compression = copt;
+        ao.chunk_bytes = o.chunk_bytes;
+        ao.overlap = o.overlap;
+        const comm::AggregateStats st =
+            comm::aggregate_distributed(*compressor, *comm, grad, 0, out, ao);
+        encode_s = st.encode_s;
+        if (algo == comm::TernaryAlgorithm::automatic) ++picks[comm::name(st.bucket_algorithm)];
         return;
       }
       std::vector<float> s = scalers;
@@ -383,10 +448,12 @@ int worker_main(const Options& o) {
     // Warm-up; the first ternary rep (accumulator zeroed) also checks exactness on every rank.
     float warm_ms = 0;
     for (int w = 0; w < o.warmup; ++w) {
-      if (!fp32 && w == 0) std::fill(acc.begin(), acc.end(), 0);
+      if (!fp32 && w == 0 && !o.product) std::fill(acc.begin(), acc.end(), 0);
       warm_ms = static_cast<float>(timed());
       if (!fp32 && w == 0) {
-        const uint64_t h = hash_i32(acc.data(), n);
+        const uint64_t h = o.product
+                               ? hash_i32(reinterpret_cast<const int32_t*>(out.data<float>()), n)
+                               : hash_i32(acc.data(), n);
         std::vector<uint64_t> all(P);
         comm->allgather(&h, all.data(), sizeof(h));
         for (int r = 0; r < P; ++r)
@@ -409,12 +476,13 @@ int worker_main(const Options& o) {
                         std::max(o.reps, kMaxReps));
     comm->broadcast(&reps, sizeof(reps), 0);
 
-    std::vector<double> ms(reps);
+    std::vector<double> ms(reps), xchg(reps);  // whole call; minus the encode phase
     comm::WireBytes wire{};
     cpu_ms = 0;
     for (int i = 0; i < reps; ++i) {
       const comm::WireBytes before = comm->wire();
       ms[i] = timed();
+      xchg[i] = ms[i] - 1e3 * encode_s;
       if (i == 0) {
         wire = comm->wire();
         wire.sent -= before.sent;
@@ -426,18 +494,21 @@ int worker_main(const Options& o) {
     }
 
     // Per rep the slowest rank's time; wire bytes of every rank.
-    std::vector<double> all_ms(static_cast<size_t>(reps) * P);
+    std::vector<double> all_ms(static_cast<size_t>(reps) * P), all_xchg(all_ms.size());
     comm->allgather(ms.data(), all_ms.data(), reps * sizeof(double));
+    comm->allgather(xchg.data(), all_xchg.data(), reps * sizeof(double));
     const uint64_t mine[2] = {wire.sent, wire.received};
     std::vector<uint64_t> all_wire(2 * P);
     comm->allgather(mine, all_wire.data(), sizeof(mine));
     float cpu_mean = static_cast<float>(cpu_ms / reps / P);
     comm->allreduce(&cpu_mean, 1, DType::f32, comm::ReduceOp::sum);
     if (lead) {
-      std::vector<double> slowest(reps, 0.0);
+      std::vector<double> slowest(reps, 0.0), slowest_xchg(reps, 0.0);
       for (int r = 0; r < P; ++r)
-        for (int i = 0; i < reps; ++i)
+        for (int i = 0; i < reps; ++i) {
           slowest[i] = std::max(slowest[i], all_ms[static_cast<size_t>(r) * reps + i]);
+          slowest_xchg[i] = std::max(slowest_xchg[i], all_xchg[static_cast<size_t>(r) * reps + i]);
+        }
       uint64_t sent_max = 0, recv_max = 0;
       double sent_mean = 0, recv_mean = 0;
       for (int r = 0; r < P; ++r) {
@@ -453,7 +524,8 @@ int worker_main(const Options& o) {
       results << algo_name << ' ' << pct(slowest, 0.5) << ' ' << pct(slowest, 0.1) << ' '
               << pct(slowest, 0.9) << ' ' << reps << ' ' << all_wire[0] << ' ' << all_wire[1] << ' '
               << sent_max << ' ' << recv_max << ' ' << static_cast<uint64_t>(sent_mean) << ' '
-              << static_cast<uint64_t>(recv_mean) << ' ' << cpu_mean << ' ' << pick_str << '\n';
+              << static_cast<uint64_t>(recv_mean) << ' ' << cpu_mean << ' ' << pick_str << ' '
+              << pct(slowest_xchg, 0.5) << '\n';
       results.flush();
       std::fprintf(stderr, "%s %-16s median %9.2f ms  (%d reps)  sent max %.2f MB\n", tag.c_str(),
                    algo_name.c_str(), pct(slowest, 0.5), reps, sent_max / 1e6);
@@ -657,6 +729,7 @@ struct Row {
   std::string net, algo, picks;
   int procs = 0, reps = 0;
   double median = 0, p10 = 0, p90 = 0, load = 0, cpu_ms = 0;
+  double xchg = 0, xchg_speedup = 0;  // median of (call - encode phase), fp32 / that
   uint64_t sent0 = 0, recv0 = 0, sent_max = 0, recv_max = 0, sent_mean = 0, recv_mean = 0;
   double bytes_ratio = 0, speedup = 0;
 };
@@ -670,16 +743,19 @@ void run_workers(const Options& o, const std::string& dir, int P, const NetLab* 
   static const std::string self = fs::read_symlink("/proc/self/exe").string();
   std::vector<pid_t> pids(P, -1);
   for (int r = 0; r < P; ++r) {
-    std::vector<std::string> args = {"bench_comm",  "--worker",
-                                     "--rank",      std::to_string(r),
-                                     "--size",      std::to_string(P),
-                                     "--dir",       dir,
-                                     "--host",      lab ? NetLab::address(r) : "127.0.0.1",
-                                     "--algos",     join(o.algos, ','),
-                                     "--reps",      std::to_string(o.reps),
-                                     "--warmup",    std::to_string(o.warmup),
-                                     "--format",    o.format,
-                                     "--timeout-s", std::to_string(o.timeout_s)};
+    std::vector<std::string> args = {"bench_comm",    "--worker",
+                                     "--rank",        std::to_string(r),
+                                     "--size",        std::to_string(P),
+                                     "--dir",         dir,
+                                     "--host",        lab ? NetLab::address(r) : "127.0.0.1",
+                                     "--algos",       join(o.algos, ','),
+                                     "--reps",        std::to_string(o.reps),
+                                     "--warmup",      std::to_string(o.warmup),
+                                     "--format",      o.format,
+                                     "--path",        o.product ? "product" : "collectives",
+                                     "--chunk-bytes", std::to_string(o.chunk_bytes),
+                                     "--timeout-s",   std::to_string(o.timeout_s)};
+    if (!o.overlap) args.push_back("--no-overlap");
     std::fflush(nullptr);
     const pid_t pid = ::fork();
     TG_CHECK(pid >= 0, "fork failed: ", std::strerror(errno));
@@ -746,7 +822,7 @@ std::vector<Row> read_results(const std::string& path, const std::string& net, i
   std::vector<Row> rows;
   Row r;
   while (in >> r.algo >> r.median >> r.p10 >> r.p90 >> r.reps >> r.sent0 >> r.recv0 >> r.sent_max >>
-         r.recv_max >> r.sent_mean >> r.recv_mean >> r.cpu_ms >> r.picks) {
+         r.recv_max >> r.sent_mean >> r.recv_mean >> r.cpu_ms >> r.picks >> r.xchg) {
     r.net = net;
     r.procs = P;
     rows.push_back(r);
@@ -759,19 +835,21 @@ double mb(uint64_t b) {
 }
 
 void print_table(const std::vector<Row>& rows, const std::string& link) {
-  std::fprintf(stderr, "\n%-8s %2s %-16s %10s %10s %10s %4s %11s %11s %8s %8s %9s %5s  %s\n", "net",
-               "P", "algo", "median_ms", "p10_ms", "p90_ms", "reps", "sentmax_MB", "recvmax_MB",
-               "bytes_x", "speedup", "cpu_ms", "load", "auto picks");
+  std::fprintf(stderr,
+               "\n%-8s %2s %-16s %10s %10s %10s %9s %4s %11s %11s %8s %8s %8s %9s %5s  %s\n", "net",
+               "P", "algo", "median_ms", "p10_ms", "p90_ms", "xchg_ms", "reps", "sentmax_MB",
+               "recvmax_MB", "bytes_x", "speedup", "xchg_x", "cpu_ms", "load", "auto picks");
   for (const Row& r : rows)
-    std::fprintf(
-        stderr,
-        "%-8s %2d %-16s %10.2f %10.2f %10.2f %4d %11.3f %11.3f %8.2f %8.2f %9.1f %5.2f  %s\n",
-        r.net.c_str(), r.procs, r.algo.c_str(), r.median, r.p10, r.p90, r.reps, mb(r.sent_max),
-        mb(r.recv_max), r.bytes_ratio, r.speedup, r.cpu_ms, r.load,
-        r.picks == "-" ? "" : r.picks.c_str());
+    std::fprintf(stderr,
+                 "%-8s %2d %-16s %10.2f %10.2f %10.2f %9.2f %4d %11.3f %11.3f %8.2f %8.2f %8.2f "
+                 "%9.1f %5.2f  %s\n",
+                 r.net.c_str(), r.procs, r.algo.c_str(), r.median, r.p10, r.p90, r.xchg, r.reps,
+                 mb(r.sent_max), mb(r.recv_max), r.bytes_ratio, r.speedup, r.xchg_speedup, r.cpu_ms,
+                 r.load, r.picks == "-" ? "" : r.picks.c_str());
   std::fprintf(stderr,
                "(link %s; bytes_x = fp32 sent / this sent, busiest rank; speedup = fp32 median / "
-               "this median; cpu_ms = CPU time per exchange per rank, mean over ranks)\n",
+               "this median; xchg = the call minus its encode phase, xchg_x = fp32 median / "
+               "xchg median; cpu_ms = CPU time per exchange per rank, mean over ranks)\n",
                link.c_str());
 }
 
@@ -840,11 +918,15 @@ int orchestrate(const Options& o) {
         if (fp) {
           r.bytes_ratio = r.sent_max ? static_cast<double>(fp->sent_max) / r.sent_max : 0;
           r.speedup = r.median > 0 ? fp->median / r.median : 0;
+          r.xchg_speedup = r.xchg > 0 ? fp->median / r.xchg : 0;
         }
         JsonLine line;
         line.add("bench", "comm").add("net", net).add("params", static_cast<long long>(n));
         line.add("tensors", static_cast<int>(layout.size())).add("procs", P);
         line.add("layout", o.flat ? "flat" : "per-tensor");
+        line.add("path", o.product ? "product" : "collectives");
+        if (o.product) line.add("chunk_bytes", static_cast<long long>(o.chunk_bytes));
+        if (o.product) line.add("overlap", o.overlap ? "on" : "off");
         line.add("link", o.link).add("format", o.format).add("algo", r.algo);
         if (r.picks != "-") line.add("auto_picks", r.picks);
         line.add_timing({r.median, r.p10, r.p90, r.reps});
@@ -855,7 +937,9 @@ int orchestrate(const Options& o) {
             .add("sent_mean", static_cast<long long>(r.sent_mean))
             .add("recv_mean", static_cast<long long>(r.recv_mean))
             .add("cpu_ms_per_rank", r.cpu_ms);
+        line.add("xchg_ms", r.xchg);
         if (fp) line.add("bytes_ratio_vs_fp32", r.bytes_ratio).add("speedup_vs_fp32", r.speedup);
+        if (fp) line.add("xchg_speedup_vs_fp32", r.xchg_speedup);
         if (r.algo != "fp32") line.add("encode_ms", enc);
         line.add("load1", load[0]).add("cpu", cpu);
         line.print();

@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <vector>
 
 #include "nn/core/blas.h"
 #include "nn/core/error.h"
 #include "nn/ops/dispatch.h"
-#include "terngrad/ternary_kernels.h"
 
 namespace tg::comm {
 
@@ -35,12 +35,6 @@ void copy_range(Tensor& dst, int64_t dst_offset, const Tensor& src, int64_t src_
   if (n == 0) return;
   Tensor d = dst.slice(0, dst_offset, dst_offset + n);
   d.copy_from(src.slice(0, src_offset, src_offset + n));
-}
-
-void unpack_codes(const Device& d, const uint8_t* packed, int64_t n, tern::PackFormat f,
-                  int32_t* acc) {
-  TG_DISPATCH(d, "unpack_accumulate", tern::unpack_accumulate_cpu(packed, n, f, acc),
-              tern::unpack_accumulate_cuda(packed, n, f, acc));
 }
 
 // Round 1, both paths: shared = elementwise max over the N workers' metas in global order (the
@@ -165,88 +159,99 @@ void ternary_path(tern::Compressor& c, Communicator& comm, std::span<const Tenso
   const tern::PackFormat f = o.compression.pack;
   const std::vector<SlotFormat> fmt = terngrad_message_layout(c, o.compression, step);
   const auto b = static_cast<int64_t>(c.payload_bytes(step));
+  TG_CHECK(o.chunk_bytes >= 0,
+           "aggregate_distributed: AggregateOptions.chunk_bytes = ", o.chunk_bytes,
+           " (expected >= 0; 0 = one call for the whole bucket)");
   st.ternary_path = true;
 
-  // Routes: every rank resolves `automatic` from the same shape, so all agree.
-  st.routes.assign(layout.size(), SlotRoute::gathered);
-  for (size_t t = 0; t < layout.size(); ++t) {
-    if (!fmt[t].ternary) {
-      ++st.raw_slots;
-      continue;
-    }
-    ++st.ternary_slots;
-    TernaryAlgorithm a = o.algorithm;
-    if (a == TernaryAlgorithm::automatic)
-      a = choose_ternary_algorithm({layout[t].numel, comm.size(), w, f, comm.backend()});
-    if (a == TernaryAlgorithm::ps) st.routes[t] = SlotRoute::ps;
-    if (a == TernaryAlgorithm::packed_allreduce) st.routes[t] = SlotRoute::packed_allreduce;
-  }
-  // The gathered block of one worker: raw fp32 slots first (4-byte aligned), then the codes of
-  // the gathered ternary slots, padded to a multiple of 4 bytes so the next block's floats stay
-  // aligned too (cuBLAS wants aligned floats).
+  // The bucket: every ternary slot, in layout order; the gathered block: every raw fp32 slot.
+  // Every rank derives both, and resolves `automatic`, from the same sizes, so all agree.
+  std::vector<int64_t> bucket_numel;
   std::vector<int64_t> block_offset(layout.size(), -1);
   int64_t g_bytes = 0;
-  for (int pass = 0; pass < 2; ++pass) {
-    for (size_t t = 0; t < layout.size(); ++t) {
-      if (st.routes[t] != SlotRoute::gathered || fmt[t].ternary != (pass == 1)) continue;
+  for (size_t t = 0; t < layout.size(); ++t) {
+    if (fmt[t].ternary) {
+      ++st.ternary_slots;
+      bucket_numel.push_back(layout[t].numel);
+    } else {
+      ++st.raw_slots;
       block_offset[t] = g_bytes;
-      g_bytes += fmt[t].bytes;
+      g_bytes += fmt[t].bytes;  // numel floats: the block stays 4-byte aligned
     }
   }
-  g_bytes = padded4(g_bytes);
+  const TernaryPipeline pipeline{o.chunk_bytes, o.overlap};
+  const TernaryBucketShape shape{bucket_numel, comm.size(), w, f, comm.backend(), o.chunk_bytes};
+  st.bucket_algorithm = o.algorithm == TernaryAlgorithm::automatic
+                            ? choose_ternary_bucket_algorithm(shape)
+                            : o.algorithm;
+  st.bucket_bytes = bucket_code_bytes(bucket_numel, f);
+  st.bucket_chunks = st.bucket_bytes == 0 ? 0
+                     : o.chunk_bytes == 0 ? 1
+                                          : (st.bucket_bytes + o.chunk_bytes - 1) / o.chunk_bytes;
+  SlotRoute bucket_route = SlotRoute::allgather;
+  if (st.bucket_algorithm == TernaryAlgorithm::ps) bucket_route = SlotRoute::ps;
+  if (st.bucket_algorithm == TernaryAlgorithm::packed_allreduce)
+    bucket_route = SlotRoute::packed_allreduce;
+  st.routes.assign(layout.size(), SlotRoute::gathered);
+  for (size_t t = 0; t < layout.size(); ++t)
+    if (fmt[t].ternary) st.routes[t] = bucket_route;
 
-  // Encode the W messages and cut them into the gathered blocks.
+  // Encode the W messages. With no raw slot a message IS the bucket (slots back to back, each
+  // packed_bytes long); otherwise cut the codes and the raw floats apart.
   auto t0 = Clock::now();
   Tensor msgs = Tensor::empty({w * b}, DType::u8, d);
   for (int k = 0; k < w; ++k) {
     Tensor msg = msgs.slice(0, k * b, (k + 1) * b);
     c.encode(local_grads[k], shared.data(), step, static_cast<int>(first + k), msg);
   }
-  Tensor block = Tensor::zeros({w * g_bytes}, DType::u8, d);  // zeros: the padding is defined
-  for (int k = 0; k < w; ++k)
-    for (size_t t = 0; t < layout.size(); ++t)
-      if (block_offset[t] >= 0)
-        copy_range(block, k * g_bytes + block_offset[t], msgs, k * b + fmt[t].offset, fmt[t].bytes);
+  Tensor bucket = msgs;
+  Tensor block;
+  if (st.raw_slots > 0) {
+    bucket = Tensor::empty({w * st.bucket_bytes}, DType::u8, d);
+    block = Tensor::empty({w * g_bytes}, DType::u8, d);
+    for (int k = 0; k < w; ++k) {
+      int64_t at = k * st.bucket_bytes;
+      for (size_t t = 0; t < layout.size(); ++t) {
+        if (fmt[t].ternary) {
+          copy_range(bucket, at, msgs, k * b + fmt[t].offset, fmt[t].bytes);
+          at += fmt[t].bytes;
+        } else {
+          copy_range(block, k * g_bytes + block_offset[t], msgs, k * b + fmt[t].offset,
+                     fmt[t].bytes);
+        }
+      }
+    }
+  }
   st.encode_s += seconds_since(t0);
 
   tern::Accumulator acc = c.make_accumulator(d);
   int32_t* ints = acc.ints.data<int32_t>();
   float* floats = acc.floats.data<float>();
 
-  // The ternary collectives, slot by slot in layout order (the same order on every rank).
+  // The bucket in one collective (per chunk), then the raw block in one allgather.
   t0 = Clock::now();
-  Tensor codes;
-  for (size_t t = 0; t < layout.size(); ++t) {
-    if (st.routes[t] == SlotRoute::gathered) continue;
-    const TernaryAlgorithm a =
-        st.routes[t] == SlotRoute::ps ? TernaryAlgorithm::ps : TernaryAlgorithm::packed_allreduce;
-    const uint8_t* p = msgs.data<uint8_t>() + fmt[t].offset;
-    if (w > 1) {  // the W workers' codes back to back
-      codes = Tensor::empty({w * fmt[t].bytes}, DType::u8, d);
-      for (int k = 0; k < w; ++k)
-        copy_range(codes, k * fmt[t].bytes, msgs, k * b + fmt[t].offset, fmt[t].bytes);
-      p = codes.data<uint8_t>();
-    }
-    ternary_aggregate(comm, a, p, w, layout[t].numel, f, ints + layout[t].offset);
-  }
-  Tensor all = Tensor::empty({n * g_bytes}, DType::u8, d);
-  if (g_bytes > 0)
+  std::vector<int32_t*> slot_acc;
+  for (size_t t = 0; t < layout.size(); ++t)
+    if (fmt[t].ternary) slot_acc.push_back(ints + layout[t].offset);
+  ternary_aggregate_bucket(comm, st.bucket_algorithm, bucket.data<uint8_t>(), w, bucket_numel, f,
+                           slot_acc, pipeline);
+  Tensor all;
+  if (g_bytes > 0) {
+    all = Tensor::empty({n * g_bytes}, DType::u8, d);
     comm.allgather(block.data<uint8_t>(), all.data<uint8_t>(), static_cast<size_t>(w * g_bytes));
+  }
   st.comm_s += seconds_since(t0);
 
-  // The gathered slots in global worker order: raw floats summed as TernGradCompressor::
-  // accumulate sums them (axpy with alpha 1), codes unpacked into the integer sums.
+  // The raw slots in global worker order, summed as TernGradCompressor::accumulate sums them
+  // (axpy with alpha 1); then one scaling of every sum.
   t0 = Clock::now();
-  for (int64_t g = 0; g < n; ++g) {
+  for (int64_t g = 0; g < n && g_bytes > 0; ++g) {
     const uint8_t* blk = all.data<uint8_t>() + g * g_bytes;
     for (size_t t = 0; t < layout.size(); ++t) {
       if (block_offset[t] < 0) continue;
       const tern::GradSlot& s = layout[t];
-      const uint8_t* src = blk + block_offset[t];
-      if (fmt[t].ternary)
-        unpack_codes(d, src, s.numel, f, ints + s.offset);
-      else
-        axpy(d, s.numel, 1.0f, reinterpret_cast<const float*>(src), floats + s.offset);
+      axpy(d, s.numel, 1.0f, reinterpret_cast<const float*>(blk + block_offset[t]),
+           floats + s.offset);
     }
   }
   c.finalize(acc, shared.data(), step, static_cast<int>(n), out);
@@ -265,6 +270,8 @@ const char* name(SlotRoute r) {
       return "ps";
     case SlotRoute::packed_allreduce:
       return "packed-allreduce";
+    case SlotRoute::allgather:
+      return "allgather";
   }
   return "?";
 }
@@ -272,14 +279,17 @@ const char* name(SlotRoute r) {
 std::string describe(const AggregateStats& s) {
   std::string line;
   if (s.ternary_path) {
-    int64_t ps = 0, par = 0, gathered = 0;
+    int64_t ps = 0, par = 0, ag = 0, gathered = 0;
     for (SlotRoute r : s.routes) {
       ps += r == SlotRoute::ps;
       par += r == SlotRoute::packed_allreduce;
+      ag += r == SlotRoute::allgather;
       gathered += r == SlotRoute::gathered;
     }
-    line = detail::concat("ternary: ", ps, " ps, ", par, " packed-allreduce, ", gathered,
-                          " gathered (", s.raw_slots, " raw fp32)");
+    line = detail::concat("ternary: ", ps, " ps, ", par, " packed-allreduce, ", ag, " allgather, ",
+                          gathered, " gathered raw fp32; bucket of ", s.ternary_slots, " slots, ",
+                          s.bucket_bytes, " B per worker, ", s.bucket_chunks, " chunk",
+                          s.bucket_chunks == 1 ? "" : "s");
   } else {
     line = detail::concat("generic allgather of ", s.routes.size(), " slots");
   }

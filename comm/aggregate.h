@@ -24,20 +24,26 @@
 // Wire, per rank (ring allgather, comm/wire_model.h): sent = received = (P - 1) W (4 M + B4).
 //
 // The ternary path (terngrad with shared scalers, algorithm ps, packed_allreduce or automatic):
-// every ternary slot's codes are on one grid, so their integer sums are exact in any order and
-// each slot goes through comm/ternary_collectives.h (ternary_aggregate into the accumulator's
-// int32 sums); `automatic` resolves per slot with that header's byte cost model. Slots sent as
-// raw fp32 (the exclusion rules, a floating-gradient epoch) and ternary slots that resolve to
-// allgather travel together in one allgather of a per-worker block (fp32 slots first, then the
-// codes, padded to 4 bytes so every block's floats stay aligned) and are accumulated in global
-// worker order like the generic path; then c.finalize scales every integer sum once. The message
-// layout (which slot is ternary at `step`, and each slot's bytes) is recomputed from the options
-// the compressor was made with (AggregateOptions::compression), documented in
-// terngrad/compressor.h: a ternary slot is packed_bytes(pack, numel) bytes of codes, any other
-// slot numel raw floats, slots back to back in layout order. The recomputed payload size is
-// checked against c.payload_bytes(step).
-// Wire, per rank: the meta allgather, plus ternary_cost(route, slot) for each ps or
-// packed-allreduce slot, plus an allgather of W * G bytes (G: one worker's block, padded).
+// every ternary slot's codes are on one grid, so their integer sums are exact in any order. All
+// ternary slots travel as ONE bucket (comm/ternary_collectives.h, ternary_aggregate_bucket): one
+// worker's bucket is the slots' codes back to back in layout order (each packed_bytes(pack,
+// numel) long, so with no raw slot a message is its own bucket), summed into the accumulator's
+// int32 sums slot by slot; the padding codes at a slot's end travel but are never decoded. The
+// bucket's algorithm is AggregateOptions::algorithm, or for `automatic` the cheapest for the
+// whole bucket by the byte cost model of that header (ternary_bucket_cost, chunking included),
+// so every ternary slot takes the same route (ps, packed-allreduce or allgather). The bucket is
+// cut into chunks of AggregateOptions::chunk_bytes bytes of one worker's codes; on a CPU
+// communicator, with `overlap`, a second thread runs chunk c + 1's collective while this one
+// decodes chunk c (the decode hides behind the transfer). Slots sent as raw fp32 (the exclusion
+// rules, a floating-gradient epoch) travel together in one allgather of a per-worker block (their
+// floats back to back) and are accumulated in global worker order like the generic path; then
+// c.finalize scales every integer sum once. The message layout (which slot is ternary at `step`,
+// and each slot's bytes) is recomputed from the options the compressor was made with
+// (AggregateOptions::compression), documented in terngrad/compressor.h: a ternary slot is
+// packed_bytes(pack, numel) bytes of codes, any other slot numel raw floats, slots back to back in
+// layout order. The recomputed payload size is checked against c.payload_bytes(step).
+// Wire, per rank: the meta allgather, plus ternary_bucket_cost(route, bucket, rank), plus an
+// allgather of W * G bytes (G: one worker's raw floats, 4 bytes each) when there is a raw slot.
 //
 // Devices: local_grads, out and every buffer live on comm.device() (host for local and gloo,
 // this rank's GPU for nccl); temporaries come from the device's caching allocator. The metas are
@@ -64,16 +70,23 @@ struct AggregateOptions {
   // The options the compressor was made with; read only on the ternary path (method must be
   // "terngrad" there, else it throws), to find the slots' bytes inside a message.
   tern::CompressionOptions compression;
+  // Ternary path: bytes of one worker's bucket per collective call (0: the whole bucket in one
+  // call), and whether to decode chunk c while chunk c + 1 is on the wire (CPU communicators;
+  // a second thread issues the collectives). Every rank must pass the same values.
+  int64_t chunk_bytes = int64_t{2} << 20;
+  bool overlap = true;
 };
 
 // How one slot travelled.
 enum class SlotRoute : uint8_t {
   message,           // generic path: inside the allgathered whole messages
-  gathered,          // ternary path: in the allgathered block (raw fp32, or codes -> allgather)
-  ps,                // ternary path: ternary_aggregate, parameter server
-  packed_allreduce,  // ternary path: ternary_aggregate, packed-field allreduce
+  gathered,          // ternary path: raw fp32 in the allgathered block
+  ps,                // ternary path: in the bucket, parameter server
+  packed_allreduce,  // ternary path: in the bucket, packed-field allreduce
+  allgather,         // ternary path: in the bucket, allgather of the codes
 };
-const char* name(SlotRoute r);  // "message", "gathered", "ps", "packed-allreduce"
+// "message", "gathered", "ps", "packed-allreduce", "allgather"
+const char* name(SlotRoute r);
 
 struct AggregateStats {
   WireBytes wire;                 // this call on this rank: the change in comm.wire()
@@ -82,15 +95,21 @@ struct AggregateStats {
   bool ternary_path = false;      // false: the generic path
   int64_t ternary_slots = 0;      // slots summed as integer codes (ternary path)
   int64_t raw_slots = 0;          // slots sent as raw fp32 in the gathered block (ternary path)
+  // Ternary path: the bucket's algorithm (automatic resolved), one worker's bucket bytes, and
+  // the collective calls (chunks) it took; 0 bytes and 0 chunks when no slot is ternary.
+  TernaryAlgorithm bucket_algorithm = TernaryAlgorithm::allgather;
+  int64_t bucket_bytes = 0;
+  int64_t bucket_chunks = 0;
   // Host wall-clock seconds. On a CUDA device the phases are not synchronised, so queued kernel
   // time can land in a later phase; the sum is the call's time.
   double encode_s = 0;  // local_meta + encode (+ staging the gathered block)
-  double comm_s = 0;    // collectives (ternary_aggregate whole, including its unpacking)
+  double comm_s = 0;    // collectives (the bucket's whole, including its decoding)
   double reduce_s = 0;  // accumulate + finalize
 };
 
-// A short line for logs: "ternary: 3 ps, 1 packed-allreduce, 2 gathered (1 raw fp32); wire
-// sent 1234 B received 1234 B" or "generic allgather of 5 slots; wire ...".
+// A short line for logs: "ternary: 0 ps, 0 packed-allreduce, 4 allgather, 2 gathered raw fp32;
+// bucket of 4 slots, 1234 B per worker, 1 chunk; wire sent 1234 B received 1234 B" or "generic
+// allgather of 5 slots; wire ...".
 std::string describe(const AggregateStats& s);
 
 // out (f32 [c.total()] on comm.device()) = the aggregated gradient of all N workers at `step`,

@@ -4,7 +4,13 @@
 #include "comm/ternary_collectives.h"
 
 #include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <exception>
+#include <functional>
 #include <memory>
+#include <mutex>
+#include <thread>
 
 #include "comm/gloo_comm.h"
 #include "comm/ternary_fields.h"
@@ -30,35 +36,113 @@ void check_shape(const TernaryShape& s) {
            " workers (expected at most 2^30)");
 }
 
-uint64_t code_bytes(const TernaryShape& s) {
-  return tern::packed_bytes(s.format, s.n);
-}
-uint64_t field_bytes(const TernaryShape& s) {
-  const int k = sum_field_bits(static_cast<int64_t>(s.ranks) * s.workers_per_rank);
-  return 8 * static_cast<uint64_t>(sum_field_words(s.n, k));
-}
-
-WireBytes rank_bytes(TernaryAlgorithm a, const TernaryShape& s, int rank) {
-  const uint64_t wb = s.workers_per_rank * code_bytes(s);
-  const bool gloo = s.backend == "gloo";
-  const int p = s.ranks;
+// What rank `rank` moves for one collective call of `a` on wb = W * (one worker's code bytes) and
+// kb = the k-bit field bytes.
+WireBytes rank_bytes(TernaryAlgorithm a, uint64_t wb, uint64_t kb, int p, bool gloo, int rank) {
   WireBytes w;
   switch (a) {
     case TernaryAlgorithm::ps:
       wire_model::add(
           w, gloo ? gloo_wire::gather(wb, p, rank, 0) : wire_model::gather(wb, p, rank, 0));
-      wire_model::add(w, gloo ? gloo_wire::broadcast(field_bytes(s), p, rank, 0)
-                              : wire_model::broadcast(field_bytes(s), p, rank, 0));
+      wire_model::add(
+          w, gloo ? gloo_wire::broadcast(kb, p, rank, 0) : wire_model::broadcast(kb, p, rank, 0));
       return w;
     case TernaryAlgorithm::allgather:
       return gloo ? gloo_wire::allgather(wb, p) : wire_model::allgather(wb, p);
     case TernaryAlgorithm::packed_allreduce:
-      return gloo ? gloo_wire::allreduce(field_bytes(s), sizeof(uint64_t), p, rank)
-                  : wire_model::allreduce(field_bytes(s), p);
+      return gloo ? gloo_wire::allreduce(kb, sizeof(uint64_t), p, rank)
+                  : wire_model::allreduce(kb, p);
     case TernaryAlgorithm::automatic:
       break;
   }
   TG_THROW("ternary_cost: algorithm '", name(a), "' has no cost of its own (resolve it first)");
+}
+
+// ---- the chunk plan of a bucket ---------------------------------------------------------------
+
+// The part of segment `seg` inside one chunk: elements [first, first + n) of the segment, whose
+// codes start `byte` bytes into the chunk (of one worker); their sums sit at `elem` in the chunk's
+// compact int32 vector and their k-bit fields start at word `word` of the chunk's words.
+struct Piece {
+  size_t seg = 0;
+  int64_t byte = 0, first = 0, n = 0, elem = 0, word = 0;
+};
+
+// Bytes [begin, begin + bytes) of every worker's bucket; elem_base / word_base: where the chunk's
+// int32 sums and words start in whole-bucket buffers (chunks back to back).
+struct Chunk {
+  int64_t begin = 0, bytes = 0;
+  int64_t elems = 0, words = 0, elem_base = 0, word_base = 0;
+  std::vector<Piece> pieces;
+};
+
+struct Plan {
+  int64_t bucket_bytes = 0, elems = 0, words = 0;  // totals over the chunks
+  std::vector<Chunk> chunks;
+};
+
+int64_t elements_per_byte(tern::PackFormat f) {
+  return f == tern::PackFormat::two_bit ? 4 : 5;
+}
+
+// k: the sum-field width of the N workers (the word counts depend on it).
+Plan plan_bucket(const std::vector<int64_t>& numel, tern::PackFormat f, int64_t chunk_bytes,
+                 int k) {
+  TG_CHECK(chunk_bytes >= 0, "ternary bucket: chunk_bytes = ", chunk_bytes, " (expected >= 0)");
+  const size_t S = numel.size();
+  std::vector<int64_t> off(S + 1, 0);
+  for (size_t s = 0; s < S; ++s) {
+    TG_CHECK(numel[s] >= 0, "ternary bucket: segment ", s, " has ", numel[s],
+             " elements (expected >= 0)");
+    off[s + 1] = off[s] + static_cast<int64_t>(tern::packed_bytes(f, numel[s]));
+  }
+  Plan plan;
+  plan.bucket_bytes = off[S];
+  const int64_t step = chunk_bytes > 0 ? chunk_bytes : std::max<int64_t>(plan.bucket_bytes, 1);
+  const int64_t epb = elements_per_byte(f);
+  size_t s = 0;
+  for (int64_t b0 = 0; b0 < plan.bucket_bytes; b0 += step) {
+    Chunk c;
+    c.begin = b0;
+    c.bytes = std::min(step, plan.bucket_bytes - b0);
+    c.elem_base = plan.elems;
+    c.word_base = plan.words;
+    const int64_t b1 = b0 + c.bytes;
+    while (s < S && off[s + 1] <= b0) ++s;
+    for (size_t t = s; t < S && off[t] < b1; ++t) {
+      if (numel[t] == 0) continue;
+      const int64_t x = std::max(b0, off[t]), y = std::min(b1, off[t + 1]);
+      Piece p;
+      p.seg = t;
+      p.byte = x - b0;
+      p.first = (x - off[t]) * epb;
+      p.n = std::min(numel[t], (y - off[t]) * epb) - p.first;
+      p.elem = c.elems;
+      p.word = c.words;
+      c.elems += p.n;
+      c.words += sum_field_words(p.n, k);
+      c.pieces.push_back(p);
+    }
+    plan.elems += c.elems;
+    plan.words += c.words;
+    plan.chunks.push_back(std::move(c));
+  }
+  return plan;
+}
+
+void check_bucket_shape(const TernaryBucketShape& s) {
+  check_shape({0, s.ranks, s.workers_per_rank, s.format, s.backend});
+  tern::detail::check_format(s.format, "ternary bucket");
+}
+
+WireBytes bucket_rank_bytes(TernaryAlgorithm a, const TernaryBucketShape& s, const Plan& plan,
+                            int rank) {
+  WireBytes total;
+  for (const Chunk& c : plan.chunks)
+    wire_model::add(
+        total, rank_bytes(a, static_cast<uint64_t>(s.workers_per_rank * c.bytes),
+                          8 * static_cast<uint64_t>(c.words), s.ranks, s.backend == "gloo", rank));
+  return total;
 }
 
 // ---- device dispatch ----------------------------------------------------------------------
@@ -123,53 +207,201 @@ struct OptionalDeviceGuard {
   std::unique_ptr<cuda::DeviceGuard> guard;
 };
 
-// ---- the algorithms -------------------------------------------------------------------------
+// raw device-to-device byte copy (same device)
+void copy_bytes(const Device& d, uint8_t* dst, const uint8_t* src, int64_t n) {
+  if (n <= 0) return;
+  if (d.is_cuda())
+    cuda::copy_d2d(d.index, dst, src, static_cast<size_t>(n));
+  else
+    std::memcpy(dst, src, static_cast<size_t>(n));
+}
 
-void run_ps(Communicator& comm, const uint8_t* codes, int workers, int64_t n, tern::PackFormat f,
-            int32_t* acc) {
-  const Device d = comm.device();
-  const int p = comm.size();
-  const int64_t total = static_cast<int64_t>(p) * workers;
-  const size_t b = tern::packed_bytes(f, n);
-  const int k = sum_field_bits(total);
-  const int64_t m = sum_field_words(n, k);
-  Tensor words = Tensor::empty({m}, DType::u64, d);
-  if (comm.rank() == 0) {
-    Tensor all = Tensor::empty({static_cast<int64_t>(total * b)}, DType::u8, d);
-    comm.gather(codes, all.data<uint8_t>(), workers * b, 0);
-    Tensor sums = Tensor::zeros({n}, DType::i32, d);
-    unpack_codes(d, all.data<uint8_t>(), total, b, n, f, sums.data<int32_t>());
-    pack_fields(d, sums.data<int32_t>(), n, static_cast<int32_t>(total), k, words.data<uint64_t>());
-  } else {
-    comm.gather(codes, nullptr, workers * b, 0);
+// Runs chunks c = 0 .. C - 1 as pre(c) -> comm(c) -> post(c). Threaded: comm on a second thread,
+// pre(c + 1) and post(c) on this one while comm(c + 1) runs; else all in order on this thread.
+// The collective thread is the only one calling the communicator while it lives.
+void run_chunks(int64_t chunks, bool threaded, const std::function<void(int64_t)>& pre,
+                const std::function<void(int64_t)>& comm,
+                const std::function<void(int64_t)>& post) {
+  if (!threaded || chunks < 2) {
+    for (int64_t c = 0; c < chunks; ++c) {
+      pre(c);
+      comm(c);
+      post(c);
+    }
+    return;
   }
-  comm.broadcast(words.data<uint64_t>(), static_cast<size_t>(m) * 8, 0);
-  unpack_fields(d, words.data<uint64_t>(), n, k, static_cast<int32_t>(total), acc);
+  std::mutex mu;
+  std::condition_variable cv;
+  int64_t prepared = 0, done = 0;
+  bool stop = false;
+  std::exception_ptr comm_error, main_error;
+  pre(0);
+  prepared = 1;
+  std::thread worker([&] {
+    try {
+      for (int64_t c = 0; c < chunks; ++c) {
+        {
+          std::unique_lock<std::mutex> lk(mu);
+          cv.wait(lk, [&] { return prepared > c || stop; });
+          if (stop) return;
+        }
+        comm(c);
+        {
+          std::lock_guard<std::mutex> lk(mu);
+          done = c + 1;
+        }
+        cv.notify_all();
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lk(mu);
+      comm_error = std::current_exception();
+    }
+    cv.notify_all();
+  });
+  try {
+    for (int64_t c = 0; c < chunks; ++c) {
+      if (c + 1 < chunks) {
+        pre(c + 1);
+        {
+          std::lock_guard<std::mutex> lk(mu);
+          prepared = c + 2;
+        }
+        cv.notify_all();
+      }
+      {
+        std::unique_lock<std::mutex> lk(mu);
+        cv.wait(lk, [&] { return done > c || comm_error; });
+        if (comm_error) break;
+      }
+      post(c);
+    }
+  } catch (...) {
+    main_error = std::current_exception();
+    std::lock_guard<std::mutex> lk(mu);
+    stop = true;
+  }
+  cv.notify_all();
+  worker.join();  // a collective in flight finishes or fails (communicator timeout) first
+  if (comm_error) std::rethrow_exception(comm_error);
+  if (main_error) std::rethrow_exception(main_error);
 }
 
-void run_allgather(Communicator& comm, const uint8_t* codes, int workers, int64_t n,
-                   tern::PackFormat f, int32_t* acc) {
-  const Device d = comm.device();
-  const int64_t total = static_cast<int64_t>(comm.size()) * workers;
-  const size_t b = tern::packed_bytes(f, n);
-  Tensor all = Tensor::empty({static_cast<int64_t>(total * b)}, DType::u8, d);
-  comm.allgather(codes, all.data<uint8_t>(), workers * b);
-  unpack_codes(d, all.data<uint8_t>(), total, b, n, f, acc);
+struct BucketRun {
+  Communicator& comm;
+  Device d;
+  const uint8_t* codes;  // W worker buckets of plan.bucket_bytes
+  int workers;
+  int64_t total;  // N = P * W
+  tern::PackFormat f;
+  int k;
+  const std::vector<int32_t*>& acc;
+  const Plan& plan;
+  bool threaded;
+};
+
+// This rank's W slices of chunk c, contiguous (for W = 1 the bucket itself).
+struct SendStage {
+  Tensor buf;
+  const uint8_t* at(const BucketRun& r, const Chunk& c) const {
+    return r.workers == 1 ? r.codes + c.begin : buf.data<uint8_t>() + r.workers * c.begin;
+  }
+  void stage(const BucketRun& r, const Chunk& c) {
+    if (r.workers == 1) return;
+    uint8_t* dst = buf.data<uint8_t>() + r.workers * c.begin;
+    for (int w = 0; w < r.workers; ++w)
+      copy_bytes(r.d, dst + w * c.bytes, r.codes + w * r.plan.bucket_bytes + c.begin, c.bytes);
+  }
+  explicit SendStage(const BucketRun& r) {
+    if (r.workers > 1) buf = Tensor::empty({r.workers * r.plan.bucket_bytes}, DType::u8, r.d);
+  }
+};
+
+// acc[piece] += the unpacked fields of every piece of chunk c.
+void unpack_chunk_fields(const BucketRun& r, const Chunk& c, const uint64_t* words) {
+  for (const Piece& p : c.pieces)
+    unpack_fields(r.d, words + c.word_base + p.word, p.n, r.k, static_cast<int32_t>(r.total),
+                  r.acc[p.seg] + p.first);
 }
 
-void run_packed_allreduce(Communicator& comm, const uint8_t* codes, int workers, int64_t n,
-                          tern::PackFormat f, int32_t* acc) {
-  const Device d = comm.device();
-  const int64_t total = static_cast<int64_t>(comm.size()) * workers;
-  const size_t b = tern::packed_bytes(f, n);
-  const int k = sum_field_bits(total);
-  const int64_t m = sum_field_words(n, k);
-  Tensor local = Tensor::zeros({n}, DType::i32, d);
-  unpack_codes(d, codes, workers, b, n, f, local.data<int32_t>());
-  Tensor words = Tensor::empty({m}, DType::u64, d);
-  pack_fields(d, local.data<int32_t>(), n, workers, k, words.data<uint64_t>());
-  comm.allreduce(words.data<uint64_t>(), m, DType::u64, ReduceOp::sum);
-  unpack_fields(d, words.data<uint64_t>(), n, k, static_cast<int32_t>(total), acc);
+// sums (compact, chunk c) -> k-bit fields shifted by `offset`.
+void pack_chunk_fields(const BucketRun& r, const Chunk& c, const int32_t* sums, int32_t offset,
+                       uint64_t* words) {
+  for (const Piece& p : c.pieces)
+    pack_fields(r.d, sums + c.elem_base + p.elem, p.n, offset, r.k, words + c.word_base + p.word);
+}
+
+void run_ps(const BucketRun& r) {
+  const bool root = r.comm.rank() == 0;
+  SendStage send(r);
+  Tensor all, sums;
+  if (root) {
+    all = Tensor::empty({r.total * r.plan.bucket_bytes}, DType::u8, r.d);
+    sums = Tensor::zeros({r.plan.elems}, DType::i32, r.d);
+  }
+  Tensor words = Tensor::empty({r.plan.words}, DType::u64, r.d);
+  uint64_t* wp = words.data<uint64_t>();
+  run_chunks(
+      static_cast<int64_t>(r.plan.chunks.size()), r.threaded,
+      [&](int64_t c) { send.stage(r, r.plan.chunks[c]); },
+      [&](int64_t i) {
+        const Chunk& c = r.plan.chunks[i];
+        const size_t bytes = static_cast<size_t>(r.workers * c.bytes);
+        if (root) {
+          uint8_t* got = all.data<uint8_t>() + r.total * c.begin;
+          r.comm.gather(send.at(r, c), got, bytes, 0);
+          int32_t* sp = sums.data<int32_t>();
+          for (const Piece& p : c.pieces)
+            unpack_codes(r.d, got + p.byte, r.total, static_cast<size_t>(c.bytes), p.n, r.f,
+                         sp + c.elem_base + p.elem);
+          pack_chunk_fields(r, c, sp, static_cast<int32_t>(r.total), wp);
+        } else {
+          r.comm.gather(send.at(r, c), nullptr, bytes, 0);
+        }
+        r.comm.broadcast(wp + c.word_base, static_cast<size_t>(c.words) * 8, 0);
+      },
+      [&](int64_t c) { unpack_chunk_fields(r, r.plan.chunks[c], wp); });
+}
+
+void run_allgather(const BucketRun& r) {
+  SendStage send(r);
+  Tensor all = Tensor::empty({r.total * r.plan.bucket_bytes}, DType::u8, r.d);
+  run_chunks(
+      static_cast<int64_t>(r.plan.chunks.size()), r.threaded,
+      [&](int64_t c) { send.stage(r, r.plan.chunks[c]); },
+      [&](int64_t i) {
+        const Chunk& c = r.plan.chunks[i];
+        r.comm.allgather(send.at(r, c), all.data<uint8_t>() + r.total * c.begin,
+                         static_cast<size_t>(r.workers * c.bytes));
+      },
+      [&](int64_t i) {
+        const Chunk& c = r.plan.chunks[i];
+        const uint8_t* got = all.data<uint8_t>() + r.total * c.begin;
+        for (const Piece& p : c.pieces)
+          unpack_codes(r.d, got + p.byte, r.total, static_cast<size_t>(c.bytes), p.n, r.f,
+                       r.acc[p.seg] + p.first);
+      });
+}
+
+void run_packed_allreduce(const BucketRun& r) {
+  Tensor local = Tensor::zeros({r.plan.elems}, DType::i32, r.d);
+  Tensor words = Tensor::empty({r.plan.words}, DType::u64, r.d);
+  int32_t* lp = local.data<int32_t>();
+  uint64_t* wp = words.data<uint64_t>();
+  const auto stride = static_cast<size_t>(r.plan.bucket_bytes);
+  run_chunks(
+      static_cast<int64_t>(r.plan.chunks.size()), r.threaded,
+      [&](int64_t i) {
+        const Chunk& c = r.plan.chunks[i];
+        for (const Piece& p : c.pieces)
+          unpack_codes(r.d, r.codes + c.begin + p.byte, r.workers, stride, p.n, r.f,
+                       lp + c.elem_base + p.elem);
+        pack_chunk_fields(r, c, lp, r.workers, wp);
+      },
+      [&](int64_t i) {
+        const Chunk& c = r.plan.chunks[i];
+        r.comm.allreduce(wp + c.word_base, c.words, DType::u64, ReduceOp::sum);
+      },
+      [&](int64_t c) { unpack_chunk_fields(r, r.plan.chunks[c], wp); });
 }
 
 }  // namespace
@@ -204,23 +436,46 @@ TernaryAlgorithm parse_ternary_algorithm(std::string_view s) {
 
 TernaryCost ternary_cost(TernaryAlgorithm algorithm, const TernaryShape& shape, int rank) {
   check_shape(shape);
+  return ternary_bucket_cost(
+      algorithm, {{shape.n}, shape.ranks, shape.workers_per_rank, shape.format, shape.backend, 0},
+      rank);
+}
+
+TernaryAlgorithm choose_ternary_algorithm(const TernaryShape& shape) {
+  check_shape(shape);
+  return choose_ternary_bucket_algorithm(
+      {{shape.n}, shape.ranks, shape.workers_per_rank, shape.format, shape.backend, 0});
+}
+
+int64_t bucket_code_bytes(const std::vector<int64_t>& numel, tern::PackFormat format) {
+  tern::detail::check_format(format, "bucket_code_bytes");
+  int64_t b = 0;
+  for (int64_t n : numel) b += static_cast<int64_t>(tern::packed_bytes(format, n));
+  return b;
+}
+
+TernaryCost ternary_bucket_cost(TernaryAlgorithm algorithm, const TernaryBucketShape& shape,
+                                int rank) {
+  check_bucket_shape(shape);
   TG_CHECK(rank >= 0 && rank < shape.ranks, "ternary_cost: rank ", rank, " (expected 0 .. ",
            shape.ranks - 1, ")");
+  const int k = sum_field_bits(static_cast<int64_t>(shape.ranks) * shape.workers_per_rank);
+  const Plan plan = plan_bucket(shape.numel, shape.format, shape.chunk_bytes, k);
   TernaryCost c;
-  c.rank = rank_bytes(algorithm, shape, rank);
+  c.rank = bucket_rank_bytes(algorithm, shape, plan, rank);
   // ps loads the server (rank 0) most; the others load every rank (almost) alike. P is small.
   for (int r = 0; r < shape.ranks; ++r) {
-    const WireBytes w = r == rank ? c.rank : rank_bytes(algorithm, shape, r);
+    const WireBytes w = r == rank ? c.rank : bucket_rank_bytes(algorithm, shape, plan, r);
     c.busiest = std::max(c.busiest, w.sent + w.received);
   }
   return c;
 }
 
-TernaryAlgorithm choose_ternary_algorithm(const TernaryShape& shape) {
+TernaryAlgorithm choose_ternary_bucket_algorithm(const TernaryBucketShape& shape) {
   TernaryAlgorithm best = kConcrete[0];
-  uint64_t best_bytes = ternary_cost(best, shape, 0).busiest;
+  uint64_t best_bytes = ternary_bucket_cost(best, shape, 0).busiest;
   for (TernaryAlgorithm a : kConcrete) {
-    const uint64_t bytes = ternary_cost(a, shape, 0).busiest;
+    const uint64_t bytes = ternary_bucket_cost(a, shape, 0).busiest;
     if (bytes < best_bytes) {
       best = a;
       best_bytes = bytes;
@@ -232,28 +487,50 @@ TernaryAlgorithm choose_ternary_algorithm(const TernaryShape& shape) {
 TernaryResult ternary_aggregate(Communicator& comm, TernaryAlgorithm algorithm,
                                 const uint8_t* codes, int workers, int64_t n,
                                 tern::PackFormat format, int32_t* acc) {
-  const TernaryShape shape{n, comm.size(), workers, format, comm.backend()};
-  check_shape(shape);
-  TG_CHECK(format == tern::PackFormat::two_bit || format == tern::PackFormat::base3,
-           "ternary collective: unknown PackFormat ", static_cast<int>(format));
-  TG_CHECK(n == 0 || (codes != nullptr && acc != nullptr), "ternary collective on rank ",
-           comm.rank(), ": null codes or accumulator for n = ", n);
+  check_shape({n, comm.size(), workers, format, comm.backend()});
+  return ternary_aggregate_bucket(comm, algorithm, codes, workers, {n}, format, {acc});
+}
+
+TernaryResult ternary_aggregate_bucket(Communicator& comm, TernaryAlgorithm algorithm,
+                                       const uint8_t* codes, int workers,
+                                       const std::vector<int64_t>& numel, tern::PackFormat format,
+                                       const std::vector<int32_t*>& acc,
+                                       const TernaryPipeline& pipeline) {
+  const TernaryBucketShape shape{numel,  comm.size(),    workers,
+                                 format, comm.backend(), pipeline.chunk_bytes};
+  check_bucket_shape(shape);
+  TG_CHECK(acc.size() == numel.size(), "ternary collective on rank ", comm.rank(), ": ", acc.size(),
+           " accumulators for ", numel.size(), " segments (expected one each)");
+  const int64_t total = static_cast<int64_t>(comm.size()) * workers;
+  const int k = sum_field_bits(total);
+  const Plan plan = plan_bucket(numel, format, pipeline.chunk_bytes, k);
+  for (size_t s = 0; s < numel.size(); ++s)
+    TG_CHECK(numel[s] == 0 || (codes != nullptr && acc[s] != nullptr),
+             "ternary collective on rank ", comm.rank(), ": null codes or accumulator for segment ",
+             s, " of ", numel[s], " elements");
   TernaryResult result{algorithm, {}};
-  if (algorithm == TernaryAlgorithm::automatic) result.algorithm = choose_ternary_algorithm(shape);
-  // Every rank knows n, so an empty tensor is skipped by all ranks alike (no zero-byte messages).
-  if (n == 0) return result;
+  if (algorithm == TernaryAlgorithm::automatic)
+    result.algorithm = choose_ternary_bucket_algorithm(shape);
+  // Every rank knows the sizes, so an empty bucket is skipped by all ranks alike (no zero-byte
+  // messages).
+  if (plan.chunks.empty()) return result;
 
   const WireBytes before = comm.wire();
   OptionalDeviceGuard guard(comm.device());
+  const BucketRun run{comm,  comm.device(),
+                      codes, workers,
+                      total, format,
+                      k,     acc,
+                      plan,  pipeline.overlap && !comm.device().is_cuda()};
   switch (result.algorithm) {
     case TernaryAlgorithm::ps:
-      run_ps(comm, codes, workers, n, format, acc);
+      run_ps(run);
       break;
     case TernaryAlgorithm::allgather:
-      run_allgather(comm, codes, workers, n, format, acc);
+      run_allgather(run);
       break;
     case TernaryAlgorithm::packed_allreduce:
-      run_packed_allreduce(comm, codes, workers, n, format, acc);
+      run_packed_allreduce(run);
       break;
     case TernaryAlgorithm::automatic:
       break;

@@ -32,6 +32,27 @@
 //   P = 4:  allgather 1.50 B, packed_allreduce 1.50 B (k = 4), ps 2.25 B  -> allgather (tie)
 //   P = 8:  allgather 3.50 B, packed_allreduce 2.33 B (k = 5), ps 6.42 B  -> packed_allreduce
 // fp32 ring allreduce moves 16 (P - 1) / P B per element (8 B at P = 2).
+//
+// Buckets (what aggregate_distributed uses): S code vectors ("segments", one per gradient tensor,
+// numel[s] elements each) travel in ONE collective per chunk instead of one per tensor. One
+// worker's bucket is the segments' packed codes back to back, segment s from byte
+// sum_{j<s} packed_bytes(format, numel[j]): every segment starts on a fresh byte, so the padding
+// codes at a segment's end travel but are never decoded, and every decode is per segment into
+// that segment's own accumulator (acc[s], anywhere). The k-bit sum fields of ps and
+// packed_allreduce start each (piece of a) segment on a fresh 64-bit word, so a piece's fields
+// unpack with the plain kernels; at most one partly used word per piece. ternary_aggregate on one
+// vector is the bucket of one segment, unchunked.
+//
+// Chunks and overlap: with chunk_bytes = C > 0 the bucket's B bytes per worker are cut into
+// chunks [c C, min(B, (c + 1) C)) (cut at byte boundaries, i.e. at whole codes); chunk c is a
+// bucket of the pieces of the segments it overlaps and runs the algorithm on its own: cost =
+// the sum of the chunks' costs (ring figures are linear in the bytes, so for allgather the same
+// total; packed fields pay up to one word per piece). On a CPU communicator with overlap on and
+// >= 2 chunks, a second thread issues the collectives of chunk c + 1, c + 2, ... back to back
+// while the calling thread decodes chunk c (and, for ps / packed_allreduce, packs chunk c + 1):
+// Gloo collectives block, so this is what hides the decode behind the transfer. Only that thread
+// touches the communicator meanwhile (collectives stay in one order on every rank). On CUDA the
+// chunks run one after another on the calling thread.
 #pragma once
 
 #include <cstdint>
@@ -89,5 +110,44 @@ struct TernaryResult {
 TernaryResult ternary_aggregate(Communicator& comm, TernaryAlgorithm algorithm,
                                 const uint8_t* codes, int workers, int64_t n,
                                 tern::PackFormat format, int32_t* acc);
+
+// ---- buckets (see the header comment) -------------------------------------------------------
+
+struct TernaryPipeline {
+  int64_t chunk_bytes = 0;  // bytes of one worker's bucket per chunk; 0 = the whole bucket at once
+  bool overlap = true;      // CPU only: collectives on a second thread, decode on the caller's
+};
+
+// S segments of numel[s] elements each; P ranks of W workers.
+struct TernaryBucketShape {
+  std::vector<int64_t> numel;
+  int ranks = 1;
+  int workers_per_rank = 1;
+  tern::PackFormat format = tern::PackFormat::two_bit;
+  std::string backend = "local";  // as TernaryShape::backend
+  int64_t chunk_bytes = 0;        // as TernaryPipeline::chunk_bytes (the cost depends on it)
+};
+
+// Bytes of one worker's bucket: sum_s packed_bytes(format, numel[s]).
+int64_t bucket_code_bytes(const std::vector<int64_t>& numel, tern::PackFormat format);
+// The byte cost model for a bucket, chunk by chunk as ternary_aggregate_bucket runs it; the same
+// figures as ternary_cost for one segment and chunk_bytes 0 (or >= its bytes). Throws as
+// ternary_cost, and on a negative numel or chunk_bytes.
+TernaryCost ternary_bucket_cost(TernaryAlgorithm algorithm, const TernaryBucketShape& shape,
+                                int rank);
+// `automatic` for a bucket: the least busiest-rank bytes over the whole bucket (ties as above).
+TernaryAlgorithm choose_ternary_bucket_algorithm(const TernaryBucketShape& shape);
+
+// acc[s][i] += sum over all P * W workers of code i of segment s, for every segment, on every rank.
+//   codes: W worker buckets of bucket_code_bytes(numel, format) bytes each, back to back;
+//   acc:   one int32 [numel[s]] pointer per segment (null allowed where numel[s] = 0), disjoint;
+//   all on comm.device(). Collective: every rank calls it with the same algorithm, numel, format,
+//   W and pipeline. Throws as ternary_aggregate; a failure on the collective thread is rethrown
+//   here after that thread ends.
+TernaryResult ternary_aggregate_bucket(Communicator& comm, TernaryAlgorithm algorithm,
+                                       const uint8_t* codes, int workers,
+                                       const std::vector<int64_t>& numel, tern::PackFormat format,
+                                       const std::vector<int32_t*>& acc,
+                                       const TernaryPipeline& pipeline = {});
 
 }  // namespace tg::comm

@@ -3,8 +3,10 @@
 // each) for every compressor, both terngrad scaler-sharing modes and every algorithm, over three
 // consecutive steps (1-bit SGD's residuals carry over), `out` must be bit-identical (memcmp) on
 // every rank; the wire bytes reported must be the communicator's own counters and the figures of
-// comm/wire_model.h. One Gloo group (real TCP on 127.0.0.1, P = 2) checks the same for terngrad
-// and none against Gloo's schedules. Then the argument checks.
+// comm/wire_model.h. Bucketing: many small odd-sized slots, raw slots between ternary ones, both
+// pack formats, chunk sizes from 1 byte up, overlap on and off. One Gloo group (real TCP on
+// 127.0.0.1, P = 2) checks the same for terngrad and none against Gloo's schedules, unchunked and
+// chunked with overlap. Then the argument checks.
 #include "comm/aggregate.h"
 
 #include <gtest/gtest.h>
@@ -120,8 +122,9 @@ constexpr TernaryAlgorithm kAlgorithms[] = {TernaryAlgorithm::ps, TernaryAlgorit
 
 // The specification: aggregate_emulated over all N workers, steps 0 .. kSteps - 1 with one
 // compressor (so onebit's residuals carry over): [step] = out.
-std::vector<std::vector<float>> emulated(const Method& m, int n) {
-  auto c = tern::make_compressor(m.o, test_layout());
+std::vector<std::vector<float>> emulated(const Method& m, int n,
+                                         const std::vector<GradSlot>& slots = test_layout()) {
+  auto c = tern::make_compressor(m.o, slots);
   std::vector<std::vector<float>> outs;
   for (int64_t step = 0; step < kSteps; ++step) {
     std::vector<Tensor> grads;
@@ -135,15 +138,17 @@ std::vector<std::vector<float>> emulated(const Method& m, int n) {
 
 // What one rank's call should move, from the documented paths (comm/aggregate.h) and the wire
 // figures of the backend ("local": comm/wire_model.h, "gloo": comm/gloo_comm.h).
-WireBytes expected_wire(const Method& m, TernaryAlgorithm a, const std::string& backend, int p,
-                        int w, int rank, int64_t step) {
+WireBytes expected_wire(const Method& m, const AggregateOptions& opt, const std::string& backend,
+                        int p, int w, int rank, int64_t step,
+                        const std::vector<GradSlot>& slots = test_layout()) {
   const bool gloo = backend == "gloo";
   auto allgather = [&](uint64_t bytes) {
     return gloo ? gloo_wire::allgather(bytes, p) : wire_model::allgather(bytes, p);
   };
-  auto c = tern::make_compressor(m.o, test_layout());
+  auto c = tern::make_compressor(m.o, slots);
   WireBytes total;
   if (c->num_meta() > 0) wire_model::add(total, allgather(w * c->num_meta() * sizeof(float)));
+  const TernaryAlgorithm a = opt.algorithm;
   const bool ternary_path =
       m.o.method == "terngrad" && m.o.scaler_sharing == "max" && a != TernaryAlgorithm::allgather;
   if (!ternary_path) {
@@ -153,23 +158,19 @@ WireBytes expected_wire(const Method& m, TernaryAlgorithm a, const std::string& 
   const bool floating = step % 2 == 1 && m.o.floating_grad_epoch == 2;
   const auto& layout = c->layout();
   uint64_t block = 0;
+  TernaryBucketShape bucket{{}, p, w, m.o.pack, backend, opt.chunk_bytes};
   for (size_t t = 0; t < layout.size(); ++t) {
     const int64_t n = layout[t].numel;
     const bool logits = t + 2 >= layout.size();
     const bool ternary = !floating && n >= m.o.min_size && (m.o.quantize_logits || !logits);
-    if (!ternary) {
-      block += n * sizeof(float);
-      continue;
-    }
-    const TernaryShape shape{n, p, w, m.o.pack, backend};
-    const TernaryAlgorithm ran =
-        a == TernaryAlgorithm::automatic ? choose_ternary_algorithm(shape) : a;
-    if (ran == TernaryAlgorithm::allgather)
-      block += tern::packed_bytes(m.o.pack, n);
+    if (ternary)
+      bucket.numel.push_back(n);
     else
-      wire_model::add(total, ternary_cost(ran, shape, rank).rank);
+      block += n * sizeof(float);
   }
-  block = (block + 3) / 4 * 4;
+  const TernaryAlgorithm ran =
+      a == TernaryAlgorithm::automatic ? choose_ternary_bucket_algorithm(bucket) : a;
+  wire_model::add(total, ternary_bucket_cost(ran, bucket, rank).rank);
   if (block > 0) wire_model::add(total, allgather(w * block));
   return total;
 }
@@ -183,11 +184,12 @@ std::vector<Tensor> local_grads(const tern::Compressor& c, int rank, int w, int6
 
 // Every step of `m` with algorithm `a` on `comm` (this rank's thread): out bit-identical to
 // the emulated one, the reported wire equal to the counters' change and to the model.
-void run_and_check(Communicator& comm, const Method& m, TernaryAlgorithm a, int w,
-                   const std::vector<std::vector<float>>& want, const std::string& what) {
+void run_and_check(Communicator& comm, const Method& m, const AggregateOptions& pipeline,
+                   TernaryAlgorithm a, int w, const std::vector<std::vector<float>>& want,
+                   const std::string& what, const std::vector<GradSlot>& slots = test_layout()) {
   const int p = comm.size(), r = comm.rank();
-  auto c = tern::make_compressor(m.o, test_layout());
-  AggregateOptions opt;
+  auto c = tern::make_compressor(m.o, slots);
+  AggregateOptions opt = pipeline;
   opt.algorithm = a;
   opt.compression = m.o;
   for (int64_t step = 0; step < kSteps; ++step) {
@@ -203,7 +205,7 @@ void run_and_check(Communicator& comm, const Method& m, TernaryAlgorithm a, int 
         << at << ": out differs from aggregate_emulated";
     EXPECT_EQ(st.wire.sent, after.sent - before.sent) << at;
     EXPECT_EQ(st.wire.received, after.received - before.received) << at;
-    const WireBytes model = expected_wire(m, a, comm.backend(), p, w, r, step);
+    const WireBytes model = expected_wire(m, opt, comm.backend(), p, w, r, step, slots);
     EXPECT_EQ(st.wire.sent, model.sent) << at << " (" << describe(st) << ")";
     EXPECT_EQ(st.wire.received, model.received) << at << " (" << describe(st) << ")";
     EXPECT_EQ(st.routes.size(), c->layout().size()) << at;
@@ -215,14 +217,25 @@ void run_and_check(Communicator& comm, const Method& m, TernaryAlgorithm a, int 
     EXPECT_EQ(st.ternary_path, ternary_path) << at;
     if (ternary_path) {
       EXPECT_EQ(st.ternary_slots + st.raw_slots, static_cast<int64_t>(c->layout().size())) << at;
-      for (SlotRoute route : st.routes) {
-        if (a == TernaryAlgorithm::ps) {
-          EXPECT_TRUE(route == SlotRoute::ps || route == SlotRoute::gathered) << at;
-        }
-        if (a == TernaryAlgorithm::packed_allreduce) {
-          EXPECT_TRUE(route == SlotRoute::packed_allreduce || route == SlotRoute::gathered) << at;
-        }
+      if (a != TernaryAlgorithm::automatic) {
+        EXPECT_EQ(st.bucket_algorithm, a) << at;
       }
+      // One bucket: every ternary slot on the bucket's route, every raw slot gathered.
+      const SlotRoute bucket_route = st.bucket_algorithm == TernaryAlgorithm::ps ? SlotRoute::ps
+                                     : st.bucket_algorithm == TernaryAlgorithm::packed_allreduce
+                                         ? SlotRoute::packed_allreduce
+                                         : SlotRoute::allgather;
+      int64_t gathered = 0;
+      for (SlotRoute route : st.routes) {
+        EXPECT_TRUE(route == bucket_route || route == SlotRoute::gathered) << at;
+        gathered += route == SlotRoute::gathered;
+      }
+      EXPECT_EQ(gathered, st.raw_slots) << at;
+      const int64_t chunk = opt.chunk_bytes;
+      const int64_t chunks = st.bucket_bytes == 0 ? 0
+                             : chunk == 0         ? 1
+                                                  : (st.bucket_bytes + chunk - 1) / chunk;
+      EXPECT_EQ(st.bucket_chunks, chunks) << at;
     }
   }
 }
@@ -237,7 +250,7 @@ TEST_P(AggregateLocal, BitIdenticalToEmulatedForEveryMethodAndAlgorithm) {
       const std::string what = detail::concat(m.label, " ", name(a), " P=", p, " W=", w);
       auto comms = make_local_group(p, 20s);
       const auto errors =
-          run_ranks(p, [&](int r) { run_and_check(*comms[r], m, a, w, want, what); });
+          run_ranks(p, [&](int r) { run_and_check(*comms[r], m, {}, a, w, want, what); });
       for (int r = 0; r < p; ++r) ASSERT_EQ(errors[r], "") << what << " rank " << r;
     }
   }
@@ -250,30 +263,103 @@ INSTANTIATE_TEST_SUITE_P(Ranks, AggregateLocal,
                                   std::to_string(std::get<1>(info.param));
                          });
 
-// The routes of a shared-scaler terngrad step: raw slots gathered, ternary slots by algorithm.
+// The routes of a shared-scaler terngrad step: raw slots gathered, every ternary slot in the one
+// bucket on the algorithm's route.
 TEST(AggregateRoutes, FollowTheAlgorithmAndTheExclusionRules) {
   const Method m = methods()[4];  // terngrad_shared, min_size 8
-  auto comms = make_local_group(2, 20s);
-  std::vector<AggregateStats> stats(2);
-  const auto errors = run_ranks(2, [&](int r) {
-    auto c = tern::make_compressor(m.o, test_layout());
-    AggregateOptions opt;
-    opt.algorithm = TernaryAlgorithm::ps;
-    opt.compression = m.o;
-    Tensor out = Tensor::empty({c->total()});
-    stats[r] = aggregate_distributed(*c, *comms[r], local_grads(*c, r, 1, 0), 0, out, opt);
-  });
-  for (int r = 0; r < 2; ++r) {
-    ASSERT_EQ(errors[r], "");
-    const std::vector<SlotRoute> want = {SlotRoute::ps, SlotRoute::gathered, SlotRoute::ps,
-                                         SlotRoute::ps, SlotRoute::ps,       SlotRoute::gathered};
-    EXPECT_EQ(stats[r].routes, want);
-    EXPECT_EQ(stats[r].ternary_slots, 4);
-    EXPECT_EQ(stats[r].raw_slots, 2);
-    EXPECT_EQ(describe(stats[r]).rfind("ternary: 4 ps, 0 packed-allreduce, 2 gathered", 0), 0u)
-        << describe(stats[r]);
+  // (allgather is the generic path, whole messages.)
+  for (TernaryAlgorithm a :
+       {TernaryAlgorithm::ps, TernaryAlgorithm::packed_allreduce, TernaryAlgorithm::automatic}) {
+    auto comms = make_local_group(2, 20s);
+    std::vector<AggregateStats> stats(2);
+    const auto errors = run_ranks(2, [&](int r) {
+      auto c = tern::make_compressor(m.o, test_layout());
+      AggregateOptions opt;
+      opt.algorithm = a;
+      opt.compression = m.o;
+      Tensor out = Tensor::empty({c->total()});
+      stats[r] = aggregate_distributed(*c, *comms[r], local_grads(*c, r, 1, 0), 0, out, opt);
+    });
+    // P = 2, W = 1: the cost model picks allgather (header table).
+    const SlotRoute b = a == TernaryAlgorithm::ps                 ? SlotRoute::ps
+                        : a == TernaryAlgorithm::packed_allreduce ? SlotRoute::packed_allreduce
+                                                                  : SlotRoute::allgather;
+    const std::string label = a == TernaryAlgorithm::ps ? "4 ps, 0 packed-allreduce, 0 allgather"
+                              : a == TernaryAlgorithm::packed_allreduce
+                                  ? "0 ps, 4 packed-allreduce, 0 allgather"
+                                  : "0 ps, 0 packed-allreduce, 4 allgather";
+    // conv1.w 601, fc1.w 1203, fc1.b 13, fc2.w 250 elements: 151 + 301 + 4 + 63 code bytes.
+    for (int r = 0; r < 2; ++r) {
+      ASSERT_EQ(errors[r], "") << name(a);
+      const std::vector<SlotRoute> want = {b, SlotRoute::gathered, b, b, b, SlotRoute::gathered};
+      EXPECT_EQ(stats[r].routes, want) << name(a);
+      EXPECT_EQ(stats[r].ternary_slots, 4);
+      EXPECT_EQ(stats[r].raw_slots, 2);
+      EXPECT_EQ(stats[r].bucket_bytes, 519);
+      EXPECT_EQ(stats[r].bucket_chunks, 1);
+      const std::string want_line = "ternary: " + label +
+                                    ", 2 gathered raw fp32; bucket of 4 slots, 519 B per worker, "
+                                    "1 chunk; wire sent ";
+      EXPECT_EQ(describe(stats[r]).rfind(want_line, 0), 0u) << describe(stats[r]);
+    }
   }
 }
+
+// Many small slots of odd sizes (codes end mid-byte, several slots share a chunk, one slot spans
+// many chunks), some under min_size so raw fp32 slots sit between ternary ones, both pack formats,
+// chunk sizes from 1 byte to one chunk for the whole bucket, overlap on and off: out bit-identical
+// to aggregate_emulated, the wire the bucket cost model's, every ternary slot in one bucket.
+std::vector<GradSlot> many_slots_layout() {
+  std::vector<GradSlot> layout;
+  int64_t offset = 0;
+  for (int t = 0; t < 37; ++t) {
+    const int64_t n = t == 17 ? 4099 : 1 + (t * 53) % 97;  // 1 .. 97, and one larger slot
+    std::string name = "t";  // (not "t" + to_string: GCC 12 -Wrestrict false positive)
+    name += std::to_string(t);
+    layout.push_back({name, offset, n});
+    offset += n;
+  }
+  return layout;
+}
+
+class AggregateBucket : public ::testing::TestWithParam<std::tuple<PackFormat, int64_t, bool>> {};
+
+TEST_P(AggregateBucket, ManySmallSlotsMixedRoutesExact) {
+  const auto [pack, chunk, overlap] = GetParam();
+  Method m{"terngrad_many", {}};
+  m.o.method = "terngrad";
+  m.o.min_size = 10;  // about a tenth of the slots stay raw fp32
+  m.o.pack = pack;
+  AggregateOptions pipeline;
+  pipeline.chunk_bytes = chunk;
+  pipeline.overlap = overlap;
+  const std::vector<GradSlot> slots = many_slots_layout();
+  for (const auto& [p, w] : {std::pair{3, 2}, std::pair{4, 1}}) {
+    const auto want = emulated(m, p * w, slots);
+    for (TernaryAlgorithm a :
+         {TernaryAlgorithm::ps, TernaryAlgorithm::packed_allreduce, TernaryAlgorithm::automatic}) {
+      const std::string what =
+          detail::concat(m.label, pack == PackFormat::base3 ? " base3" : "", " chunk ", chunk,
+                         overlap ? " overlap " : " ", name(a), " P=", p, " W=", w);
+      auto comms = make_local_group(p, 20s);
+      const auto errors = run_ranks(
+          p, [&](int r) { run_and_check(*comms[r], m, pipeline, a, w, want, what, slots); });
+      for (int r = 0; r < p; ++r) ASSERT_EQ(errors[r], "") << what << " rank " << r;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Chunks, AggregateBucket,
+    ::testing::Combine(::testing::Values(PackFormat::two_bit, PackFormat::base3),
+                       ::testing::Values(int64_t{0}, int64_t{1}, int64_t{7}, int64_t{64},
+                                         int64_t{1} << 20),
+                       ::testing::Bool()),
+    [](const auto& info) {
+      return std::string(std::get<0>(info.param) == PackFormat::base3 ? "base3" : "two_bit") +
+             "_chunk" + std::to_string(std::get<1>(info.param)) +
+             (std::get<2>(info.param) ? "_overlap" : "_serial");
+    });
 
 // Every slot ternary and every one through ps: the gathered block is empty and skipped.
 TEST(AggregateRoutes, NothingGatheredWhenEverySlotIsTernary) {
@@ -283,7 +369,7 @@ TEST(AggregateRoutes, NothingGatheredWhenEverySlotIsTernary) {
   const auto want = emulated(m, p * w);
   auto comms = make_local_group(p, 20s);
   const auto errors = run_ranks(p, [&](int r) {
-    run_and_check(*comms[r], m, TernaryAlgorithm::ps, w, want, "all ternary, ps");
+    run_and_check(*comms[r], m, {}, TernaryAlgorithm::ps, w, want, "all ternary, ps");
   });
   for (int r = 0; r < p; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
 }
@@ -308,10 +394,14 @@ TEST(AggregateGloo, BitIdenticalToEmulatedWithGlooWireBytes) {
     o.hostname = "127.0.0.1";
     o.timeout = 20s;
     auto comm = make_communicator(o, *store, "aggregate");
+    AggregateOptions chunked;  // several chunks: the collectives run on a second thread
+    chunked.chunk_bytes = 100;
     for (size_t i = 0; i < cases.size(); ++i)
       for (TernaryAlgorithm a : kAlgorithms)
-        run_and_check(*comm, cases[i], a, w, want[i],
-                      detail::concat("gloo ", cases[i].label, " ", name(a)));
+        for (const AggregateOptions& pipeline : {AggregateOptions{}, chunked})
+          run_and_check(*comm, cases[i], pipeline, a, w, want[i],
+                        detail::concat("gloo ", cases[i].label, " ", name(a), " chunk ",
+                                       pipeline.chunk_bytes));
   });
   for (int r = 0; r < p; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
 }
@@ -336,6 +426,12 @@ TEST(AggregateErrors, NamesWhatIsWrong) {
   bad.compression.min_size = 100000;
   e = error_of([&] { aggregate_distributed(*c, comm, grads, 0, out, bad); });
   EXPECT_NE(e.find("does not describe the terngrad compressor"), std::string::npos) << e;
+  // A negative chunk size.
+  AggregateOptions neg;
+  neg.compression = o;
+  neg.chunk_bytes = -1;
+  e = error_of([&] { aggregate_distributed(*c, comm, grads, 0, out, neg); });
+  EXPECT_NE(e.find("chunk_bytes"), std::string::npos) << e;
   // allgather needs no options.
   AggregateOptions ag;
   ag.algorithm = TernaryAlgorithm::allgather;

@@ -2,7 +2,10 @@
 // cost model against hand-computed figures, and every algorithm on the local communicator (P =
 // 1..5 rank threads, W = 1..3 workers each, n from 0 to 100003) yielding bit-identical
 // accumulators equal to the plain sum of the unpacked codes, with the wire bytes the cost model
-// predicts. One run over Gloo (real TCP on 127.0.0.1) checks the same against Gloo's schedules.
+// predicts. Buckets (several segments in one collective, cut into chunks, decoded on one thread
+// while the next chunk travels on another) against the same per-segment specification and their
+// own cost model. One run over Gloo (real TCP on 127.0.0.1) checks the same against Gloo's
+// schedules, a bucket included.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -284,6 +287,140 @@ TEST(TernaryAggregate, RejectsBadArguments) {
                Error);
 }
 
+// ---- buckets ----------------------------------------------------------------------------------
+
+// S segments of the given sizes; rank r's W worker buckets; the expected accumulators per segment.
+struct BucketProblem {
+  int p, w;
+  std::vector<int64_t> numel;
+  PackFormat f;
+  std::vector<std::vector<uint8_t>> rank_codes;          // [rank] = W buckets back to back
+  std::vector<std::vector<int32_t>> baseline, expected;  // [segment]
+};
+
+BucketProblem make_bucket_problem(int p, int w, std::vector<int64_t> numel, PackFormat f) {
+  BucketProblem pr{p, w, numel, f, std::vector<std::vector<uint8_t>>(p), {}, {}};
+  for (size_t s = 0; s < numel.size(); ++s) {
+    std::vector<int32_t> b(numel[s]);
+    for (int64_t i = 0; i < numel[s]; ++i) b[i] = static_cast<int32_t>((i + s) % 5) - 2;
+    pr.baseline.push_back(b);
+    pr.expected.push_back(b);
+  }
+  for (int r = 0; r < p; ++r) {
+    for (int k = 0; k < w; ++k) {
+      const int64_t g = static_cast<int64_t>(r) * w + k;
+      for (size_t s = 0; s < numel.size(); ++s) {
+        // A different code vector per segment: offset the worker index.
+        const std::vector<uint8_t> c = worker_codes(g + 100 * static_cast<int64_t>(s), numel[s], f);
+        pr.rank_codes[r].insert(pr.rank_codes[r].end(), c.begin(), c.end());
+        for (int64_t i = 0; i < numel[s]; ++i) pr.expected[s][i] += code_at(c, i, f);
+      }
+    }
+  }
+  return pr;
+}
+
+void check_bucket(const BucketProblem& pr, TernaryAlgorithm algorithm, TernaryPipeline pipeline) {
+  const std::string what =
+      detail::concat(name(algorithm), " P=", pr.p, " W=", pr.w, " S=", pr.numel.size(), " chunk ",
+                     pipeline.chunk_bytes, pipeline.overlap ? " overlap" : " serial",
+                     pr.f == PackFormat::base3 ? " base3" : " two_bit");
+  auto comms = make_local_group(pr.p, 30s);
+  std::vector<std::vector<std::vector<int32_t>>> accs(pr.p, pr.baseline);
+  std::vector<TernaryResult> results(pr.p);
+  const auto errors = run_ranks(pr.p, [&](int r) {
+    std::vector<int32_t*> ptrs;
+    for (auto& a : accs[r]) ptrs.push_back(a.data());
+    results[r] = ternary_aggregate_bucket(*comms[r], algorithm, pr.rank_codes[r].data(), pr.w,
+                                          pr.numel, pr.f, ptrs, pipeline);
+  });
+  const TernaryBucketShape shape{pr.numel, pr.p, pr.w, pr.f, "local", pipeline.chunk_bytes};
+  const TernaryAlgorithm ran =
+      algorithm == TernaryAlgorithm::automatic ? choose_ternary_bucket_algorithm(shape) : algorithm;
+  for (int r = 0; r < pr.p; ++r) {
+    ASSERT_EQ(errors[r], "") << what << " rank " << r;
+    ASSERT_EQ(accs[r], pr.expected) << what << " rank " << r;
+    EXPECT_EQ(results[r].algorithm, ran) << what;
+    const TernaryCost cost = ternary_bucket_cost(ran, shape, r);
+    EXPECT_EQ(results[r].wire.sent, cost.rank.sent) << what << " rank " << r;
+    EXPECT_EQ(results[r].wire.received, cost.rank.received) << what << " rank " << r;
+  }
+}
+
+TEST(TernaryBucket, EveryAlgorithmChunkAndOverlapExactPerSegment) {
+  // Odd sizes (codes end mid-byte), empty segments, one segment over many chunks.
+  const std::vector<int64_t> numel = {1, 0, 7, 63, 64, 65, 0, 999, 5, 3001, 2};
+  for (PackFormat f : {PackFormat::two_bit, PackFormat::base3}) {
+    for (int p : {1, 2, 3, 4}) {
+      for (int w : {1, 2}) {
+        const BucketProblem pr = make_bucket_problem(p, w, numel, f);
+        for (int64_t chunk : {int64_t{0}, int64_t{1}, int64_t{13}, int64_t{100}, int64_t{1} << 20})
+          for (bool overlap : {false, true})
+            for (TernaryAlgorithm a :
+                 {TernaryAlgorithm::ps, TernaryAlgorithm::allgather,
+                  TernaryAlgorithm::packed_allreduce, TernaryAlgorithm::automatic}) {
+              check_bucket(pr, a, {chunk, overlap});
+              if (::testing::Test::HasFatalFailure()) return;
+            }
+      }
+    }
+  }
+}
+
+TEST(TernaryBucket, CostModelOfOneSegmentAndOfChunks) {
+  for (int p : {2, 4, 8}) {
+    for (PackFormat f : {PackFormat::two_bit, PackFormat::base3}) {
+      const TernaryShape one{100003, p, 1, f, "local"};
+      for (TernaryAlgorithm a : {TernaryAlgorithm::ps, TernaryAlgorithm::allgather,
+                                 TernaryAlgorithm::packed_allreduce}) {
+        // One segment, unchunked (or one chunk): the same figures as ternary_cost.
+        for (int64_t chunk : {int64_t{0}, int64_t{1} << 20}) {
+          const TernaryBucketShape b{{100003}, p, 1, f, "local", chunk};
+          for (int r = 0; r < p; ++r) {
+            EXPECT_EQ(ternary_bucket_cost(a, b, r).rank.sent, ternary_cost(a, one, r).rank.sent);
+            EXPECT_EQ(ternary_bucket_cost(a, b, r).rank.received,
+                      ternary_cost(a, one, r).rank.received);
+          }
+        }
+      }
+      // Chunked allgather moves the same bytes; packed fields at most one word more per piece.
+      const TernaryBucketShape whole{{5000, 3, 70001}, p, 2, f, "local", 0};
+      TernaryBucketShape chunked = whole;
+      chunked.chunk_bytes = 1000;
+      EXPECT_EQ(ternary_bucket_cost(TernaryAlgorithm::allgather, chunked, 0).busiest,
+                ternary_bucket_cost(TernaryAlgorithm::allgather, whole, 0).busiest);
+      EXPECT_EQ(bucket_code_bytes(whole.numel, f),
+                static_cast<int64_t>(tern::packed_bytes(f, 5000) + tern::packed_bytes(f, 3) +
+                                     tern::packed_bytes(f, 70001)));
+      const uint64_t pa_whole =
+          ternary_bucket_cost(TernaryAlgorithm::packed_allreduce, whole, 0).rank.sent;
+      const uint64_t pa_chunked =
+          ternary_bucket_cost(TernaryAlgorithm::packed_allreduce, chunked, 0).rank.sent;
+      EXPECT_GE(pa_chunked, pa_whole);
+      EXPECT_LE(pa_chunked, pa_whole + 2 * 8 * 2 * 100);  // <= 2 pieces per chunk, ~70 chunks
+    }
+  }
+  EXPECT_THROW(ternary_bucket_cost(TernaryAlgorithm::ps, {{10, -1}, 2, 1}, 0), Error);
+  TernaryBucketShape neg{{10}, 2, 1};
+  neg.chunk_bytes = -5;
+  EXPECT_THROW(ternary_bucket_cost(TernaryAlgorithm::ps, neg, 0), Error);
+}
+
+TEST(TernaryBucket, RejectsBadArguments) {
+  auto comms = make_local_group(1);
+  std::vector<uint8_t> codes(8);
+  std::vector<int32_t> a(16), b(16);
+  // One accumulator for two segments.
+  EXPECT_THROW(ternary_aggregate_bucket(*comms[0], TernaryAlgorithm::ps, codes.data(), 1, {16, 16},
+                                        PackFormat::two_bit, {a.data()}),
+               Error);
+  EXPECT_THROW(ternary_aggregate_bucket(*comms[0], TernaryAlgorithm::ps, codes.data(), 1, {16, 16},
+                                        PackFormat::two_bit, {a.data(), nullptr}),
+               Error);
+  EXPECT_NO_THROW(ternary_aggregate_bucket(*comms[0], TernaryAlgorithm::ps, codes.data(), 1,
+                                           {16, 16}, PackFormat::two_bit, {a.data(), b.data()}));
+}
+
 // Over Gloo (TCP on 127.0.0.1, ranks as threads): same sums, and the wire bytes Gloo's schedules
 // give (the cost model with backend "gloo").
 TEST(TernaryAggregate, GlooMatchesItsCostModel) {
@@ -316,6 +453,37 @@ TEST(TernaryAggregate, GlooMatchesItsCostModel) {
       const TernaryCost cost = ternary_cost(results[r].algorithm, shape, r);
       EXPECT_EQ(results[r].wire.sent, cost.rank.sent) << name(a) << " rank " << r;
       EXPECT_EQ(results[r].wire.received, cost.rank.received) << name(a) << " rank " << r;
+    }
+  }
+  // A bucket in chunks, collectives on the second thread, over TCP.
+  const BucketProblem bp = make_bucket_problem(p, w, {5003, 17, 0, 20001}, PackFormat::base3);
+  const TernaryPipeline pipeline{777, true};
+  for (TernaryAlgorithm a :
+       {TernaryAlgorithm::ps, TernaryAlgorithm::allgather, TernaryAlgorithm::packed_allreduce}) {
+    const std::string prefix = "bucket" + std::to_string(group++);
+    std::vector<std::vector<std::vector<int32_t>>> accs(p, bp.baseline);
+    std::vector<TernaryResult> results(p);
+    const auto errors = run_ranks(p, [&](int r) {
+      auto store = open_store(url, 20s);
+      CommOptions o;
+      o.backend = "gloo";
+      o.rank = r;
+      o.size = p;
+      o.hostname = "127.0.0.1";
+      o.timeout = 20s;
+      auto comm = make_communicator(o, *store, prefix);
+      std::vector<int32_t*> ptrs;
+      for (auto& v : accs[r]) ptrs.push_back(v.data());
+      results[r] = ternary_aggregate_bucket(*comm, a, bp.rank_codes[r].data(), w, bp.numel, bp.f,
+                                            ptrs, pipeline);
+    });
+    const TernaryBucketShape shape{bp.numel, p, w, bp.f, "gloo", pipeline.chunk_bytes};
+    for (int r = 0; r < p; ++r) {
+      ASSERT_EQ(errors[r], "") << "bucket " << name(a) << " rank " << r;
+      EXPECT_EQ(accs[r], bp.expected) << "bucket " << name(a) << " rank " << r;
+      const TernaryCost cost = ternary_bucket_cost(a, shape, r);
+      EXPECT_EQ(results[r].wire.sent, cost.rank.sent) << "bucket " << name(a) << " rank " << r;
+      EXPECT_EQ(results[r].wire.received, cost.rank.received) << "bucket " << name(a);
     }
   }
 }
