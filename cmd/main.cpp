@@ -3,6 +3,7 @@
 //   eval     evaluate a checkpoint on the test split
 //   data     data fetch: download a dataset's official archives (with checksum verification)
 //   config   print the config key reference or a resolved config
+//   perf-model  the paper's performance model (Figure 5), cmd/perf_model_cmd.h
 // Library errors are tg::Error; main prints one line plus a hint and exits non-zero.
 #include <CLI/CLI.hpp>
 
@@ -16,6 +17,7 @@
 #include "cmd/distributed.h"
 #include "cmd/json.h"
 #include "cmd/launch.h"
+#include "cmd/perf_model_cmd.h"
 #include "cmd/progress.h"
 #include "cmd/trainer.h"
 #include "datasets/fetch.h"
@@ -137,6 +139,10 @@ int main(int argc, char** argv) {
   config_cmd->add_option("--set", show_overrides, "Override a key before printing")
       ->allow_extra_args(false);
 
+  // ---- perf-model ----------------------------------------------------------------------------
+  PerfModelArgs perf_args;
+  auto* perf_cmd = add_perf_model_command(app, perf_args);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -202,6 +208,7 @@ int main(int argc, char** argv) {
                   json::Object().add("dataset", fetch_name).add("path", where).str().c_str());
       return 0;
     }
+    if (*perf_cmd) return run_perf_model(perf_args);
     if (*config_cmd) {
       if (reference) {
         std::printf("%s", reference_markdown().c_str());

@@ -19,6 +19,7 @@ PACKAGES=(
   libcurl4-openssl-dev       # `terngrad data fetch` downloads
   libjpeg62-turbo-dev        # JPEG image folders
   dataset-fashion-mnist      # Fashion-MNIST, /usr/share/datasets/fashion-mnist
+  python3-matplotlib         # paper/ figure scripts (run with /usr/bin/python3)
 )
 
 SUDO=""

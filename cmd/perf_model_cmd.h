@@ -1,0 +1,54 @@
+// `terngrad perf-model`: the paper's performance model (terngrad/perf_model.h) on the parameter
+// counts of our own nets: Figure 5 of the paper (AlexNet, GoogLeNet, VGG-A; 1-512 GPUs; fp32 and
+// TernGrad; Ethernet and InfiniBand clusters) as a table beside the paper's readings, or as JSON
+// lines (--json: one object per network, cluster and GPU count). --calibrate measures this
+// machine instead: compute and encode time per batch with the real training step
+// (cmd/step.h TrainStep, one worker, TernGrad compressor), and loopback TCP bandwidth (or takes
+// a given link), and runs the model on that "cluster" of one process per node.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "terngrad/perf_model.h"
+
+namespace tg::cli {
+
+struct PerfModelArgs {
+  std::vector<std::string> clusters;      // presets or TOML files; empty: ethernet, infiniband
+  std::vector<std::string> networks;      // empty: alexnet, googlenet, vgg_a
+  std::vector<int> gpus;                  // empty: 1, 2, 4, ..., 512 (calibrate: 1, 2, 4, 8)
+  std::vector<std::string> batch;         // "B" (all networks) or "net=B"
+  std::vector<std::string> compute_time;  // seconds: "T" or "net=T"
+  std::vector<std::string> encode_time;   // seconds: "T" or "net=T"
+  std::string topology = "ps";
+  std::string down_bits = "ceil";  // ceil | exact
+  bool json = false;
+  bool calibrate = false;
+  double link_gbit = 0;     // calibrate: the link to model (Gbit/s); 0 = measure loopback TCP
+  int calibrate_steps = 2;  // calibrate: timed steps per network (after one warm-up)
+};
+
+// Adds the `perf-model` subcommand with its options bound to `args`; returns it.
+CLI::App* add_perf_model_command(CLI::App& app, PerfModelArgs& args);
+
+// Runs it: prints the table (or JSON lines) on stdout, progress of --calibrate on stderr.
+// Returns the exit code; throws tg::Error on bad input (unknown network or cluster, a cluster
+// file error naming the file and the key, a malformed override).
+int run_perf_model(const PerfModelArgs& args);
+
+// A cluster from a TOML file (keys: name, description, gpus_per_node, full_duplex, gpu,
+// [intra] / [inter] bandwidth_gbit and latency_us). `source` names the file in errors. Throws on
+// a syntax error (file:line:column), a missing or mistyped key (naming the key and what was
+// expected), or an unknown key (listing the known ones).
+perf::Cluster parse_cluster_toml(const std::string& text, const std::string& source);
+// `name`: a preset name, else a TOML file path; throws if it is neither.
+perf::Cluster resolve_cluster(const std::string& name);
+
+// Parameter counts per tensor of one of our nets (built on the CPU with its defaults), in arena
+// order. Throws on an unknown net, listing the known ones.
+std::vector<int64_t> net_tensor_numel(const std::string& network);
+
+}  // namespace tg::cli
