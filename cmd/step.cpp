@@ -79,6 +79,7 @@ void TrainStep::run(const std::vector<HostBatch>& batches, int64_t step, double 
         add_(g, entries[i].param, static_cast<float>(weight_decay_));
       }
     }
+    if (hook_) hook_(step, first_worker + w, grads);
     if (compressor_) worker_grads_[w].copy_from(grads);
     lap(&StepTimes::backward_s);
   }

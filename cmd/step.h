@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -64,6 +65,12 @@ class TrainStep {
   void run(const std::vector<HostBatch>& batches, int64_t step, double lr, Tensor& loss_sum,
            StepTimes* times = nullptr);
 
+  // Called for each local worker after its backward pass (weight decay included), before any
+  // compression: (step, global worker index, its flat f32 gradient on the net's device). For
+  // measurements (measure-bounds, convergence-check); the gradient must not be modified.
+  using GradientHook = std::function<void(int64_t step, int worker, const Tensor& grad)>;
+  void set_gradient_hook(GradientHook hook) { hook_ = std::move(hook); }
+
   // The last distributed step's aggregation (wire bytes, routes); empty in one process.
   const comm::AggregateStats& last_aggregate() const { return last_aggregate_; }
 
@@ -77,6 +84,7 @@ class TrainStep {
   void aggregate_across(int64_t step);
 
   std::optional<StepComm> group_;
+  GradientHook hook_;
   std::vector<Tensor> worker_grads_;  // one flat gradient per worker (compressed path)
   comm::AggregateStats last_aggregate_;
 };

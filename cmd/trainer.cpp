@@ -647,6 +647,7 @@ std::string run_train(const Config& cfg_in, const TrainOptions& opt, bool* inter
     double last_loss = NAN;
     TrainStep train_step(*net, *optimizer, ema ? &*ema : nullptr, tc.weight_decay, seed,
                          compressor.get(), step_comm ? &*step_comm : nullptr);
+    if (opt.gradient_hook) train_step.set_gradient_hook(opt.gradient_hook);
     // Phase times need the device synchronized between phases: always on the CPU (free) and in a
     // group (the collectives synchronize anyway); one process on a GPU times only logged steps,
     // so the steps between them stay overlapped.

@@ -21,6 +21,7 @@
 
 #include "cmd/config.h"
 #include "cmd/launch.h"
+#include "cmd/step.h"
 #include "datasets/dataset.h"
 #include "nn/nets/net.h"
 #include "terngrad/compressor.h"
@@ -36,6 +37,8 @@ struct TrainOptions {
   // writes out_dir and prints; every rank reads out_dir's checkpoint on --resume.
   RankEnv rank;
   std::string job_id = "run";  // the rendezvous store's key prefix (cmd/distributed.h)
+  // Sees every local worker's gradient of every step (TrainStep::set_gradient_hook).
+  TrainStep::GradientHook gradient_hook;
 };
 
 struct EvalResult {
