@@ -4,6 +4,8 @@
 //   data     data fetch: download a dataset's official archives (with checksum verification)
 //   config   print the config key reference or a resolved config
 //   perf-model  the paper's performance model (Figure 5), cmd/perf_model_cmd.h
+//   convergence-check  the paper's convergence claims, checked, cmd/convergence_check_cmd.h
+//   measure-bounds  TernGrad's bound quantities while training, cmd/measure_bounds_cmd.h
 // Library errors are tg::Error; main prints one line plus a hint and exits non-zero.
 #include <CLI/CLI.hpp>
 
@@ -14,9 +16,11 @@
 #include <vector>
 
 #include "cmd/config.h"
+#include "cmd/convergence_check_cmd.h"
 #include "cmd/distributed.h"
 #include "cmd/json.h"
 #include "cmd/launch.h"
+#include "cmd/measure_bounds_cmd.h"
 #include "cmd/perf_model_cmd.h"
 #include "cmd/progress.h"
 #include "cmd/trainer.h"
@@ -142,6 +146,10 @@ int main(int argc, char** argv) {
   // ---- perf-model ----------------------------------------------------------------------------
   PerfModelArgs perf_args;
   auto* perf_cmd = add_perf_model_command(app, perf_args);
+  ConvergenceCheckArgs conv_args;
+  auto* conv_cmd = add_convergence_check_command(app, conv_args);
+  MeasureBoundsArgs bounds_args;
+  auto* bounds_cmd = add_measure_bounds_command(app, bounds_args);
 
   try {
     app.parse(argc, argv);
@@ -209,6 +217,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*perf_cmd) return run_perf_model(perf_args);
+    if (*conv_cmd) return run_convergence_check(conv_args);
+    if (*bounds_cmd) return run_measure_bounds(bounds_args);
     if (*config_cmd) {
       if (reference) {
         std::printf("%s", reference_markdown().c_str());

@@ -131,12 +131,7 @@ class TernGradCompressor final : public Compressor {
  public:
   TernGradCompressor(const CompressionOptions& o, std::vector<GradSlot> layout)
       : Compressor(std::move(layout)), o_(o) {
-    const size_t n = layout_.size();
-    ternary_.resize(n);
-    for (size_t t = 0; t < n; ++t) {
-      const bool logits = n >= 2 && t >= n - 2;
-      ternary_[t] = layout_[t].numel >= o_.min_size && (o_.quantize_logits || !logits);
-    }
+    ternary_ = ternarized_slots(layout_, o_);
   }
   std::string name() const override { return "terngrad"; }
   bool shared() const { return o_.scaler_sharing == "max"; }
@@ -150,9 +145,7 @@ class TernGradCompressor final : public Compressor {
   }
   bool ternary(size_t t, int64_t step) const { return ternary_[t] && !floating(step); }
 
-  float scaler_of(const TensorStats& st) const {
-    return static_cast<float>(o_.clip > 0 ? o_.clip * st.sigma() : st.max_abs);
-  }
+  float scaler_of(const TensorStats& st) const { return terngrad_scaler(st, o_.clip); }
 
   void local_meta(const Tensor& g, float* meta) const override {
     if (!shared()) return;
@@ -453,6 +446,23 @@ void aggregate_emulated(Compressor& c, std::span<const Tensor> worker_grads, int
     c.accumulate(msg, shared.data(), step, acc);
   }
   c.finalize(acc, shared.data(), step, n, out);
+}
+
+float terngrad_scaler(const TensorStats& st, double clip) {
+  TG_CHECK(clip >= 0 && std::isfinite(clip), "terngrad_scaler: clip must be a finite c >= 0, got ",
+           clip);
+  return static_cast<float>(clip > 0 ? clip * st.sigma() : st.max_abs);
+}
+
+std::vector<bool> ternarized_slots(const std::vector<GradSlot>& layout,
+                                   const CompressionOptions& o) {
+  const size_t n = layout.size();
+  std::vector<bool> out(n);
+  for (size_t t = 0; t < n; ++t) {
+    const bool logits = n >= 2 && t >= n - 2;
+    out[t] = layout[t].numel >= o.min_size && (o.quantize_logits || !logits);
+  }
+  return out;
 }
 
 }  // namespace tg::tern

@@ -106,6 +106,17 @@ class Compressor {
   int64_t total_ = 0;
 };
 
+// TernGrad's scaler of one tensor from its statistics: c * sigma for clip c > 0 (gradient
+// clipping), max|g| for c = 0, rounded to f32. The one definition the compressor and
+// measure-bounds (terngrad/bounds.h) use. Throws if clip < 0 or is not finite.
+float terngrad_scaler(const TensorStats& st, double clip);
+
+// Which slots of `layout` the terngrad compressor with options `o` ternarizes (true) rather than
+// sends in fp32: numel >= min_size, and not the last two slots (the classifier's weights and
+// bias) unless quantize_logits. floating_grad_epoch (whole epochs in fp32) is applied on top.
+std::vector<bool> ternarized_slots(const std::vector<GradSlot>& layout,
+                                   const CompressionOptions& o);
+
 // Throws on an unknown method (listing the known ones) or invalid options, naming the key.
 std::unique_ptr<Compressor> make_compressor(const CompressionOptions& options,
                                             std::vector<GradSlot> layout);

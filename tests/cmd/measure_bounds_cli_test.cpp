@@ -1,0 +1,182 @@
+// `terngrad measure-bounds` end to end on a quick synthetic LeNet run: --help, the rows of
+// bounds.jsonl (required fields, every sampled iteration, four combinations, bound_ratio >= 1,
+// the model row under one unclipped scaler equal to ||g||_inf ||g||_1 / ||g||^2), the table, the
+// training run beside it, --checkpoint, excluded tensors, and the errors (bad flags, an existing
+// output, a worker out of range).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cmd/json.h"
+#include "tests/cmd/cli_util.h"
+
+namespace tg::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+// bound_ratio and inf_l1_ratio of the model under one unclipped scaler are the same quotient
+// of double sums (the scaler max|g| is an exact float): equal up to double rounding.
+constexpr double kSameQuotient = 1e-9;
+
+std::vector<json::Value> json_lines(const std::string& text) {
+  std::vector<json::Value> v;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) v.push_back(json::parse(line));
+  return v;
+}
+
+bool contains(const std::string& s, const std::string& what) {
+  return s.find(what) != std::string::npos;
+}
+
+// measure-bounds on the synthetic dataset: batch 16, `iterations` iterations.
+std::vector<std::string> bounds_args(const std::string& out, int iterations, int every,
+                                     const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> a = {"measure-bounds", "--no-progress",
+                                "--set",          "data.name=synthetic",
+                                "--set",          "data.synthetic_size=512",
+                                "--set",          "data.eval_batch_size=128",
+                                "--set",          "train.batch_size=16",
+                                "--set",          "train.iterations=" + std::to_string(iterations),
+                                "--set",          "train.log_every=5",
+                                "--set",          "train.checkpoint_every=0",
+                                "--set",          "compression.method=terngrad",
+                                "--every",        std::to_string(every)};
+  a.insert(a.end(), extra.begin(), extra.end());
+  a.push_back("--out");
+  a.push_back(out);
+  return a;
+}
+
+TEST(MeasureBoundsCli, Help) {
+  const CliResult r = run_cli({"measure-bounds", "--help"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* flag : {"--config", "--set", "--every", "--out", "--worker", "--checkpoint",
+                           "bound_ratio", "bounds.jsonl"})
+    EXPECT_TRUE(contains(r.out, flag)) << flag;
+  const CliResult top = run_cli({"--help"});
+  EXPECT_TRUE(contains(top.out, "measure-bounds"));
+}
+
+TEST(MeasureBoundsCli, RowsTableAndRun) {
+  TempDir tmp;
+  const std::string out = tmp / "b";
+  const CliResult r = run_cli(bounds_args(out, 12, 5));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(fs::exists(fs::path(out) / "bounds.jsonl"));
+  const auto rows = json_lines(read_text(fs::path(out) / "bounds.jsonl"));
+  // Iterations 0, 5, 10; per iteration 4 combinations x (tensors + model).
+  std::set<int> iterations;
+  std::map<std::string, int> per_tensor;
+  std::set<std::pair<std::string, double>> combos;
+  for (const auto& o : rows) {
+    for (const char* key : {"iteration", "tensor", "scaling", "clip", "bound_ratio", "numel",
+                            "inf_l1_ratio", "g_sq", "inf_l1", "variance", "sparsity",
+                            "realized_sparsity", "clipped_fraction", "length_ratio", "angle_deg"})
+      ASSERT_TRUE(o.has(key)) << key;
+    iterations.insert(static_cast<int>(o["iteration"].as_number()));
+    per_tensor[o["tensor"].as_string()]++;
+    const std::string scaling = o["scaling"].as_string();
+    EXPECT_TRUE(scaling == "layer" || scaling == "model") << scaling;
+    const double clip = o["clip"].as_number();
+    EXPECT_TRUE(clip == 0.0 || clip == 2.5) << clip;
+    combos.insert({scaling, clip});
+    // s >= |h_i| for every element of the (clipped) gradient h: the ratio is >= 1.
+    EXPECT_GE(o["bound_ratio"].as_number(), 1.0) << o["tensor"].as_string();
+    EXPECT_GE(o["sparsity"].as_number(), 0.0);
+    EXPECT_LE(o["sparsity"].as_number(), 1.0);
+    if (clip == 0.0) {
+      EXPECT_EQ(o["clipped_fraction"].as_number(), 0.0);
+    }
+    if (o["tensor"].as_string() == "model" && scaling == "model" && clip == 0.0) {
+      EXPECT_NEAR(o["bound_ratio"].as_number(), o["inf_l1_ratio"].as_number(),
+                  kSameQuotient * o["inf_l1_ratio"].as_number());
+    }
+  }
+  EXPECT_EQ(iterations, (std::set<int>{0, 5, 10}));
+  EXPECT_EQ(combos.size(), 4u);
+  ASSERT_TRUE(per_tensor.count("model"));
+  const size_t tensors = per_tensor.size();  // LeNet's parameter tensors + "model"
+  EXPECT_GE(tensors, 5u);
+  for (const auto& [name, n] : per_tensor) EXPECT_EQ(n, 3 * 4) << name;
+  EXPECT_EQ(rows.size(), 3 * 4 * tensors);
+  // The table: on stdout and in bounds.txt; the run beside it.
+  EXPECT_TRUE(contains(r.out, "bound_ratio")) << r.out;
+  EXPECT_TRUE(contains(r.out, "layer c=2.5"));
+  EXPECT_TRUE(contains(r.out, "model c=0"));
+  EXPECT_EQ(read_text(fs::path(out) / "bounds.txt"), r.out);
+  EXPECT_TRUE(fs::exists(fs::path(out) / "train" / "summary.json"));
+  EXPECT_TRUE(contains(r.err, "3 sampled iterations"));
+
+  // Never overwritten: a second run into the same directory is refused, the rows kept.
+  const CliResult again = run_cli(bounds_args(out, 2, 1));
+  EXPECT_NE(again.exit_code, 0);
+  EXPECT_TRUE(contains(again.err, "bounds.jsonl")) << again.err;
+  EXPECT_TRUE(contains(again.err, "already exists")) << again.err;
+  EXPECT_EQ(json_lines(read_text(fs::path(out) / "bounds.jsonl")).size(), rows.size());
+
+  // --checkpoint: one sample at the checkpoint's step (12), nothing of the scratch run left.
+  const std::string ck_out = tmp / "ck";
+  const CliResult ck =
+      run_cli({"measure-bounds", "--no-progress", "--checkpoint",
+               (fs::path(out) / "train" / "checkpoint.tgckpt").string(), "--out", ck_out});
+  ASSERT_EQ(ck.exit_code, 0) << ck.err;
+  const auto ck_rows = json_lines(read_text(fs::path(ck_out) / "bounds.jsonl"));
+  EXPECT_EQ(ck_rows.size(), 4 * tensors);
+  for (const auto& o : ck_rows) EXPECT_EQ(o["iteration"].as_number(), 12);
+  EXPECT_FALSE(fs::exists(fs::path(ck_out) / "checkpoint_step"));
+  EXPECT_FALSE(fs::exists(fs::path(ck_out) / "train"));
+}
+
+// quantize_logits = false: the classifier's two tensors are sent in fp32, so they get no rows;
+// with compression.clip = 0 there are only the two unclipped combinations.
+TEST(MeasureBoundsCli, ExcludedTensorsAndNoClip) {
+  TempDir tmp;
+  const CliResult r = run_cli(
+      bounds_args(tmp / "b", 1, 1,
+                  {"--set", "compression.quantize_logits=false", "--set", "compression.clip=0"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto rows = json_lines(read_text(tmp / "b/bounds.jsonl"));
+  std::set<std::string> tensors;
+  for (const auto& o : rows) {
+    tensors.insert(o["tensor"].as_string());
+    EXPECT_EQ(o["clip"].as_number(), 0.0);
+  }
+  EXPECT_EQ(rows.size(), 2 * tensors.size());
+  // LeNet: conv1, conv2, fc1 (w, b each) ternarized; fc2 (w, b) not.
+  EXPECT_EQ(tensors.size(), 6u + 1u) << r.out;
+}
+
+TEST(MeasureBoundsCli, BadArguments) {
+  TempDir tmp;
+  // --every must be positive, --out is required.
+  EXPECT_NE(run_cli(bounds_args(tmp / "a", 2, 0)).exit_code, 0);
+  EXPECT_NE(run_cli({"measure-bounds", "--every", "3"}).exit_code, 0);
+  // A worker the config does not have.
+  const CliResult w = run_cli(bounds_args(tmp / "w", 2, 1, {"--worker", "3"}));
+  EXPECT_NE(w.exit_code, 0);
+  EXPECT_TRUE(contains(w.err, "--worker 3")) << w.err;
+  EXPECT_TRUE(contains(w.err, "workers.count = 1")) << w.err;
+  EXPECT_FALSE(fs::exists(tmp / "w/bounds.jsonl"));
+  // A config error names the key.
+  const CliResult k = run_cli(bounds_args(tmp / "k", 2, 1, {"--set", "train.nonsense=1"}));
+  EXPECT_NE(k.exit_code, 0);
+  EXPECT_TRUE(contains(k.err, "nonsense")) << k.err;
+  // A checkpoint that is not one.
+  write_text(tmp / "junk.tgckpt", "not a checkpoint");
+  const CliResult c =
+      run_cli({"measure-bounds", "--checkpoint", tmp / "junk.tgckpt", "--out", tmp / "c"});
+  EXPECT_NE(c.exit_code, 0);
+  EXPECT_TRUE(contains(c.err, "junk.tgckpt")) << c.err;
+}
+
+}  // namespace
+}  // namespace tg::testing
