@@ -7,9 +7,11 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "cmd/json.h"
 #include "tests/testing/files.h"
 
 namespace tg::testing {
@@ -83,6 +85,20 @@ inline std::vector<std::string> quick_train_args(const std::string& out, int ite
   a.push_back("--out");
   a.push_back(out);
   return a;
+}
+
+// Every non-empty line of `text` parsed as one JSON value (JSON-lines output).
+inline std::vector<json::Value> json_lines(const std::string& text) {
+  std::vector<json::Value> v;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) v.push_back(json::parse(line));
+  return v;
+}
+
+inline bool contains(const std::string& text, const std::string& what) {
+  return text.find(what) != std::string::npos;
 }
 
 }  // namespace tg::testing

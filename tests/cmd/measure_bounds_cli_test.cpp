@@ -24,19 +24,6 @@ namespace fs = std::filesystem;
 // of double sums (the scaler max|g| is an exact float): equal up to double rounding.
 constexpr double kSameQuotient = 1e-9;
 
-std::vector<json::Value> json_lines(const std::string& text) {
-  std::vector<json::Value> v;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) v.push_back(json::parse(line));
-  return v;
-}
-
-bool contains(const std::string& s, const std::string& what) {
-  return s.find(what) != std::string::npos;
-}
-
 // measure-bounds on the synthetic dataset: batch 16, `iterations` iterations.
 std::vector<std::string> bounds_args(const std::string& out, int iterations, int every,
                                      const std::vector<std::string>& extra = {}) {

@@ -13,19 +13,6 @@
 namespace tg::testing {
 namespace {
 
-std::vector<json::Value> json_lines(const std::string& out) {
-  std::vector<json::Value> v;
-  std::istringstream in(out);
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) v.push_back(json::parse(line));
-  return v;
-}
-
-bool contains(const std::string& s, const std::string& what) {
-  return s.find(what) != std::string::npos;
-}
-
 TEST(PerfModelCli, Help) {
   const CliResult r = run_cli({"perf-model", "--help"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
