@@ -1,0 +1,444 @@
+#!/usr/bin/env python3
+"""Collect the paper's tables from runs: our numbers beside the paper's (Markdown).
+
+Reads RUNS/<table>/<row>/summary.json (and metrics.jsonl, command.txt; bounds.jsonl for the
+measure-bounds rows) as written by paper/<table>.sh, and prints per table a Markdown table with
+the paper's number, ours, the TernGrad-vs-FP32 difference at the same worker count (paper and
+ours), the run's iterations (flagged when they are not the paper's), wall time, device and
+params_sha256. Rows not run yet, or still running, say so.
+
+Usage:
+    paper/collect.py                       # every table found, to stdout
+    paper/collect.py table2 figure3        # some tables
+    paper/collect.py --runs /data/runs table1
+    paper/collect.py --update-pages        # also rewrite the generated block of paper/<table>.md
+    paper/collect.py --csv table2          # also write runs/table2/figure4.csv (Figure 4 curves)
+
+Python 3 standard library only. paper/figure3.py imports PAPER and the readers from here.
+"""
+import argparse
+import datetime
+import json
+import math
+import os
+import re
+import statistics
+import sys
+
+PAPER_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO_DIR = os.path.dirname(PAPER_DIR)
+
+# ---- the paper's numbers (digest ../shared/paper/TERNGRAD.md §3.3-3.6) ---------------------------
+# Each row: (row, settings, workers, gradients, paper iterations, {metric: paper value in %}).
+
+
+def _fig3_rows():
+    mom_tern = {2: 99.21, 4: 99.09, 8: 99.11, 16: 99.26, 32: 99.35, 64: 99.21}
+    sgd_tern = {2: 99.23, 4: 99.10, 8: 99.04, 16: 99.20, 32: 99.23, 64: 99.18}
+    rows = []
+    for opt, label, base, tern in (("mom", "(a) momentum 0.9, LR 0.01", 99.20, mom_tern),
+                                   ("sgd", "(b) vanilla SGD, LR 0.1", 99.26, sgd_tern)):
+        for n in (2, 4, 8, 16, 32, 64):
+            rows.append((f"{opt}_fp32_n{n}", f"{label}, N={n}", n, "floating", 10000,
+                         {"top1": base}))
+            rows.append((f"{opt}_tern_n{n}", f"{label}, N={n}", n, "TernGrad", 10000,
+                         {"top1": tern[n]}))
+    rows.append(("mom_tern_n8_noclip", "(a) N=8, no clipping (ablation, not in the paper)", 8,
+                 "TernGrad", 10000, {}))
+    rows.append(("mom_tern_n8_noshare", "(a) N=8, no scaler sharing (ablation, not in the paper)",
+                 8, "TernGrad", 10000, {}))
+    return rows
+
+
+PAPER = {
+    "figure3": {
+        "title": "Figure 3: LeNet on MNIST, test accuracy vs workers N (readings ±0.02)",
+        "metrics": [("top1", "test_accuracy", "accuracy")],
+        "rows": _fig3_rows(),
+    },
+    "table1": {
+        "title": "Table 1: CifarNet on CIFAR-10, Adam 0.0002",
+        "metrics": [("top1", "test_accuracy", "accuracy")],
+        "rows": [
+            ("fp32_2w", "batch 128, 300K", 2, "floating", 300000, {"top1": 86.56}),
+            ("tern_2w", "batch 128, 300K", 2, "TernGrad", 300000, {"top1": 85.64}),
+            ("fp32_16w", "batch 2048, 18.75K", 16, "floating", 18750, {"top1": 83.19}),
+            ("tern_16w", "batch 2048, 18.75K", 16, "TernGrad", 18750, {"top1": 82.80}),
+        ],
+    },
+    "table2": {
+        "title": "Table 2: AlexNet on ImageNet",
+        "metrics": [("top1", "test_accuracy", "top-1"), ("top5", "test_top5_accuracy", "top-5")],
+        "rows": [
+            ("fp32_2w", "LR 0.01, batch 256, 370K, DR 0.5", 2, "floating", 370000,
+             {"top1": 57.33, "top5": 80.56}),
+            ("tern_2w", "LR 0.01, batch 256, 370K, DR 0.2", 2, "TernGrad", 370000,
+             {"top1": 57.61, "top5": 80.47}),
+            ("tern_noclip_2w", "LR 0.01, batch 256, 370K, DR 0.2", 2, "TernGrad-noclip", 370000,
+             {"top1": 54.63, "top5": 78.16}),
+            ("fp32_4w", "LR 0.02, batch 512, 185K, DR 0.5", 4, "floating", 185000,
+             {"top1": 57.32, "top5": 80.73}),
+            ("tern_4w", "LR 0.02, batch 512, 185K, DR 0.2", 4, "TernGrad", 185000,
+             {"top1": 57.28, "top5": 80.23}),
+            ("fp32_8w", "LR 0.04, batch 1024, 92.5K, DR 0.5", 8, "floating", 92500,
+             {"top1": 56.62, "top5": 80.28}),
+            ("tern_8w", "LR 0.04, batch 1024, 92.5K, DR 0.2", 8, "TernGrad", 92500,
+             {"top1": 57.54, "top5": 80.25}),
+        ],
+    },
+    "table3": {
+        "title": "Table 3: GoogLeNet on ImageNet",
+        "metrics": [("top5", "test_top5_accuracy", "top-5"), ("top1", "test_accuracy", "top-1")],
+        "rows": [
+            ("fp32_2w", "LR 0.04, batch 128, 600K, wd 4e-5, DR 0.2", 2, "floating", 600000,
+             {"top5": 88.30}),
+            ("tern_2w", "LR 0.04, batch 128, 600K, wd 1e-5, DR 0.08", 2, "TernGrad", 600000,
+             {"top5": 86.77}),
+            ("fp32_4w", "LR 0.08, batch 256, 300K, wd 4e-5, DR 0.2", 4, "floating", 300000,
+             {"top5": 87.82}),
+            ("tern_4w", "LR 0.08, batch 256, 300K, wd 1e-5, DR 0.08", 4, "TernGrad", 300000,
+             {"top5": 85.96}),
+            ("fp32_8w", "LR 0.10, batch 512, 300K, wd 4e-5, DR 0.2", 8, "floating", 300000,
+             {"top5": 89.00}),
+            ("tern_8w", "LR 0.10, batch 512, 300K, wd 2e-5, DR 0.08", 8, "TernGrad", 300000,
+             {"top5": 86.47}),
+        ],
+    },
+}
+TABLES = ["figure3", "table1", "table2", "table3", "figure2"]
+PAGES = {t: os.path.join(PAPER_DIR, t + ".md") for t in TABLES}
+BEGIN, END = "<!-- collect.py:begin -->", "<!-- collect.py:end -->"
+
+
+# ---- readers ------------------------------------------------------------------------------------
+
+def read_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def read_jsonl(path):
+    out = []
+    try:
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    pass  # a torn last line of a running or interrupted run
+    except OSError:
+        pass
+    return out
+
+
+def read_command(run_dir):
+    """The last command line of command.txt (what produced the run), or None."""
+    try:
+        with open(os.path.join(run_dir, "command.txt")) as f:
+            lines = [ln.rstrip("\n") for ln in f if ln.strip() and not ln.startswith("#")]
+        return lines[-1].strip().replace(REPO_DIR + "/", "") if lines else None
+    except OSError:
+        return None
+
+
+def run_status(run_dir):
+    """(state, summary, detail): state done | running | none."""
+    summary = read_json(os.path.join(run_dir, "summary.json"))
+    if summary is not None and not summary.get("interrupted"):
+        return "done", summary, ""
+    metrics = read_jsonl(os.path.join(run_dir, "metrics.jsonl"))
+    steps = [m.get("step", 0) for m in metrics if m.get("type") == "train"]
+    if steps:
+        total = None
+        try:
+            with open(os.path.join(run_dir, "config.toml")) as f:
+                m = re.search(r"^iterations\s*=\s*(\d+)", f.read(), re.M)
+                total = int(m.group(1)) if m else None
+        except OSError:
+            pass
+        return "running", None, f"at step {max(steps)}" + (f" of {total}" if total else "")
+    if os.path.isdir(run_dir):
+        return "running", None, "started"
+    return "none", None, ""
+
+
+def load_runs(runs, table):
+    out = {}
+    for row in PAPER[table]["rows"]:
+        d = os.path.join(runs, table, row[0])
+        out[row[0]] = (d,) + run_status(d)
+    return out
+
+
+# ---- formatting ---------------------------------------------------------------------------------
+
+def pct(x):
+    return "—" if x is None else f"{x:.2f}%"
+
+
+def delta(x):
+    return "" if x is None else f"{x:+.2f}"
+
+
+def hms(s):
+    if s is None:
+        return ""
+    s = int(round(s))
+    if s >= 86400:
+        return f"{s // 86400} d {s % 86400 // 3600} h"
+    if s >= 3600:
+        return f"{s // 3600} h {s % 3600 // 60:02d} min"
+    return f"{s // 60} min {s % 60:02d} s"
+
+
+def our_value(summary, key):
+    if summary is None or summary.get(key) is None:
+        return None
+    return 100.0 * summary[key]
+
+
+def table_markdown(table, runs):
+    spec = PAPER[table]
+    got = load_runs(runs, table)
+    metrics = spec["metrics"]
+    lines = [f"**{spec['title']}** — runs in `{os.path.relpath(os.path.join(runs, table), REPO_DIR)}/`", ""]
+    head = ["row", "settings", "workers", "gradients"]
+    for _, _, label in metrics:
+        head += [f"paper {label}", f"ours {label}"]
+    m0 = metrics[0][2]
+    head += [f"paper Δ {m0}", f"our Δ {m0}", "iterations", "wall time", "device", "params_sha256"]
+    lines.append("| " + " | ".join(head) + " |")
+    lines.append("|" + "---|" * len(head))
+    base = {}  # (settings prefix, workers) -> (paper, ours) of the FP32 row, for Δ
+    any_run = False
+    notes = []
+    for name, settings, workers, grads, iters, paper in spec["rows"]:
+        d, state, summary, detail = got[name]
+        if state == "none" and not paper:
+            continue  # an opt-in ablation that was not run
+        cells = [f"`{name}`", settings, str(workers), grads]
+        for _, key, _ in metrics:
+            p = paper.get(_metric_id(metrics, key))
+            ours = our_value(summary, key)
+            cells += [pct(p) if p is not None else "—",
+                      (f"**{pct(ours)}**" if ours is not None else
+                       ("running, " + detail if state == "running" else "not run"))]
+        key0 = metrics[0][1]
+        p0, o0 = paper.get(metrics[0][0]), our_value(summary, key0)
+        group = (settings.split(",")[0] if table == "figure3" else "", workers)
+        if grads == "floating":
+            base[group] = (p0, o0)
+            cells += ["", ""]
+        else:
+            bp, bo = base.get(group, (None, None))
+            cells += [delta(p0 - bp) if p0 is not None and bp is not None else "",
+                      delta(o0 - bo) if o0 is not None and bo is not None else ""]
+        if summary is not None:
+            any_run = True
+            it = summary.get("iterations")
+            flag = "" if it == iters else f" ⚠ paper {iters:,}"
+            cells += [f"{it:,}{flag}" if isinstance(it, int) else str(it),
+                      hms(summary.get("wall_seconds")) + (
+                          f" (resumed at {summary['start_iteration']:,})"
+                          if summary.get("start_iteration") else ""),
+                      f"{summary.get('device', '')} ({summary.get('device_name', '')})",
+                      f"`{summary.get('params_sha256', '')[:8]}…`"]
+            cmd = read_command(d)
+            if cmd:
+                notes.append(f"- `{name}`: `{cmd}`")
+        else:
+            cells += [f"({iters:,})", "", "", ""]
+        lines.append("| " + " | ".join(cells) + " |")
+    if notes:
+        lines += ["", "Commands (from each run's `command.txt`; machine and commit there too):", ""]
+        lines += notes
+    return "\n".join(lines), any_run
+
+
+def _metric_id(metrics, key):
+    for mid, k, _ in metrics:
+        if k == key:
+            return mid
+    return None
+
+
+# ---- measure-bounds rows: Figure 2 clipping statistics, Figure 4 (c) -----------------------------
+
+def bounds_rows(path, tensor=None, clip=None):
+    rows = [r for r in read_jsonl(path) if r.get("scaling") == "layer"]
+    if clip is not None:
+        rows = [r for r in rows if abs(r.get("clip", -1) - clip) < 1e-9]
+    if tensor is not None:
+        rows = [r for r in rows if r.get("tensor") == tensor]
+    return rows
+
+
+def med(rows, key):
+    v = [r[key] for r in rows if isinstance(r.get(key), (int, float)) and not math.isnan(r[key])]
+    return statistics.median(v) if v else None
+
+
+def figure2_markdown(runs):
+    d = os.path.join(runs, "figure2", "clipstats")
+    path = os.path.join(d, "bounds.jsonl")
+    lines = [f"**Figure 2 clipping statistics** — `{os.path.relpath(d, REPO_DIR)}/bounds.jsonl`", ""]
+    allrows = bounds_rows(path)
+    if not allrows:
+        lines.append("Not run (`ROWS=clipstats paper/figure2.sh`; needs ImageNet and a GPU).")
+        return "\n".join(lines), False
+    clips = sorted({r["clip"] for r in allrows if r.get("clip", 0) > 0})
+    c = clips[0] if clips else 2.5
+    tensors = []
+    for r in allrows:
+        if r["tensor"] not in tensors and r["tensor"] != "model":
+            tensors.append(r["tensor"])
+    its = sorted({r["iteration"] for r in allrows})
+    lines.append(f"Medians over {len(its)} sampled iterations ({its[0]}…{its[-1]}), one worker's "
+                 f"raw gradient, layer-wise scaler, c = {c}. Paper: clipping changes the length by "
+                 "1–1.5% and the direction by 2–3°.")
+    lines.append("")
+    lines.append("| tensor | elements | clipped fraction | length ratio | angle (°) | code sparsity |")
+    lines.append("|---|---|---|---|---|---|")
+    for t in tensors + ["model"]:
+        rows = bounds_rows(path, t, c)
+        if not rows:
+            continue
+        cf, lr, an, sp = (med(rows, k) for k in ("clipped_fraction", "length_ratio", "angle_deg",
+                                                 "sparsity"))
+        f = (lambda x, fmt: "" if x is None else fmt.format(x))
+        lines.append(f"| `{t}` | {rows[0].get('numel', ''):,} | {f(cf and 100 * cf, '{:.2f}%')} | "
+                     f"{f(lr, '{:.4f}')} | {f(an, '{:.2f}')} | {f(sp and 100 * sp, '{:.1f}%')} |")
+    cmd = read_command(d)
+    if cmd:
+        lines += ["", f"Command: `{cmd}`"]
+    return "\n".join(lines), True
+
+
+def figure4(runs, write_csv):
+    """Figure 4 (a, b) from the 4-worker rows' metrics, (c) from fig4c's bounds.jsonl."""
+    t = os.path.join(runs, "table2")
+    evals, losses = {}, {}
+    for row in ("fp32_4w", "tern_4w"):
+        m = read_jsonl(os.path.join(t, row, "metrics.jsonl"))
+        evals[row] = {r["step"]: r for r in m if r.get("type") == "eval"}
+        losses[row] = {r["step"]: r.get("loss") for r in m if r.get("type") == "train"}
+    sp = {r["iteration"]: r for r in bounds_rows(os.path.join(t, "fig4c", "bounds.jsonl"),
+                                                 "fc6/w", 2.5)}
+    lines = ["**Figure 4** (AlexNet, 4 workers, batch 512): (a) top-1 and (b) training loss from "
+             "`fp32_4w`/`tern_4w` metrics.jsonl, (c) fc6 code sparsity from `fig4c/bounds.jsonl`.", ""]
+    if not any(evals.values()) and not any(losses.values()) and not sp:
+        lines.append("Not run (`paper/table2.sh`, rows fp32_4w, tern_4w, fig4c).")
+        return "\n".join(lines), False
+    steps = sorted(set(evals["fp32_4w"]) | set(evals["tern_4w"]))
+    if steps:
+        lines += ["| iteration | FP32 top-1 | TernGrad top-1 | FP32 loss | TernGrad loss |",
+                  "|---|---|---|---|---|"]
+        for s in steps:
+            def acc(row):
+                r = evals[row].get(s)
+                return pct(100 * r["test_accuracy"]) if r else ""
+
+            def loss(row):
+                v = losses[row].get(s)
+                return f"{v:.3f}" if isinstance(v, (int, float)) else ""
+            lines.append(f"| {s:,} | {acc('fp32_4w')} | {acc('tern_4w')} | {loss('fp32_4w')} | "
+                         f"{loss('tern_4w')} |")
+        lines.append("")
+    if sp:
+        vals = [r.get("realized_sparsity") for r in sp.values()]
+        vals = [v for v in vals if isinstance(v, (int, float)) and not math.isnan(v)]
+        if vals:
+            lines.append(f"fc6 ternary-code sparsity: mean {100 * statistics.mean(vals):.1f}% over "
+                         f"{len(vals)} samples (min {100 * min(vals):.1f}%, max "
+                         f"{100 * max(vals):.1f}%); paper: ≈70% throughout (71.32% mean [S]).")
+    if write_csv:
+        path = os.path.join(t, "figure4.csv")
+        allsteps = sorted(set(steps) | set(losses["fp32_4w"]) | set(losses["tern_4w"]) | set(sp))
+        with open(path, "w") as f:
+            f.write("iteration,fp32_top1,tern_top1,fp32_loss,tern_loss,fc6_sparsity\n")
+            for s in allsteps:
+                def g(dct, key=None):
+                    v = dct.get(s)
+                    if key and v is not None:
+                        v = v.get(key)
+                    return "" if v is None else f"{v:.6g}"
+                f.write(",".join([str(s), g(evals["fp32_4w"], "test_accuracy"),
+                                  g(evals["tern_4w"], "test_accuracy"), g(losses["fp32_4w"]),
+                                  g(losses["tern_4w"]), g(sp, "realized_sparsity")]) + "\n")
+        print(f"collect.py: wrote {path}", file=sys.stderr)
+    return "\n".join(lines), True
+
+
+# ---- main ---------------------------------------------------------------------------------------
+
+def section(table, runs, write_csv):
+    if table == "figure2":
+        return figure2_markdown(runs)
+    text, found = table_markdown(table, runs)
+    if table == "table2":
+        f4, found4 = figure4(runs, write_csv)
+        text += "\n\n" + f4
+        found = found or found4
+    return text, found
+
+
+def update_page(table, text):
+    page = PAGES[table]
+    try:
+        with open(page) as f:
+            content = f.read()
+    except OSError:
+        print(f"collect.py: {page} does not exist; not updated", file=sys.stderr)
+        return
+    if BEGIN not in content or END not in content:
+        print(f"collect.py: {page} has no {BEGIN} ... {END} block; not updated", file=sys.stderr)
+        return
+    stamp = datetime.date.today().isoformat()
+    block = f"{BEGIN}\n_Generated by `paper/collect.py --update-pages` on {stamp}._\n\n{text}\n{END}"
+    content = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: block, content,
+                     flags=re.S)
+    with open(page, "w") as f:
+        f.write(content)
+    print(f"collect.py: updated {page}", file=sys.stderr)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="\n".join(__doc__.splitlines()[2:]))
+    ap.add_argument("tables", nargs="*", metavar="TABLE",
+                    help=f"tables to collect: {', '.join(TABLES)} (default: all)")
+    ap.add_argument("--runs", default=os.environ.get("RUNS", os.path.join(REPO_DIR, "runs")),
+                    help="the runs directory the scripts wrote (default: $RUNS or runs/)")
+    ap.add_argument("--update-pages", action="store_true",
+                    help="rewrite the generated block of paper/<table>.md with the result")
+    ap.add_argument("--csv", action="store_true",
+                    help="write runs/table2/figure4.csv with Figure 4's curves")
+    args = ap.parse_args()
+    tables = args.tables or TABLES
+    for t in tables:
+        if t not in TABLES:
+            ap.error(f"unknown table '{t}' (expected one of {', '.join(TABLES)})")
+    if not os.path.isdir(args.runs):
+        print(f"collect.py: no runs directory {args.runs} (run paper/<table>.sh first); "
+              "printing the paper's numbers only", file=sys.stderr)
+    for t in tables:
+        text, found = section(t, args.runs, args.csv)
+        print(text)
+        print()
+        if args.update_pages:
+            update_page(t, text)
+        if not found:
+            print(f"collect.py: {t}: no finished run in {os.path.join(args.runs, t)}",
+                  file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
