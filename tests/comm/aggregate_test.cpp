@@ -387,13 +387,7 @@ TEST(AggregateGloo, BitIdenticalToEmulatedWithGlooWireBytes) {
   for (const Method& m : cases) want.push_back(emulated(m, p * w));
   const auto errors = run_ranks(p, [&](int r) {
     auto store = open_store(url, 20s);
-    CommOptions o;
-    o.backend = "gloo";
-    o.rank = r;
-    o.size = p;
-    o.hostname = "127.0.0.1";
-    o.timeout = 20s;
-    auto comm = make_communicator(o, *store, "aggregate");
+    auto comm = make_communicator(gloo_loopback(r, p, 20s), *store, "aggregate");
     AggregateOptions chunked;  // several chunks: the collectives run on a second thread
     chunked.chunk_bytes = 100;
     for (size_t i = 0; i < cases.size(); ++i)

@@ -25,6 +25,7 @@
 #include "comm/communicator.h"
 #include "comm/store.h"
 #include "nn/core/error.h"
+#include "tests/comm/rank_threads.h"
 #include "tests/testing/files.h"
 
 namespace tg::comm {
@@ -36,13 +37,7 @@ using namespace std::chrono_literals;
 constexpr auto kTimeout = 10s;
 
 CommOptions options_for(int rank, int size, std::chrono::milliseconds timeout = kTimeout) {
-  CommOptions o;
-  o.backend = "gloo";
-  o.rank = rank;
-  o.size = size;
-  o.hostname = "127.0.0.1";
-  o.timeout = timeout;
-  return o;
+  return gloo_loopback(rank, size, timeout);
 }
 
 // Runs body(comm) on `p` threads, rank r on thread r, each with its own store handle on `url`

@@ -1,12 +1,14 @@
 // Helpers for communicator tests: ranks as threads of the test process.
 #pragma once
 
+#include <chrono>
 #include <exception>
 #include <functional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "nn/core/error.h"
 
 namespace tg::comm {
@@ -38,6 +40,17 @@ inline std::string error_of(const std::function<void()>& fn) {
     return e.what();
   }
   return "";
+}
+
+// Options of a gloo communicator for rank `rank` of `size` over loopback (127.0.0.1).
+inline CommOptions gloo_loopback(int rank, int size, std::chrono::milliseconds timeout) {
+  CommOptions o;
+  o.backend = "gloo";
+  o.rank = rank;
+  o.size = size;
+  o.hostname = "127.0.0.1";
+  o.timeout = timeout;
+  return o;
 }
 
 }  // namespace tg::comm

@@ -17,6 +17,7 @@
 
 #include "comm/communicator.h"
 #include "nn/core/error.h"
+#include "tests/comm/rank_threads.h"
 #include "tests/testing/files.h"
 #include "tests/testing/redis_server.h"
 
@@ -208,13 +209,7 @@ TEST_F(RedisStoreTest, GlooGroupMeetsThroughRedis) {
     threads.emplace_back([&, r] {
       try {
         auto store = open_store(url_, 10s);
-        CommOptions options;
-        options.backend = "gloo";
-        options.rank = r;
-        options.size = kRanks;
-        options.hostname = "127.0.0.1";
-        options.timeout = 10s;
-        auto comm = make_communicator(options, *store, "redis-job");
+        auto comm = make_communicator(gloo_loopback(r, kRanks, 10s), *store, "redis-job");
         std::vector<int64_t> v = {r + 1, 10 * (r + 1)};
         comm->allreduce(v.data(), 2, DType::i64, ReduceOp::sum);
         results[r] = v;

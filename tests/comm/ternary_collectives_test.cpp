@@ -436,13 +436,7 @@ TEST(TernaryAggregate, GlooMatchesItsCostModel) {
     std::vector<TernaryResult> results(p);
     const auto errors = run_ranks(p, [&](int r) {
       auto store = open_store(url, 20s);
-      CommOptions o;
-      o.backend = "gloo";
-      o.rank = r;
-      o.size = p;
-      o.hostname = "127.0.0.1";
-      o.timeout = 20s;
-      auto comm = make_communicator(o, *store, prefix);
+      auto comm = make_communicator(gloo_loopback(r, p, 20s), *store, prefix);
       results[r] =
           ternary_aggregate(*comm, a, pr.rank_codes[r].data(), w, pr.n, pr.f, accs[r].data());
     });
@@ -465,13 +459,7 @@ TEST(TernaryAggregate, GlooMatchesItsCostModel) {
     std::vector<TernaryResult> results(p);
     const auto errors = run_ranks(p, [&](int r) {
       auto store = open_store(url, 20s);
-      CommOptions o;
-      o.backend = "gloo";
-      o.rank = r;
-      o.size = p;
-      o.hostname = "127.0.0.1";
-      o.timeout = 20s;
-      auto comm = make_communicator(o, *store, prefix);
+      auto comm = make_communicator(gloo_loopback(r, p, 20s), *store, prefix);
       std::vector<int32_t*> ptrs;
       for (auto& v : accs[r]) ptrs.push_back(v.data());
       results[r] = ternary_aggregate_bucket(*comm, a, bp.rank_codes[r].data(), w, bp.numel, bp.f,
