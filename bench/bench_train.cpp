@@ -180,10 +180,7 @@ void run_case(const Case& c, const Device& dev, double seconds, double sgemm) {
   const cli::Config cfg = case_config(c, dev);
   auto net = make_net(cfg.model.name, cli::net_options(cfg), dev);
   const auto& info = net->info();
-  OptimizerOptions oo;
-  oo.name = cfg.train.optimizer;
-  oo.momentum = cfg.train.momentum;
-  auto opt = make_optimizer(oo);
+  auto opt = make_optimizer(cli::optimizer_options(cfg));
   Ema ema(net->arena().params(), cfg.train.ema_decay);
 
   data::DataOptions dopt;

@@ -109,8 +109,8 @@ ProcessGroup::ProcessGroup(const RankEnv& env, const std::string& job_id, const 
   for (int r = 0; r < env.world_size; ++r) keys.push_back(key("hello", r));
   const std::vector<int> missing = missing_after_wait(*store_, keys, timeout_);
   TG_CHECK(missing.empty(), "rendezvous at ", env.rendezvous, " (job '", job_id, "'): rank(s) ",
-           join_ranks(missing), " of ", env.world_size, " did not arrive within ",
-           cfg.comm.timeout, " s (not started, failed before joining, given another rendezvous ",
+           join_ranks(missing), " of ", env.world_size, " did not arrive within ", cfg.comm.timeout,
+           " s (not started, failed before joining, given another rendezvous ",
            "or --job-id, or another world size?)");
   bool shared_gpu = false;
   for (int r = 0; r < env.world_size; ++r) {
@@ -121,11 +121,12 @@ ProcessGroup::ProcessGroup(const RankEnv& env, const std::string& job_id, const 
     TG_CHECK(their_world == env.world_size, "rendezvous: rank ", r, " was started with world size ",
              their_world, ", this rank (", env.rank, ") with ", env.world_size,
              " (every rank must be given the same world size)");
-    TG_CHECK(theirs["config"].as_string() == fingerprint, "rendezvous: rank ", r,
-             " runs another config than this rank (", env.rank,
-             "); every rank must train the same run. Differences:",
-             config_diff(fingerprint, theirs["config"].as_string(),
-                         "rank " + std::to_string(env.rank) + ": ", "rank " + std::to_string(r) + ": "));
+    TG_CHECK(
+        theirs["config"].as_string() == fingerprint, "rendezvous: rank ", r,
+        " runs another config than this rank (", env.rank,
+        "); every rank must train the same run. Differences:",
+        config_diff(fingerprint, theirs["config"].as_string(),
+                    "rank " + std::to_string(env.rank) + ": ", "rank " + std::to_string(r) + ": "));
     TG_CHECK(theirs["backend"].as_string() == backend, "rendezvous: rank ", r, " uses backend ",
              theirs["backend"].as_string(), ", this rank (", env.rank, ") ", backend,
              " (comm.backend = \"auto\" picks by device; give every rank the same device kind)");
@@ -178,30 +179,20 @@ std::string ProcessGroup::describe() const {
 }
 
 bool ProcessGroup::any(bool flag) {
-  int32_t v = flag ? 1 : 0;
-  if (comm_->device().is_cpu()) {
-    comm_->allreduce(&v, 1, DType::i32, comm::ReduceOp::max);
-    return v != 0;
-  }
-  Tensor t = Tensor::from_vector(std::vector<int32_t>{v}, {1}).to(comm_->device());
-  comm_->allreduce(t.raw_data(), 1, DType::i32, comm::ReduceOp::max);
-  return t.to(Device::cpu()).data<int32_t>()[0] != 0;
+  const int32_t v = flag ? 1 : 0;
+  const std::vector<char> r = through_device(&v, sizeof v, sizeof v, [&](const void*, void* out) {
+    comm_->allreduce(out, 1, DType::i32, comm::ReduceOp::max);
+  });
+  int32_t any = 0;
+  std::memcpy(&any, r.data(), sizeof any);
+  return any != 0;
 }
 
 std::vector<double> ProcessGroup::sum(const std::vector<double>& values) {
   const size_t bytes = values.size() * sizeof(double);
-  std::vector<char> all(bytes * static_cast<size_t>(size()));
-  if (comm_->device().is_cpu()) {
-    comm_->allgather(values.data(), all.data(), bytes);
-  } else {
-    Tensor in = Tensor::empty({static_cast<int64_t>(bytes)}, DType::u8, Device::cpu());
-    std::memcpy(in.raw_data(), values.data(), bytes);
-    in = in.to(comm_->device());
-    Tensor out = Tensor::empty({static_cast<int64_t>(all.size())}, DType::u8, comm_->device());
-    comm_->allgather(in.raw_data(), out.raw_data(), bytes);
-    Tensor host = out.to(Device::cpu());
-    std::memcpy(all.data(), host.raw_data(), all.size());
-  }
+  const std::vector<char> all =
+      through_device(values.data(), bytes, bytes * static_cast<size_t>(size()),
+                     [&](const void* in, void* out) { comm_->allgather(in, out, bytes); });
   std::vector<double> s(values.size(), 0.0);
   for (int r = 0; r < size(); ++r) {
     for (size_t i = 0; i < values.size(); ++i) {
@@ -226,23 +217,39 @@ void ProcessGroup::broadcast(Tensor& t, int root) {
 }
 
 std::vector<char> ProcessGroup::gather_bytes(const std::vector<char>& mine, int root) {
-  std::vector<char> all;
-  if (rank() == root) all.resize(mine.size() * static_cast<size_t>(size()));
-  if (comm_->device().is_cpu()) {
-    comm_->gather(mine.data(), all.empty() ? nullptr : all.data(), mine.size(), root);
-    return all;
-  }
-  Tensor in = Tensor::empty({static_cast<int64_t>(mine.size())}, DType::u8, Device::cpu());
-  std::memcpy(in.raw_data(), mine.data(), mine.size());
-  in = in.to(comm_->device());
-  Tensor out = Tensor::empty({static_cast<int64_t>(mine.size()) * size()}, DType::u8,
-                             comm_->device());
-  comm_->gather(in.raw_data(), out.raw_data(), mine.size(), root);
-  if (rank() == root) {
-    Tensor host = out.to(Device::cpu());
-    std::memcpy(all.data(), host.raw_data(), all.size());
-  }
+  const bool is_root = rank() == root;
+  std::vector<char> all = through_device(
+      mine.data(), mine.size(), is_root ? mine.size() * static_cast<size_t>(size()) : 0,
+      [&](const void* in, void* out) {
+        comm_->gather(in, is_root ? out : nullptr, mine.size(), root);
+      });
   return all;
+}
+
+// `in_bytes` from `in` and an `out_bytes` result buffer on the communicator's device (staged
+// through it when that is a GPU; the result buffer starts as a copy of the input's first bytes,
+// for in-place collectives); runs `collective(in, out)` there and returns the result on the host.
+std::vector<char> ProcessGroup::through_device(
+    const void* in, size_t in_bytes, size_t out_bytes,
+    const std::function<void(const void* in, void* out)>& collective) {
+  std::vector<char> host_in(static_cast<const char*>(in), static_cast<const char*>(in) + in_bytes);
+  std::vector<char> result(std::max(out_bytes, size_t{1}));
+  std::memcpy(result.data(), host_in.data(), std::min(in_bytes, out_bytes));
+  if (comm_->device().is_cpu()) {
+    collective(host_in.data(), result.data());
+  } else {
+    auto to_device = [&](const std::vector<char>& h) {
+      Tensor t = Tensor::empty({static_cast<int64_t>(h.size())}, DType::u8, Device::cpu());
+      std::memcpy(t.raw_data(), h.data(), h.size());
+      return t.to(comm_->device());
+    };
+    Tensor din = to_device(host_in), dout = to_device(result);
+    collective(din.raw_data(), dout.raw_data());
+    Tensor back = dout.to(Device::cpu());
+    std::memcpy(result.data(), back.raw_data(), result.size());
+  }
+  result.resize(out_bytes);
+  return result;
 }
 
 std::string ProcessGroup::post_mortem(const std::string& error, milliseconds window) {
@@ -269,13 +276,12 @@ std::string ProcessGroup::post_mortem(const std::string& error, milliseconds win
         continue;
       }
       const std::vector<char> raw = store_->get(keys[i]);
-      reports += "\n  rank " + std::to_string(others[i]) + " reported: " +
-                 std::string(raw.begin(), raw.end());
+      reports += "\n  rank " + std::to_string(others[i]) +
+                 " reported: " + std::string(raw.begin(), raw.end());
     }
   } catch (const std::exception& e) {
     return "rank " + std::to_string(me) + " of " + std::to_string(env_.world_size) + ": " + error +
-           "\n  (the rendezvous store could not be read to find the failed rank: " + e.what() +
-           ")";
+           "\n  (the rendezvous store could not be read to find the failed rank: " + e.what() + ")";
   }
   std::string out;
   if (!lost.empty())

@@ -21,6 +21,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -79,6 +80,8 @@ class ProcessGroup {
 
  private:
   std::string key(const std::string& what, int rank) const;
+  std::vector<char> through_device(const void* in, size_t in_bytes, size_t out_bytes,
+                                   const std::function<void(const void* in, void* out)>& collective);
   RankEnv env_;
   std::string prefix_;
   std::chrono::milliseconds timeout_;

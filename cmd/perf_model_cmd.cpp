@@ -157,10 +157,7 @@ Measured time_step(const std::string& network, int64_t batch, int steps) {
                       "workers.count=1", "compression.method=terngrad", "device=cpu"});
   auto net = make_net(cfg.model.name, net_options(cfg), dev);
   const NetInfo& info = net->info();
-  OptimizerOptions oo;
-  oo.name = cfg.train.optimizer;
-  oo.momentum = cfg.train.momentum;
-  auto opt = make_optimizer(oo);
+  auto opt = make_optimizer(optimizer_options(cfg));
   Ema ema(net->arena().params(), cfg.train.ema_decay);
   auto comp = tern::make_compressor(compression_options(cfg, std::max<int64_t>(batch, 1024)),
                                     grad_layout(*net));

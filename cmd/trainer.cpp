@@ -329,6 +329,16 @@ tern::CompressionOptions compression_options(const Config& c, int64_t train_size
   return o;
 }
 
+OptimizerOptions optimizer_options(const Config& c) {
+  OptimizerOptions o;
+  o.name = c.train.optimizer;
+  o.momentum = c.train.momentum;
+  o.beta1 = c.train.adam_beta1;
+  o.beta2 = c.train.adam_beta2;
+  o.epsilon = c.train.adam_epsilon;
+  return o;
+}
+
 std::vector<tern::GradSlot> grad_layout(const Net& net) {
   std::vector<tern::GradSlot> slots;
   for (const auto& e : net.arena().entries()) slots.push_back({e.name, e.offset, e.numel});
@@ -478,13 +488,7 @@ std::string run_train(const Config& cfg_in, const TrainOptions& opt, bool* inter
   check_compatible(*net, *test_ds);
   data::BatchSampler sampler(train_ds->info().size, tc.batch_size, seed, /*shuffle=*/true);
 
-  OptimizerOptions oo;
-  oo.name = tc.optimizer;
-  oo.momentum = tc.momentum;
-  oo.beta1 = tc.adam_beta1;
-  oo.beta2 = tc.adam_beta2;
-  oo.epsilon = tc.adam_epsilon;
-  auto optimizer = make_optimizer(oo);
+  auto optimizer = make_optimizer(optimizer_options(cfg));
 
   LrScheduleOptions lo;
   // The reference code ignores the decay policy for Adam (constant LR, digest §3.1); we follow

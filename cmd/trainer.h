@@ -24,6 +24,7 @@
 #include "cmd/step.h"
 #include "datasets/dataset.h"
 #include "nn/nets/net.h"
+#include "nn/optim/optimizer.h"
 #include "terngrad/compressor.h"
 
 namespace tg::cli {
@@ -71,6 +72,7 @@ std::string run_eval(const std::string& checkpoint_path, const std::string& conf
 NetOptions net_options(const Config& c);
 data::DataOptions data_options(const Config& c);
 tern::CompressionOptions compression_options(const Config& c, int64_t train_size);
+OptimizerOptions optimizer_options(const Config& c);
 // One compressor slot per parameter tensor of the net, in arena order.
 std::vector<tern::GradSlot> grad_layout(const Net& net);
 

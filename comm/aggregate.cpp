@@ -75,28 +75,22 @@ struct SlotFormat {
   int64_t bytes = 0;
 };
 
-// Mirrors TernGradCompressor's rules: a slot is ternary unless it has fewer than min_size
-// elements, is one of the last two (the classifier) with quantize_logits off, or `step` falls in
-// a floating-gradient epoch; a ternary slot is packed_bytes(pack, numel) bytes of codes (shared
-// scalers: no scaler in the message), any other numel raw floats.
+// TernGradCompressor's own rules (terngrad/compressor.h: ternarized_slots, floating_grad_step)
+// decide which slots are ternary at `step`; a ternary slot is packed_bytes(pack, numel) bytes of
+// codes (shared scalers: no scaler in the message), any other numel raw floats.
 std::vector<SlotFormat> terngrad_message_layout(const tern::Compressor& c,
                                                 const tern::CompressionOptions& o, int64_t step) {
   const auto& layout = c.layout();
-  const size_t n = layout.size();
-  bool floating = false;
-  if (o.floating_grad_epoch > 0) {
-    TG_CHECK(o.steps_per_epoch > 0,
-             "aggregate_distributed: compression.floating_grad_epoch needs steps_per_epoch");
-    const auto e = static_cast<int64_t>(std::floor(static_cast<double>(step) / o.steps_per_epoch));
-    floating = e % o.floating_grad_epoch == o.floating_grad_epoch - 1;
-  }
-  std::vector<SlotFormat> out(n);
+  TG_CHECK(o.floating_grad_epoch <= 0 || o.steps_per_epoch > 0,
+           "aggregate_distributed: compression.floating_grad_epoch needs steps_per_epoch");
+  const bool floating = tern::floating_grad_step(o, step);
+  const std::vector<bool> ternary = tern::ternarized_slots(layout, o);
+  std::vector<SlotFormat> out(layout.size());
   int64_t offset = 0;
-  for (size_t t = 0; t < n; ++t) {
-    const bool logits = n >= 2 && t >= n - 2;
+  for (size_t t = 0; t < layout.size(); ++t) {
     const int64_t numel = layout[t].numel;
     SlotFormat& s = out[t];
-    s.ternary = !floating && numel >= o.min_size && (o.quantize_logits || !logits);
+    s.ternary = !floating && ternary[t];
     s.offset = offset;
     s.bytes = s.ternary ? static_cast<int64_t>(tern::packed_bytes(o.pack, numel))
                         : numel * static_cast<int64_t>(sizeof(float));

@@ -138,11 +138,7 @@ class TernGradCompressor final : public Compressor {
   int64_t num_meta() const override { return shared() ? static_cast<int64_t>(layout_.size()) : 0; }
 
   // The reference code's floating_grad_epoch: the last epoch of every F-epoch window is fp32.
-  bool floating(int64_t step) const {
-    if (o_.floating_grad_epoch <= 0) return false;
-    const auto e = static_cast<int64_t>(std::floor(static_cast<double>(step) / o_.steps_per_epoch));
-    return e % o_.floating_grad_epoch == o_.floating_grad_epoch - 1;
-  }
+  bool floating(int64_t step) const { return floating_grad_step(o_, step); }
   bool ternary(size_t t, int64_t step) const { return ternary_[t] && !floating(step); }
 
   float scaler_of(const TensorStats& st) const { return terngrad_scaler(st, o_.clip); }
@@ -463,6 +459,12 @@ std::vector<bool> ternarized_slots(const std::vector<GradSlot>& layout,
     out[t] = layout[t].numel >= o.min_size && (o.quantize_logits || !logits);
   }
   return out;
+}
+
+bool floating_grad_step(const CompressionOptions& o, int64_t step) {
+  if (o.floating_grad_epoch <= 0) return false;
+  const auto e = static_cast<int64_t>(std::floor(static_cast<double>(step) / o.steps_per_epoch));
+  return e % o.floating_grad_epoch == o.floating_grad_epoch - 1;
 }
 
 }  // namespace tg::tern

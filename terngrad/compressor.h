@@ -117,6 +117,10 @@ float terngrad_scaler(const TensorStats& st, double clip);
 std::vector<bool> ternarized_slots(const std::vector<GradSlot>& layout,
                                    const CompressionOptions& o);
 
+// True when `step` falls in a floating-gradient epoch (floating_grad_epoch = F > 0: epoch e with
+// e % F == F - 1, e = floor(step / steps_per_epoch)), when terngrad sends every slot in fp32.
+bool floating_grad_step(const CompressionOptions& o, int64_t step);
+
 // Throws on an unknown method (listing the known ones) or invalid options, naming the key.
 std::unique_ptr<Compressor> make_compressor(const CompressionOptions& options,
                                             std::vector<GradSlot> layout);
