@@ -407,9 +407,9 @@ double normal_upper_quantile(double q) {
 std::vector<float> max_abs_scalers(const float* g, std::span<const GradSlot> layout) {
   std::vector<float> s;
   for (const GradSlot& sl : layout) {
-    float m = 0;
-    for (int64_t i = 0; i < sl.numel; ++i) m = std::max(m, std::fabs(g[sl.offset + i]));
-    s.push_back(m);
+    TensorStats st;
+    tensor_stats_cpu(g + sl.offset, sl.numel, &st);
+    s.push_back(terngrad_scaler(st, 0.0));  // clip 0: max|g|, as the compressor computes it
   }
   return s;
 }
