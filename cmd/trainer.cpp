@@ -657,6 +657,7 @@ std::string run_train(const Config& cfg_in, const TrainOptions& opt, bool* inter
     // so the steps between them stay overlapped.
     const bool time_every_step = group != nullptr || device.is_cpu();
     StepTotals window_totals, run_totals;
+    std::string last_route;
     int64_t step = start_step;
     progress.start(start_step);
     for (; step < tc.iterations; ++step) {
@@ -669,6 +670,19 @@ std::string run_train(const Config& cfg_in, const TrainOptions& opt, bool* inter
       StepTimes times;
       const bool timed = time_every_step || log_now;
       train_step.run(batches, step, lr, loss_sum, timed ? &times : nullptr);
+      // How the gradients travelled (comm.algorithm = auto picks per call by the byte cost
+      // model): said once, and again whenever the route changes (e.g. a floating-gradient epoch).
+      if (group) {
+        const comm::AggregateStats& as = train_step.last_aggregate();
+        const std::string route =
+            as.ternary_path ? std::string("ternary codes by ") + comm::name(as.bucket_algorithm)
+                            : std::string("whole messages by allgather");
+        if (route != last_route) {
+          progress.message("iteration " + std::to_string(step) + ": gradients travel as " + route +
+                           " (" + comm::describe(as) + ")");
+          last_route = route;
+        }
+      }
       // Every rank stops at the same step: a signal on any rank stops them all.
       const bool stop_now = group ? group->any(g_stop.load()) : g_stop.load();
       const comm::WireBytes wire1 = group ? group->comm().wire() : comm::WireBytes{};
