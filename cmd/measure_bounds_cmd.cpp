@@ -23,6 +23,7 @@
 #include "nn/core/error.h"
 #include "nn/nets/net.h"
 #include "terngrad/bounds.h"
+#include "terngrad/histograms.h"
 
 namespace tg::cli {
 
@@ -33,6 +34,7 @@ namespace {
 constexpr int kExitInterrupted = 130;
 constexpr const char* kRowsName = "bounds.jsonl";
 constexpr const char* kTableName = "bounds.txt";
+constexpr const char* kHistName = "histograms.jsonl";
 constexpr const char* kTrainDirName = "train";
 constexpr const char* kScratchDirName = "checkpoint_step";  // --checkpoint: removed at the end
 
@@ -209,6 +211,131 @@ class Recorder {
   std::map<std::pair<std::string, size_t>, std::vector<tern::BoundStats>> stats_;
 };
 
+std::string int_array(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+void hist_head(int64_t iteration, int worker, int workers, const tern::TensorHistograms& h,
+               const char* panel, json::Object& o) {
+  o.add("iteration", iteration).add("worker", worker).add("workers", workers);
+  o.add("tensor", h.tensor).add("numel", h.numel).add("panel", panel);
+  o.add("scaler", static_cast<double>(h.scaler));
+}
+
+std::string bins_json(int64_t iteration, int worker, int workers, const tern::TensorHistograms& h,
+                      const char* panel, const tern::Histogram& b) {
+  json::Object o;
+  hist_head(iteration, worker, workers, h, panel, o);
+  o.add("lo", b.lo).add("hi", b.hi).add_raw("counts", int_array(b.counts));
+  return o.str();
+}
+
+std::string grid_json(int64_t iteration, int worker, int workers, const tern::TensorHistograms& h,
+                      const char* panel, const tern::GridCounts& g) {
+  json::Object o;
+  hist_head(iteration, worker, workers, h, panel, o);
+  std::string levels = "[";
+  for (int k = -g.kmax; k <= g.kmax; ++k)
+    levels += (k > -g.kmax ? "," : "") + json::number(g.level(k));
+  o.add("step", g.step).add("kmax", g.kmax).add_raw("levels", levels + "]");
+  o.add_raw("counts", int_array(g.counts));
+  return o.str();
+}
+
+// Figure 2's histograms: collects every worker's gradient of a sampled iteration (the hook sees
+// them one by one) and, once all have arrived, writes the four panels of each chosen tensor.
+class HistogramRecorder {
+ public:
+  HistogramRecorder(std::vector<tern::GradSlot> layout, tern::CompressionOptions copts,
+                    std::vector<size_t> slots, int workers, int worker, int bins,
+                    const std::string& path)
+      : layout_(std::move(layout)),
+        copts_(std::move(copts)),
+        slots_(std::move(slots)),
+        grads_(static_cast<size_t>(workers)),
+        worker_(worker),
+        bins_(bins),
+        path_(path) {
+    out_.open(path, std::ios::out | std::ios::trunc);
+    TG_CHECK(out_.good(), "cannot write ", path);
+  }
+
+  void add(int64_t step, int worker, const Tensor& grad) {
+    if (step != step_) {
+      step_ = step;
+      arrived_ = 0;
+    }
+    // A copy: on the host, to() returns the trainer's own buffer, which the next worker's
+    // backward pass overwrites.
+    grads_[static_cast<size_t>(worker)] =
+        grad.device() == Device::cpu() ? grad.clone() : grad.to(Device::cpu());
+    if (++arrived_ < static_cast<int>(grads_.size())) return;
+    if (tern::floating_grad_step(copts_, step)) {
+      std::fprintf(stderr, "measure-bounds: iteration %lld is a floating-gradient iteration "
+                   "(compression.floating_grad_epoch): no histograms\n",
+                   static_cast<long long>(step));
+      return;
+    }
+    const int n = static_cast<int>(grads_.size());
+    for (const auto& h : tern::figure2_histograms(grads_, copts_, layout_, slots_, worker_, step,
+                                                  bins_)) {
+      out_ << bins_json(step, worker_, n, h, "original", h.original) << '\n'
+           << bins_json(step, worker_, n, h, "clipped", h.clipped) << '\n'
+           << grid_json(step, worker_, n, h, "ternary", h.ternary) << '\n'
+           << grid_json(step, worker_, n, h, "averaged", h.averaged) << '\n';
+      rows_ += 4;
+    }
+    out_.flush();
+    TG_CHECK(out_.good(), "writing ", path_, " failed (disk full?)");
+    for (Tensor& g : grads_) g = Tensor();  // free until the next sampled iteration
+  }
+
+  int64_t rows() const { return rows_; }
+
+ private:
+  std::vector<tern::GradSlot> layout_;
+  tern::CompressionOptions copts_;
+  std::vector<size_t> slots_;
+  std::vector<Tensor> grads_;
+  int worker_, bins_;
+  std::string path_;
+  std::ofstream out_;
+  int64_t step_ = -1, rows_ = 0;
+  int arrived_ = 0;
+};
+
+// The slots named by --histograms ("all": every ternarized one), in layout order.
+std::vector<size_t> histogram_slots(const std::string& spec,
+                                    const std::vector<tern::GradSlot>& layout,
+                                    const std::vector<bool>& ternarized) {
+  std::string known;
+  for (size_t t = 0; t < layout.size(); ++t)
+    if (ternarized[t]) known += (known.empty() ? "" : ", ") + layout[t].name;
+  std::vector<size_t> slots;
+  if (spec == "all") {
+    for (size_t t = 0; t < layout.size(); ++t)
+      if (ternarized[t]) slots.push_back(t);
+    return slots;
+  }
+  std::stringstream ss(spec);
+  std::string name;
+  while (std::getline(ss, name, ',')) {
+    TG_CHECK(!name.empty(), "--histograms: empty tensor name in '", spec,
+             "' (expected 'all' or names separated by commas: ", known, ")");
+    size_t t = 0;
+    while (t < layout.size() && layout[t].name != name) ++t;
+    TG_CHECK(t < layout.size() && ternarized[t], "--histograms: '", name, "' is ",
+             t < layout.size() ? "not ternarized by this config" : "not a tensor of this net",
+             "; the ternarized tensors are: ", known);
+    if (std::find(slots.begin(), slots.end(), t) == slots.end()) slots.push_back(t);
+  }
+  TG_CHECK(!slots.empty(), "--histograms: no tensor named (expected 'all' or: ", known, ")");
+  std::sort(slots.begin(), slots.end());
+  return slots;
+}
+
 void check_absent(const fs::path& p, const std::string& dir) {
   TG_CHECK(!fs::exists(p), "measure-bounds: ", p.string(),
            " already exists; measure-bounds never overwrites: choose another --out than ", dir,
@@ -246,6 +373,14 @@ CLI::App* add_measure_bounds_command(CLI::App& app, MeasureBoundsArgs& a) {
                   "No training: the gradient of the batch the run would train on next, at this "
                   "checkpoint's parameters (one sample)")
       ->check(CLI::ExistingFile);
+  cmd->add_option("--histograms", a.histograms,
+                  "Also write Figure 2's gradient histograms of these tensors (comma-separated "
+                  "names, or 'all') at every sampled iteration to DIR/histograms.jsonl: (a) the "
+                  "worker's original gradient, (b) clipped, (c) its ternary codes, (d) the "
+                  "aggregate of all workers, as the compressor makes them; paper/histograms.py "
+                  "draws them");
+  cmd->add_option("--bins", a.bins, "Bins of the original and clipped histograms")
+      ->check(CLI::Range(1, 100000));
   cmd->add_option("--device", a.device, "Shortcut for --set device=... (cpu, cuda, cuda:N)");
   cmd->add_flag("--progress", a.progress_on, "Force the live progress line");
   cmd->add_flag("--no-progress", a.progress_off, "Plain log lines even on a terminal");
@@ -278,8 +413,11 @@ int run_measure_bounds(const MeasureBoundsArgs& a) {
 
   const fs::path dir(a.out_dir);
   const fs::path rows_path = dir / kRowsName, table_path = dir / kTableName;
+  const fs::path hist_path = dir / kHistName;
   const fs::path run_dir = dir / (ck ? kScratchDirName : kTrainDirName);
   for (const fs::path& p : {rows_path, table_path, run_dir}) check_absent(p, a.out_dir);
+  if (!a.histograms.empty()) check_absent(hist_path, a.out_dir);
+  TG_CHECK(a.bins >= 1, "measure-bounds: --bins must be >= 1, got ", a.bins);
   std::error_code ec;
   fs::create_directories(dir, ec);
   TG_CHECK(!ec && fs::is_directory(dir), "cannot create output directory ", a.out_dir, ": ",
@@ -304,13 +442,26 @@ int run_measure_bounds(const MeasureBoundsArgs& a) {
   combos.push_back({tern::Scaling::model, copts.clip});
   if (copts.clip > 0) combos.push_back({tern::Scaling::model, 0.0});
 
+  std::vector<size_t> hist_slots;
+  if (!a.histograms.empty()) {
+    hist_slots = histogram_slots(a.histograms, layout, ternarized);
+    TG_CHECK(copts.scaler_sharing == "max",
+             "--histograms needs compression.scaler_sharing = \"max\" (got \"",
+             copts.scaler_sharing, "\"): with per-worker scalers the averaged gradient lies on no grid");
+  }
+
   Recorder rec(layout, ternarized, combos, copts.seed, rows_path.string());
+  std::optional<HistogramRecorder> hist;
+  if (!hist_slots.empty())
+    hist.emplace(layout, copts, hist_slots, cfg.workers.count, a.worker, a.bins,
+                 hist_path.string());
   const int64_t only_step = ck ? ck->step : -1;
   TrainOptions opt;
   opt.progress = a.progress_on ? 1 : a.progress_off ? 0 : -1;
   opt.gradient_hook = [&](int64_t step, int worker, const Tensor& grad) {
-    if (worker != a.worker) return;
     if (only_step >= 0 ? step != only_step : step % a.every != 0) return;
+    if (hist) hist->add(step, worker, grad);
+    if (worker != a.worker) return;
     const Tensor h = grad.to(Device::cpu()).contiguous();
     rec.sample(step, worker, std::span<const float>(h.data<float>(), h.numel()));
   };
@@ -354,6 +505,9 @@ int run_measure_bounds(const MeasureBoundsArgs& a) {
                static_cast<long long>(rec.samples()), rec.samples() == 1 ? "" : "s",
                static_cast<long long>(rec.rows()), rows_path.string().c_str(),
                table_path.string().c_str());
+  if (hist)
+    std::fprintf(stderr, "measure-bounds: %lld histogram rows in %s (paper/histograms.py draws "
+                 "them)\n", static_cast<long long>(hist->rows()), hist_path.string().c_str());
   return interrupted ? kExitInterrupted : 0;
 }
 

@@ -14,9 +14,15 @@
 //   bounds.txt    the summary tables (also printed on stdout): per tensor, the median over the
 //                 sampled iterations of bound_ratio for each combination, and of the clipping
 //                 statistics and sparsity under layer scaling
+//   histograms.jsonl  with --histograms: Figure 2's histograms (terngrad/histograms.h) of the
+//                 named tensors at every sampled iteration, four rows per tensor, `panel` =
+//                 original | clipped (equal-width bins: lo, hi, counts) or ternary | averaged
+//                 (levels k*step: step, kmax, levels, counts); also iteration, worker, workers,
+//                 tensor, numel, scaler. The ternary and averaged panels are the real
+//                 compressor's codes and aggregate of that step over all workers.count workers
 //   train/        the training run's own output (metrics.jsonl, summary.json, checkpoint, ...);
 //                 absent with --checkpoint
-// paper/bounds.py draws the figures from bounds.jsonl.
+// paper/bounds.py draws the figures from bounds.jsonl, paper/histograms.py the ridge plots.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +41,8 @@ struct MeasureBoundsArgs {
   int worker = 0;                      // whose gradient (global worker index)
   std::string checkpoint;              // one gradient at this checkpoint's parameters
   std::string device;                  // shortcut for --set device=...
+  std::string histograms;              // "" = none; "all" or comma-separated tensor names
+  int bins = 101;                      // bins of the original and clipped panels
   bool progress_on = false, progress_off = false;
 };
 
@@ -43,7 +51,8 @@ CLI::App* add_measure_bounds_command(CLI::App& app, MeasureBoundsArgs& args);
 
 // Runs it: training progress on stderr, the summary tables on stdout. Returns the exit code
 // (130 when training was interrupted; the rows sampled so far are kept). Throws tg::Error on bad
-// input: a config error (naming the key), --every < 1, --worker outside [0, workers.count), an
+// input: a config error (naming the key), --every < 1, an unknown or not ternarized tensor in
+// --histograms (listing the ternarized ones), --worker outside [0, workers.count), an
 // output file that already exists, a checkpoint that cannot be read or does not fit the config.
 int run_measure_bounds(const MeasureBoundsArgs& args);
 

@@ -142,6 +142,69 @@ TEST(MeasureBoundsCli, ExcludedTensorsAndNoClip) {
   EXPECT_EQ(tensors.size(), 6u + 1u) << r.out;
 }
 
+// --histograms: four panels per chosen tensor and sampled iteration, each accounting for every
+// element; the ternary panel on {-s, 0, s} and the averaged one on (s/N){-N..N}, with s the
+// shared scaler: the max over the workers of each one's c*sigma, so >= worker 0's own scaler
+// (its bounds.jsonl row under layer scaling and the config's clip).
+TEST(MeasureBoundsCli, Histograms) {
+  TempDir tmp;
+  const std::string out = tmp / "h";
+  const CliResult r = run_cli(bounds_args(
+      out, 6, 5, {"--set", "workers.count=2", "--histograms", "conv2/w,conv1/b", "--bins", "33"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, "16 histogram rows")) << r.err;
+  std::map<std::pair<int, std::string>, double> own;  // (iteration, tensor) -> worker 0's s
+  for (const auto& o : json_lines(read_text(fs::path(out) / "bounds.jsonl")))
+    if (o["scaling"].as_string() == "layer" && o["clip"].as_number() == 2.5)
+      own[{static_cast<int>(o["iteration"].as_number()), o["tensor"].as_string()}] =
+          o["scaler"].as_number();
+  const auto rows = json_lines(read_text(fs::path(out) / "histograms.jsonl"));
+  ASSERT_EQ(rows.size(), 2u * 2u * 4u);  // iterations 0, 5 x 2 tensors x 4 panels
+  std::map<std::string, int> panels;
+  std::set<std::string> tensors;
+  for (const auto& o : rows) {
+    const std::string panel = o["panel"].as_string(), tensor = o["tensor"].as_string();
+    const int it = static_cast<int>(o["iteration"].as_number());
+    panels[panel]++;
+    tensors.insert(tensor);
+    EXPECT_EQ(o["workers"].as_number(), 2);
+    const double s = o["scaler"].as_number();
+    const auto mine = own.find({it, tensor});
+    ASSERT_NE(mine, own.end()) << tensor;
+    EXPECT_GE(s, mine->second) << tensor << " at " << it;
+    double n = 0;
+    for (const auto& c : o["counts"].arr) n += c.as_number();
+    EXPECT_EQ(n, o["numel"].as_number()) << panel << " " << tensor;
+    if (panel == "original" || panel == "clipped") {
+      EXPECT_EQ(o["counts"].arr.size(), 33u);
+      EXPECT_EQ(o["lo"].as_number(), -o["hi"].as_number());
+      if (panel == "clipped") {
+        EXPECT_EQ(o["hi"].as_number(), s);
+      }
+    } else {
+      const int kmax = panel == "ternary" ? 1 : 2;
+      EXPECT_EQ(o["kmax"].as_number(), kmax);
+      ASSERT_EQ(o["levels"].arr.size(), static_cast<size_t>(2 * kmax + 1));
+      EXPECT_NEAR(o["levels"].arr.back().as_number(), s, 1e-6 * s);
+      EXPECT_NEAR(o["step"].as_number(), s / kmax, 1e-6 * s);
+    }
+  }
+  EXPECT_EQ(tensors, (std::set<std::string>{"conv1/b", "conv2/w"}));
+  for (const char* p : {"original", "clipped", "ternary", "averaged"}) EXPECT_EQ(panels[p], 4) << p;
+
+  // An unknown or excluded tensor is refused before training, listing the ternarized ones.
+  const CliResult bad = run_cli(bounds_args(tmp / "x", 2, 1, {"--histograms", "conv9/w"}));
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_TRUE(contains(bad.err, "'conv9/w' is not a tensor")) << bad.err;
+  EXPECT_TRUE(contains(bad.err, "conv2/w")) << bad.err;
+  EXPECT_FALSE(fs::exists(tmp / "x/bounds.jsonl"));
+  const CliResult off = run_cli(bounds_args(
+      tmp / "y", 2, 1,
+      {"--set", "compression.quantize_logits=false", "--histograms", "logits/w"}));
+  EXPECT_NE(off.exit_code, 0);
+  EXPECT_TRUE(contains(off.err, "not ternarized")) << off.err;
+}
+
 TEST(MeasureBoundsCli, BadArguments) {
   TempDir tmp;
   // --every must be positive, --out is required.
