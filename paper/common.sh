@@ -32,6 +32,7 @@ DEFAULT_ROWS=()         # rows run when ROWS is empty
 declare -A ROW_SETS=()  # row -> its overrides, "key=value key=value ..."
 declare -A ROW_DESC=()  # row -> one line: what the paper's row is
 declare -A ROW_KIND=()  # row -> train | measure-bounds
+declare -A ROW_HIST=()  # measure-bounds row -> its --histograms tensors (optional)
 
 # row_add NAME KIND DEFAULT(1|0) "DESCRIPTION" key=value...
 row_add() {
@@ -199,6 +200,7 @@ row_command() {
   CMD=("$TERNGRAD")
   if [[ "${ROW_KIND[$row]}" == measure-bounds ]]; then
     CMD+=(measure-bounds --every "${BOUNDS_EVERY:-1000}")
+    [[ -n "${ROW_HIST[$row]:-}" ]] && CMD+=(--histograms "${ROW_HIST[$row]}")
   else
     CMD+=(train)
   fi
