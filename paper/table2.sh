@@ -35,6 +35,7 @@ W8="train.lr=0.04 train.batch_size=1024 workers.count=8 train.iterations=92500"
   row_add tern_8w train 1 "LR 0.04, batch 1024, 8 workers, 92.5K, TernGrad, DR 0.2 (57.54 / 80.25)" $W8 $TERN
   row_add fig4c measure-bounds 1 "Fig. 4 (c): fc6 ternary-code sparsity vs iteration, the tern_4w recipe under measure-bounds" \
     $W4 $TERN
+  ROW_HIST[fig4c]="fc6/w"  # the codes under the shared scaler, as the paper's run (figure4.py)
 }
 
 check_data() { check_imagenet "$1"; }
