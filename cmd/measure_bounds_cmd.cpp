@@ -360,7 +360,8 @@ CLI::App* add_measure_bounds_command(CLI::App& app, MeasureBoundsArgs& a) {
   cmd->add_option("--set", a.overrides, "Override a config key: section.key=value (repeatable)")
       ->allow_extra_args(false);
   cmd->add_option("-o,--out", a.out_dir,
-                  "Output directory (created; must not hold bounds.jsonl, bounds.txt or train/)")
+                  "Output directory (created; must not hold bounds.jsonl, bounds.txt, train/ or, with "
+                  "--histograms, histograms.jsonl)")
       ->required();
   cmd->add_option("--every", a.every,
                   "Sample every K iterations: 0, K, 2K, ... (the gradient of that iteration, "
@@ -379,7 +380,7 @@ CLI::App* add_measure_bounds_command(CLI::App& app, MeasureBoundsArgs& a) {
                   "worker's original gradient, (b) clipped, (c) its ternary codes, (d) the "
                   "aggregate of all workers, as the compressor makes them; paper/histograms.py "
                   "draws them");
-  cmd->add_option("--bins", a.bins, "Bins of the original and clipped histograms")
+  cmd->add_option("--bins", a.bins, "Bins of the original and clipped histograms (default 101)")
       ->check(CLI::Range(1, 100000));
   cmd->add_option("--device", a.device, "Shortcut for --set device=... (cpu, cuda, cuda:N)");
   cmd->add_flag("--progress", a.progress_on, "Force the live progress line");
