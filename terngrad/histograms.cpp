@@ -33,7 +33,7 @@ GridCounts grid_counts(std::span<const float> x, double step, int kmax) {
   for (size_t i = 0; i < x.size(); ++i) {
     const double v = x[i];
     const double k = step > 0 ? std::nearbyint(v / step) : 0.0;
-    TG_CHECK(std::fabs(v - k * step) <= 1e-5 * step && std::fabs(k) <= kmax, "grid_counts: value ",
+    TG_CHECK(std::fabs(v - k * step) <= 1e-3 * step && std::fabs(k) <= kmax, "grid_counts: value ",
              v, " at index ", i, " is not on the grid k * ", step, ", |k| <= ", kmax);
     ++g.counts[static_cast<size_t>(static_cast<int>(k) + kmax)];
   }
