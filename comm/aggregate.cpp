@@ -81,8 +81,6 @@ struct SlotFormat {
 std::vector<SlotFormat> terngrad_message_layout(const tern::Compressor& c,
                                                 const tern::CompressionOptions& o, int64_t step) {
   const auto& layout = c.layout();
-  TG_CHECK(o.floating_grad_epoch <= 0 || o.steps_per_epoch > 0,
-           "aggregate_distributed: compression.floating_grad_epoch needs steps_per_epoch");
   const bool floating = tern::floating_grad_step(o, step);
   const std::vector<bool> ternary = tern::ternarized_slots(layout, o);
   std::vector<SlotFormat> out(layout.size());

@@ -24,14 +24,9 @@ import math
 import os
 import sys
 
-try:
-    import matplotlib
-except ImportError:
-    sys.exit("bounds.py: needs matplotlib: apt-get install python3-matplotlib, and run it with "
-             "Debian's /usr/bin/python3 (" + sys.executable + " has none)")
+from plotting import pyplot  # paper/plotting.py, beside this script
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+plt = pyplot()
 
 REQUIRED = ("iteration", "tensor", "scaling", "clip", "bound_ratio")
 

@@ -16,14 +16,9 @@ import json
 import os
 import sys
 
-try:
-    import matplotlib
-except ImportError:
-    sys.exit("convergence.py: needs matplotlib: apt-get install python3-matplotlib, and run it "
-             "with Debian's /usr/bin/python3 (" + sys.executable + " has none)")
+from plotting import pyplot  # paper/plotting.py, beside this script
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+plt = pyplot()
 
 
 def main():

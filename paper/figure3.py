@@ -19,14 +19,9 @@ import argparse
 import os
 import sys
 
-try:
-    import matplotlib
-except ImportError:
-    sys.exit("figure3.py: needs matplotlib: apt-get install python3-matplotlib, and run it with "
-             "Debian's /usr/bin/python3 (" + sys.executable + " has none)")
+from plotting import pyplot  # paper/plotting.py, beside this script
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+plt = pyplot()
 
 sys.dont_write_bytecode = True  # no paper/__pycache__ from importing collect
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -20,34 +20,13 @@ Usage:
 Needs matplotlib (Debian: apt-get install python3-matplotlib).
 """
 import argparse
-import json
 import math
 import os
 import sys
 
-try:
-    import matplotlib
-except ImportError:
-    sys.exit("figure4.py: needs matplotlib: apt-get install python3-matplotlib, and run it with "
-             "Debian's /usr/bin/python3 (" + sys.executable + " has none)")
+from plotting import pyplot, read_jsonl  # paper/plotting.py, beside this script
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-
-def jsonl(path, what):
-    try:
-        with open(path) as f:
-            rows = []
-            for n, line in enumerate(f, 1):
-                if line.strip():
-                    try:
-                        rows.append(json.loads(line))
-                    except json.JSONDecodeError as e:
-                        sys.exit(f"{path}:{n}: not JSON ({e.msg})")
-    except OSError as e:
-        sys.exit(f"figure4.py: cannot read {what} {path}: {e.strerror}")
-    return rows
+plt = pyplot()
 
 
 def finite(v):
@@ -56,7 +35,7 @@ def finite(v):
 
 def curves(path):
     """(eval iterations, accuracies in %), (train iterations, losses) of one metrics.jsonl."""
-    rows = jsonl(path, "metrics")
+    rows = read_jsonl(path, "metrics")
     ev = [(r["step"], 100 * r["test_accuracy"]) for r in rows
           if r.get("type") == "eval" and finite(r.get("test_accuracy"))]
     tr = [(r["step"], r["loss"]) for r in rows if r.get("type") == "train" and finite(r.get("loss"))]
@@ -69,7 +48,7 @@ def sparsity(path, tensor):
     """(iteration, % zero codes) of `tensor`: from histograms.jsonl (the ternary panel: the real
     codes under the scaler shared by all workers, as the paper's run) or bounds.jsonl (worker's
     own scaler: realized where drawn, else expected)."""
-    rows = jsonl(path, "bounds or histograms")
+    rows = read_jsonl(path, "bounds or histograms")
     if rows and "panel" in rows[0]:
         sel = sorted((r for r in rows if r["tensor"] == tensor and r["panel"] == "ternary"),
                      key=lambda r: r["iteration"])

@@ -19,17 +19,11 @@ Usage:
 Needs matplotlib (Debian: apt-get install python3-matplotlib).
 """
 import argparse
-import json
 import sys
 
-try:
-    import matplotlib
-except ImportError:
-    sys.exit("histograms.py: needs matplotlib: apt-get install python3-matplotlib, and run it "
-             "with Debian's /usr/bin/python3 (" + sys.executable + " has none)")
+from plotting import pyplot, read_jsonl  # paper/plotting.py, beside this script
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+plt = pyplot()
 
 PANELS = (("original", "(a) original"), ("clipped", "(b) clipped"),
           ("ternary", "(c) ternary"), ("averaged", "(d) averaged"))
@@ -37,23 +31,7 @@ REQUIRED = ("iteration", "tensor", "panel", "numel", "scaler", "counts")
 
 
 def load(path):
-    try:
-        f = sys.stdin if path == "-" else open(path)
-    except OSError as e:
-        sys.exit(f"histograms.py: cannot read {path}: {e.strerror}")
-    rows = []
-    for n, line in enumerate(f, 1):
-        if not line.strip():
-            continue
-        try:
-            r = json.loads(line)
-        except json.JSONDecodeError as e:
-            sys.exit(f"{path}:{n}: not JSON ({e.msg})")
-        missing = [k for k in REQUIRED if k not in r]
-        if missing:
-            sys.exit(f"{path}:{n}: no {', '.join(missing)}; is this measure-bounds' "
-                     "histograms.jsonl?")
-        rows.append(r)
+    rows = read_jsonl(path, "measure-bounds' histograms.jsonl", REQUIRED)
     if not rows:
         sys.exit(f"{path}: no histogram rows (run `terngrad measure-bounds --histograms ...`)")
     return rows

@@ -423,17 +423,22 @@ std::unique_ptr<Compressor> make_compressor(const CompressionOptions& o,
   TG_THROW("unknown compression.method '", o.method, "' (known: ", known, ")");
 }
 
+std::vector<float> shared_meta(const Compressor& c, std::span<const Tensor> worker_grads) {
+  std::vector<float> shared(static_cast<size_t>(c.num_meta()), 0.0f), meta(shared.size());
+  for (size_t w = 0; w < worker_grads.size(); ++w) {
+    c.local_meta(worker_grads[w], meta.data());
+    for (size_t i = 0; i < meta.size(); ++i) shared[i] = w == 0 ? meta[i] : std::max(shared[i], meta[i]);
+  }
+  return shared;
+}
+
 void aggregate_emulated(Compressor& c, std::span<const Tensor> worker_grads, int64_t step,
                         Tensor& out) {
   const int n = static_cast<int>(worker_grads.size());
   TG_CHECK(n >= 1, "aggregate_emulated: no worker gradients");
   const Device d = worker_grads[0].device();
   // Round 1: scaler candidates, shared as the elementwise max over workers.
-  std::vector<float> shared(static_cast<size_t>(c.num_meta()), 0.0f), meta(shared.size());
-  for (int w = 0; w < n; ++w) {
-    c.local_meta(worker_grads[w], meta.data());
-    for (size_t i = 0; i < meta.size(); ++i) shared[i] = w == 0 ? meta[i] : std::max(shared[i], meta[i]);
-  }
+  const std::vector<float> shared = shared_meta(c, worker_grads);
   // Rounds 2 and 3: each worker's message, accumulated in worker order.
   Accumulator acc = c.make_accumulator(d);
   Tensor msg = Tensor::empty({static_cast<int64_t>(c.payload_bytes(step))}, DType::u8, d);
@@ -463,6 +468,8 @@ std::vector<bool> ternarized_slots(const std::vector<GradSlot>& layout,
 
 bool floating_grad_step(const CompressionOptions& o, int64_t step) {
   if (o.floating_grad_epoch <= 0) return false;
+  TG_CHECK(o.steps_per_epoch > 0, "compression.floating_grad_epoch = ", o.floating_grad_epoch,
+           " needs steps_per_epoch > 0 (got ", o.steps_per_epoch, ")");
   const auto e = static_cast<int64_t>(std::floor(static_cast<double>(step) / o.steps_per_epoch));
   return e % o.floating_grad_epoch == o.floating_grad_epoch - 1;
 }

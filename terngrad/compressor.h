@@ -119,12 +119,17 @@ std::vector<bool> ternarized_slots(const std::vector<GradSlot>& layout,
 
 // True when `step` falls in a floating-gradient epoch (floating_grad_epoch = F > 0: epoch e with
 // e % F == F - 1, e = floor(step / steps_per_epoch)), when terngrad sends every slot in fp32.
+// Throws if F > 0 and steps_per_epoch is not positive.
 bool floating_grad_step(const CompressionOptions& o, int64_t step);
 
 // Throws on an unknown method (listing the known ones) or invalid options, naming the key.
 std::unique_ptr<Compressor> make_compressor(const CompressionOptions& options,
                                             std::vector<GradSlot> layout);
 std::vector<std::string> compressor_names();
+
+// Round 1 for N workers emulated in one process: the elementwise max over the workers of
+// local_meta (num_meta() floats; empty when the method shares nothing).
+std::vector<float> shared_meta(const Compressor& c, std::span<const Tensor> worker_grads);
 
 // The three rounds for N workers emulated in one process, workers in order 0..N-1:
 // out = the aggregated gradient. worker_grads: N flat f32 gradients on one device.

@@ -79,14 +79,11 @@ std::vector<TensorHistograms> figure2_histograms(std::span<const Tensor> grads,
   // The real compressor's three rounds: shared scalers, worker W's codes alone, the aggregate.
   const std::unique_ptr<Compressor> c = make_compressor(to, layout);
   const Device cpu = Device::cpu();
-  std::vector<float> shared(static_cast<size_t>(c->num_meta())), meta(shared.size());
-  for (int w = 0; w < n; ++w) {
+  for (int w = 0; w < n; ++w)
     TG_CHECK(grads[w].device() == cpu && grads[w].numel() == c->total(),
              "figure2_histograms: worker ", w, "'s gradient must be f32 [", c->total(),
              "] on the host");
-    c->local_meta(grads[w], meta.data());
-    for (size_t i = 0; i < meta.size(); ++i) shared[i] = w == 0 ? meta[i] : std::max(shared[i], meta[i]);
-  }
+  const std::vector<float> shared = shared_meta(*c, grads);
   Tensor msg = Tensor::empty({static_cast<int64_t>(c->payload_bytes(step))}, DType::u8, cpu);
   Tensor mine = Tensor::empty({c->total()}, DType::f32, cpu);
   {

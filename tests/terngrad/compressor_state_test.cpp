@@ -43,12 +43,7 @@ std::unique_ptr<Compressor> make(const std::string& method) {
 std::vector<std::vector<uint8_t>> run_step(Compressor& c, int64_t step) {
   std::vector<Tensor> g;
   for (int w = 0; w < kWorkers; ++w) g.push_back(gradient(step, w));
-  std::vector<float> shared(static_cast<size_t>(c.num_meta()), 0.0f), meta(shared.size());
-  for (int w = 0; w < kWorkers; ++w) {
-    c.local_meta(g[w], meta.data());
-    for (size_t i = 0; i < meta.size(); ++i)
-      shared[i] = w == 0 ? meta[i] : std::max(shared[i], meta[i]);
-  }
+  const std::vector<float> shared = shared_meta(c, g);
   std::vector<std::vector<uint8_t>> msgs;
   Tensor msg = Tensor::empty({static_cast<int64_t>(c.payload_bytes(step))}, DType::u8);
   for (int w = 0; w < kWorkers; ++w) {
