@@ -29,13 +29,18 @@ TEST(ConcatCuda, ParityExact) {
       cpu.back().set_requires_grad(true);
       gpu_in.back().set_requires_grad(true);
     }
-    Tensor y_cpu = concat(cpu, c.dim), y_gpu = concat(gpu_in, c.dim);
-    EXPECT_EQ(y_gpu.device(), gpu);
+    // One graph at a time: backward() consumes the whole tape, so a second graph recorded
+    // before the first backward would lose its nodes (and its inputs their gradients).
+    Tensor y_cpu = concat(cpu, c.dim);
     const Tensor dy = testing::random_uniform(y_cpu.shape(), -1, 1, seed++);
     backward(y_cpu, dy);
+    Tensor y_gpu = concat(gpu_in, c.dim);
+    EXPECT_EQ(y_gpu.device(), gpu);
     backward(y_gpu, dy.to(gpu));
+    ASSERT_EQ(tape_size(), 0u);
     testing::expect_close(y_gpu.to(Device::cpu()), y_cpu, 0, 0, "forward");
     for (size_t j = 0; j < cpu.size(); ++j) {
+      ASSERT_TRUE(gpu_in[j].grad().defined()) << "input " << j << " got no gradient";
       EXPECT_EQ(gpu_in[j].grad().device(), gpu);
       testing::expect_close(gpu_in[j].grad().to(Device::cpu()), cpu[j].grad(), 0, 0,
                             "dx " + std::to_string(j));
