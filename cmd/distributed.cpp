@@ -78,7 +78,7 @@ ProcessGroup::ProcessGroup(const RankEnv& env, const std::string& job_id, const 
     : env_(env),
       prefix_("tg/" + job_id),
       timeout_(static_cast<int64_t>(cfg.comm.timeout * 1000.0 + 0.5)) {
-  TG_CHECK(env.world_size >= 2, "process group: needs a world of at least 2 ranks, got ",
+  TG_CHECK(env.world_size >= 1, "process group: needs a world of at least 1 rank, got ",
            env.world_size);
   TG_CHECK(!env.rendezvous.empty(), "process group: rank ", env.rank, " of ", env.world_size,
            " has no rendezvous URL (--rendezvous file://DIR or redis://HOST:PORT)");

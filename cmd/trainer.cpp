@@ -443,7 +443,11 @@ std::string run_train(const Config& cfg_in, const TrainOptions& opt, bool* inter
   const int local_workers = workers / world;
   const int first_worker = my_rank * local_workers;
   const uint64_t seed = static_cast<uint64_t>(tc.seed);
-  if (world > 1) resolve_backend(cfg.comm.backend, device);  // a clear error before any work
+  // A process group for P > 1, and for P = 1 when a rendezvous is named (--rank 0 --world-size 1
+  // --rendezvous URL): the one-rank run then goes through the real communicator (NCCL on a
+  // one-GPU machine), which one process otherwise never touches.
+  const bool distributed = world > 1 || !opt.rank.rendezvous.empty();
+  if (distributed) resolve_backend(cfg.comm.backend, device);  // a clear error before any work
 
   // ---- output directory, resume (rank 0 writes; every rank reads the checkpoint) -------------
   std::optional<Checkpoint> ckpt;
@@ -554,7 +558,7 @@ std::string run_train(const Config& cfg_in, const TrainOptions& opt, bool* inter
   // ---- the process group ---------------------------------------------------------------------
   std::unique_ptr<ProcessGroup> group;
   std::optional<StepComm> step_comm;
-  if (world > 1) {
+  if (distributed) {
     group = std::make_unique<ProcessGroup>(opt.rank, opt.job_id, cfg, device, start_step);
     StepComm sc;
     sc.comm = &group->comm();

@@ -297,6 +297,23 @@ std::vector<std::string> rank_flags(int rank, int world, const std::string& url)
           url};
 }
 
+// One rank with a named rendezvous forms a real one-rank process group (how a one-GPU machine
+// runs training through NCCL): the exchange goes through the communicator and the parameters are
+// the same bits as the plain one-process run.
+TEST(TrainDistributed, OneRankWithARendezvousUsesTheCommunicator) {
+  TempDir dir;
+  const std::string out = dir / "run";
+  const std::string url = "file://" + (dir / "rdv");
+  const CliResult r = run_cli(plus(lenet_args(out, 2, "terngrad"), rank_flags(0, 1, url)));
+  expect_ok(r, "--rank 0 --world-size 1 --rendezvous " + url);
+  const json::Value s = summary_of(out);
+  EXPECT_EQ(s["params_sha256"].as_string(), reference_sha(2, "terngrad"));
+  EXPECT_EQ(s["processes"].as_number(), 1);
+  EXPECT_EQ(s["workers_per_process"].as_number(), 2);
+  EXPECT_EQ(s["comm_backend"].as_string(), "gloo");  // a CPU run: auto picks Gloo
+  EXPECT_EQ(s["rendezvous"].as_string(), url);
+}
+
 TEST(TrainDistributed, RanksMeetThroughRedis) {
   if (!have_redis_server()) GTEST_SKIP() << "redis-server is not installed";
   RedisServer server;
