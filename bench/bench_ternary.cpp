@@ -11,6 +11,7 @@
 //   scale_accumulated:    8n
 // `frac_of_copy` = GB/s of the kernel / GB/s of the best copy on that device (target on the CPU:
 // ternarize_pack >= 0.5).
+// Usage: bench_ternary [--device cpu|cuda|all]   (all: CPU, then GPU 0 when present)
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -169,19 +170,44 @@ void run_cuda() {
 }  // namespace
 }  // namespace tg::bench
 
-int main(int, char** argv) {
+int main(int argc, char** argv) {
   using namespace tg;
   apply_cpu_defaults(argv);
+  // --device cpu | cuda | all (default all: the CPU kernels, then GPU 0's if one is present).
+  std::string device = "all";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--device" && i + 1 < argc) {
+      device = argv[++i];
+    } else if (a.rfind("--device=", 0) == 0) {
+      device = a.substr(9);
+    } else {
+      std::fprintf(
+          stderr,
+          "bench_ternary: unknown argument '%s'\nusage: bench_ternary [--device cpu|cuda|all]\n",
+          a.c_str());
+      return 2;
+    }
+  }
+  if (device != "cpu" && device != "cuda" && device != "all") {
+    std::fprintf(stderr, "bench_ternary: --device: expected cpu, cuda or all, got '%s'\n",
+                 device.c_str());
+    return 2;
+  }
   try {
     bench::JsonLine()
         .add("bench", "machine")
         .add("cpu", bench::cpu_model())
         .add("gpu", bench::gpu_name())
         .print();
-    bench::run_cpu();
+    if (device != "cuda") bench::run_cpu();
+    if (device != "cpu") {
+      TG_CHECK(device == "all" || cuda::device_count() > 0,
+               "--device cuda: no usable CUDA device (", cuda::unavailable_reason(), ")");
 #if TG_CUDA
-    if (cuda::device_count() > 0) bench::run_cuda();
+      if (cuda::device_count() > 0) bench::run_cuda();
 #endif
+    }
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_ternary: %s\n", e.describe().c_str());
     return 1;

@@ -48,7 +48,7 @@ How it matches bench_train (bench/bench_train.cpp, cmd/step.h)
 Output: one JSON line per net on stdout:
   {"kind": "pytorch_step", "net": ..., "device": ..., "batch": ..., "step_ms": ..., "p10_ms": ...,
    "p90_ms": ..., "images_per_sec": ..., "steps": ..., "params": ..., "torch": ..., "gpu": ...,
-   "cudnn_benchmark": ..., "tf32": ..., "threads": ..., "optimizer": ...}
+   "cudnn_benchmark": ..., "tf32": ..., "threads": ..., "optimizer": ..., "compiled": ...}
 
 How to run
 ----------
@@ -58,6 +58,7 @@ How to run
       python3 bench/pytorch_step.py                      # lenet, cifarnet, alexnet on cuda
       python3 bench/pytorch_step.py --net alexnet --seconds 5
       python3 bench/pytorch_step.py --tf32 --fused       # PyTorch's fastest eager settings
+      python3 bench/pytorch_step.py --compile            # torch.compile'd forward+backward
 """
 
 import argparse
@@ -290,6 +291,9 @@ def run_net(name, device, batch, seconds, args):
     params = count_params(model)
     opt, opt_name = make_optimizer(model, args.lr, args.wd, args.fused)
     ema = Ema(model.parameters(), 0.9999)
+    # Compiled forward (and its backward graph); parameters are shared with `model`, so the
+    # optimizer and EMA above act on the same tensors.
+    forward = torch.compile(model) if args.compile else model
 
     # One synthetic batch, already on the device (as bench_train's single reused batch).
     gen = torch.Generator().manual_seed(7)
@@ -303,14 +307,14 @@ def run_net(name, device, batch, seconds, args):
     def step():
         nonlocal it
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x), y)
+        loss = F.cross_entropy(forward(x), y)
         loss.backward()
         opt.step()  # grad += wd*w (decayed group), a = 0.9*a + g, w -= lr*a
         ema.update(it)
         loss_sum.add_(loss.detach())
         it += 1
 
-    for _ in range(10):  # warm-up: allocator, cuDNN benchmark autotuning, thread pools
+    for _ in range(10):  # warm-up: allocator, cuDNN autotuning, thread pools, compilation
         step()
     sync(device)
 
@@ -338,6 +342,7 @@ def run_net(name, device, batch, seconds, args):
         "cudnn_benchmark": bool(torch.backends.cudnn.benchmark) if device.type == "cuda" else False,
         "tf32": bool(args.tf32) if device.type == "cuda" else False,
         "threads": torch.get_num_threads(), "optimizer": opt_name,
+        "compiled": bool(args.compile),
         "mean_loss": loss_final / it,
     }
     print(json.dumps(rec), flush=True)
@@ -358,6 +363,8 @@ def main():
     p.add_argument("--wd", type=float, default=5e-4, help="bench_train's weight decay")
     p.add_argument("--tf32", action="store_true", help="allow TF32 in cuDNN/cuBLAS (default off)")
     p.add_argument("--fused", action="store_true", help="torch.optim.SGD(fused=True)")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the model (forward+backward); the optimizer stays eager")
     args = p.parse_args()
 
     device = torch.device(args.device)
