@@ -1,0 +1,835 @@
+#!/usr/bin/env python3
+"""terngrad GPU check: runs from an unpacked bundle (scripts/gpu-bundle.sh) on a GPU machine.
+
+Usage: bash gpu-check.sh [--results DIR] [--work DIR] [--budget SECONDS] [--iterations N]
+                         [--only a,b,c,d,e,f]
+
+Steps, in order, each under its own time limit (and all under --budget, default 510 s) so one
+hang cannot eat the rest; a failed step is recorded with why, and the next one runs:
+  a  nvidia-smi; the driver, runtime, cuBLAS, cuRAND and NCCL versions and the device properties
+     as terngrad reads them (bin/device_info)
+  b  every CUDA test executable (GoogleTest XML, pass/fail/skip counts)
+  c  LeNet/MNIST on --device cuda, fp32 and TernGrad with 8 emulated workers: accuracy, img/s,
+     params_sha256 against the same runs on this machine's CPU (equal, or the first step whose
+     loss differs), and a second GPU run of each (run-to-run determinism, and img/s without the
+     per-step loss read-back)
+  d  bench_train --device cuda (LeNet, CifarNet, AlexNet) beside bench/pytorch_step.py on the same
+     GPU, eager and torch.compile'd: ms/step each
+  e  bench_ternary --device cuda: ternarize+pack and unpack-accumulate GB/s against a device copy
+  f  a one-rank NCCL training run (--rank 0 --world-size 1 --rendezvous), whose params_sha256
+     must equal the one-process run's; with several GPUs also --nproc <GPUs> over NCCL
+
+Results go to --results (default $OUT if set, else ./gpu-results), at most eight files:
+results.jsonl (one JSON object per finding), summary.md, log.txt (every command and its output),
+gtest-xml.tar.gz, runs.tar.gz (each training run's summary.json and metrics.jsonl).
+
+Exit status: 0 every step passed; 1 a step failed; 2 the bundle is broken (cannot unpack, a
+library missing); 3 no usable CUDA device (the GPU steps are skipped, start-up still checked).
+"""
+
+import argparse
+import concurrent.futures
+import glob
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+
+EXIT_OK, EXIT_FAILED, EXIT_BUNDLE, EXIT_NO_GPU = 0, 1, 2, 3
+
+# Libraries the GPU machine supplies: the CUDA driver, the toolkit's runtime/cuBLAS/cuRAND, NCCL.
+MACHINE_LIBS = re.compile(r"^lib(cuda|cudart|cublas|cublasLt|curand|nccl|nvidia-[\w-]+)\.so")
+
+
+def now():
+    return time.monotonic()
+
+
+class Check:
+    def __init__(self, args):
+        self.t0 = now()
+        self.budget = args.budget
+        self.bundle = os.path.dirname(os.path.abspath(__file__))
+        self.results = os.path.abspath(args.results)
+        os.makedirs(self.results, exist_ok=True)
+        for name in ("results.jsonl", "summary.md", "log.txt", "gtest-xml.tar.gz", "runs.tar.gz"):
+            p = os.path.join(self.results, name)
+            if os.path.exists(p):
+                os.remove(p)
+        self.work = args.work or tempfile.mkdtemp(prefix="tg-gpu-check.")
+        os.makedirs(self.work, exist_ok=True)
+        self.iterations = args.iterations
+        self.only = set(args.only.split(",")) if args.only else set("abcdef")
+        self.log_f = open(os.path.join(self.results, "log.txt"), "w")
+        self.jsonl = open(os.path.join(self.results, "results.jsonl"), "w")
+        self.steps = []  # (letter, title, status, seconds, one-line note)
+        self.summary = {}  # per step: markdown lines
+        self.failed = False
+        self.no_gpu = False
+        self.env = dict(os.environ)
+        self.python = None
+        self.gpus = 0
+        # --rehearse-on-cpu: steps c-f with the CPU standing in for the GPU (Gloo for NCCL), so
+        # this script's own logic is tested on a machine without one. Never a GPU result.
+        self.rehearsal = args.rehearse_on_cpu
+        self.dev = "cpu" if self.rehearsal else "cuda"
+
+    # ---- output ---------------------------------------------------------------------------------
+    def log(self, text):
+        self.log_f.write(text if text.endswith("\n") else text + "\n")
+        self.log_f.flush()
+
+    def say(self, text):
+        print(f"[gpu-check {now() - self.t0:6.1f}s] {text}", file=sys.stderr, flush=True)
+        self.log(f"## {text}")
+
+    def record(self, **rec):
+        rec.setdefault("t", round(now() - self.t0, 2))
+        self.jsonl.write(json.dumps(rec, sort_keys=False) + "\n")
+        self.jsonl.flush()
+
+    def left(self):
+        return self.budget - (now() - self.t0)
+
+    # ---- processes ------------------------------------------------------------------------------
+    def run(self, cmd, timeout, env=None, cwd=None, tag=""):
+        """Runs cmd (list) in its own session; on timeout kills the whole group.
+        Returns dict(rc, out, err, seconds, timed_out)."""
+        timeout = max(1.0, min(timeout, self.left() - 5))
+        t = now()
+        self.log(f"$ {' '.join(cmd)}   [limit {timeout:.0f}s]{(' ' + tag) if tag else ''}")
+        try:
+            p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env or self.env,
+                                 cwd=cwd or self.work, start_new_session=True, text=True,
+                                 errors="replace")
+        except OSError as e:
+            self.log(f"  cannot start: {e}")
+            return {"rc": 127, "out": "", "err": str(e), "seconds": 0.0, "timed_out": False}
+        timed_out = False
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            out, err = p.communicate()
+        r = {"rc": p.returncode, "out": out, "err": err, "seconds": now() - t, "timed_out": timed_out}
+        self.log(f"  -> rc {r['rc']}{' (TIMED OUT)' if timed_out else ''} in {r['seconds']:.1f}s")
+        if out.strip():
+            self.log("  stdout:\n" + out[-20000:])
+        if err.strip():
+            self.log("  stderr:\n" + err[-20000:])
+        return r
+
+    def start_bg(self, cmd, env, tag):
+        self.log(f"$ {' '.join(cmd)} &   [{tag}, background]")
+        out = open(os.path.join(self.work, tag + ".out"), "w")
+        err = open(os.path.join(self.work, tag + ".err"), "w")
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=self.work,
+                             start_new_session=True)
+        return {"p": p, "tag": tag, "t": now(), "out": out, "err": err}
+
+    def wait_bg(self, bg, timeout):
+        timeout = max(1.0, min(timeout, self.left() - 5))
+        timed_out = False
+        try:
+            bg["p"].wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            try:
+                os.killpg(bg["p"].pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            bg["p"].wait()
+        bg["out"].close()
+        bg["err"].close()
+        with open(os.path.join(self.work, bg["tag"] + ".err"), errors="replace") as f:
+            err = f.read()
+        with open(os.path.join(self.work, bg["tag"] + ".out"), errors="replace") as f:
+            out = f.read()
+        self.log(f"  [{bg['tag']}] rc {bg['p'].returncode}{' (TIMED OUT)' if timed_out else ''} "
+                 f"after {now() - bg['t']:.1f}s\n  stderr:\n{err[-5000:]}")
+        return {"rc": bg["p"].returncode, "out": out, "err": err, "seconds": now() - bg["t"],
+                "timed_out": timed_out}
+
+    def step(self, letter, title, fn):
+        if letter not in self.only:
+            return
+        if self.left() < 15:
+            self.steps.append((letter, title, "skipped", 0.0, "the time budget is spent"))
+            self.record(step=letter, status="skipped", why="time budget spent")
+            return
+        self.say(f"step {letter}: {title}")
+        t = now()
+        try:
+            status, note = fn()
+        except Exception as e:  # a bug here must not stop the other steps
+            status, note = "fail", f"{type(e).__name__}: {e}"
+            self.log(f"  step {letter} raised {type(e).__name__}: {e}")
+        if status == "fail":
+            self.failed = True
+        self.steps.append((letter, title, status, now() - t, note))
+        self.record(step=letter, title=title, status=status, seconds=round(now() - t, 1), note=note)
+        self.say(f"step {letter}: {status.upper()} ({now() - t:.0f}s) {note}")
+
+    # ---- set-up: unpack, find libraries ---------------------------------------------------------
+    def unpack(self):
+        payload = os.path.join(self.bundle, "payload.tar.xz")
+        self.root = os.path.join(self.work, "bundle")
+        if os.path.isdir(os.path.join(self.root, "bin")):
+            return None
+        if not os.path.isfile(payload):
+            return f"{payload} is missing: copy the whole folder that scripts/gpu-bundle.sh made"
+        os.makedirs(self.root, exist_ok=True)
+        if shutil.which("tar") and shutil.which("xz"):
+            r = self.run(["tar", "-xJf", payload, "-C", self.root], 120)
+            if r["rc"] == 0:
+                return None
+            self.log("tar failed; trying Python's tarfile")
+        try:
+            with tarfile.open(payload, "r:xz") as t:
+                t.extractall(self.root)
+        except (tarfile.TarError, OSError, EOFError) as e:
+            return f"cannot unpack {payload}: {e}"
+        return None
+
+    def find_python(self):
+        """A python3 that imports torch (the GPU machine's), else any python3."""
+        cands = []
+        for c in [os.environ.get("TG_PYTHON"), "python3", "/opt/torch/.venv/bin/python3",
+                  sys.executable, "/usr/bin/python3"]:
+            if c and (shutil.which(c) or os.path.isfile(c)) and c not in cands:
+                cands.append(shutil.which(c) or c)
+        for c in cands:
+            try:
+                r = subprocess.run([c, "-c", "import torch; print(torch.__version__)"],
+                                   capture_output=True, text=True, timeout=60)
+                if r.returncode == 0:
+                    return c, r.stdout.strip()
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        return (cands[0] if cands else None), None
+
+    def site_dirs(self):
+        dirs = []
+        for py in {self.python, sys.executable} - {None}:
+            try:
+                r = subprocess.run([py, "-c", "import site,sys,json; print(json.dumps("
+                                    "site.getsitepackages()+[site.getusersitepackages()]+sys.path))"],
+                                   capture_output=True, text=True, timeout=30)
+                for d in json.loads(r.stdout):
+                    if d.endswith("-packages") and os.path.isdir(d) and d not in dirs:
+                        dirs.append(d)
+            except (OSError, ValueError, subprocess.TimeoutExpired):
+                pass
+        return dirs
+
+    def ldd(self, exe, ld_path):
+        env = {"PATH": self.env.get("PATH", "/usr/bin:/bin"), "LD_LIBRARY_PATH": ld_path}
+        try:
+            r = subprocess.run(["ldd", exe], capture_output=True, text=True, env=env, timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return {}, [f"ldd: {e}"]
+        found, problems = {}, []
+        for line in (r.stdout + r.stderr).splitlines():
+            m = re.match(r"\s*(\S+) => (.*?)(?: \(0x[0-9a-f]+\))?$", line)
+            if m:
+                found[m.group(1)] = m.group(2).strip()
+            if "version `" in line or "not found" in line and "=>" not in line:
+                problems.append(line.strip())
+        return found, problems
+
+    def find_libraries(self):
+        """LD_LIBRARY_PATH for our programs: the bundle's libraries, then the machine's CUDA/NCCL."""
+        lib = os.path.join(self.root, "lib")
+        exes = sorted(glob.glob(os.path.join(self.root, "bin", "*")) +
+                      glob.glob(os.path.join(self.root, "tests", "*")))
+        needed = set()
+        for e in exes:
+            found, _ = self.ldd(e, lib)
+            needed |= {n for n, p in found.items() if p == "not found"}
+        cuda_dirs = []
+        for base in [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"] + \
+                sorted(glob.glob("/usr/local/cuda-*"), reverse=True):
+            if base:
+                for sub in ("lib64", "lib", "targets/x86_64-linux/lib"):
+                    cuda_dirs.append(os.path.join(base, sub))
+        pip_dirs = []
+        for sp in self.site_dirs():
+            pip_dirs += sorted(glob.glob(os.path.join(sp, "nvidia", "*", "lib")))
+            pip_dirs += sorted(glob.glob(os.path.join(sp, "nvidia", "cu*", "lib")))
+            pip_dirs.append(os.path.join(sp, "torch", "lib"))
+        system_dirs = ["/usr/local/nvidia/lib64", "/usr/local/nvidia/lib", "/usr/lib/x86_64-linux-gnu",
+                       "/usr/lib64", "/usr/lib/wsl/lib"]
+        chosen, where = [], {}
+        for name in sorted(needed):
+            for d in cuda_dirs + pip_dirs + system_dirs:
+                if os.path.exists(os.path.join(d, name)):
+                    where[name] = d
+                    if d not in chosen:
+                        chosen.append(d)
+                    break
+        missing = sorted(needed - set(where))
+        if missing and shutil.which("find"):
+            for name in list(missing):
+                r = subprocess.run(["find", "/usr", "/opt", "/usr/local", "-xdev", "-name", name],
+                                   capture_output=True, text=True, timeout=60)
+                hits = [h for h in r.stdout.split() if os.path.exists(h)]
+                if hits:
+                    d = os.path.dirname(hits[0])
+                    where[name] = d
+                    chosen.append(d)
+                    missing.remove(name)
+        ld = ":".join([lib] + chosen)
+        # libstdc++/libgcc_s: the machine's own unless missing or older than our programs need.
+        compat = os.path.join(lib, "compat")
+        _, problems = self.ldd(os.path.join(self.root, "bin", "terngrad"), ld)
+        found, _ = self.ldd(os.path.join(self.root, "bin", "terngrad"), ld)
+        use_compat = any("GLIBCXX" in p or "GCC_" in p or "CXXABI" in p for p in problems) or \
+            found.get("libstdc++.so.6") == "not found" or found.get("libgcc_s.so.1") == "not found"
+        if use_compat:
+            ld = ":".join([lib, compat] + chosen)
+        prev = os.environ.get("LD_LIBRARY_PATH")
+        if prev:
+            ld += ":" + prev
+        # Where every library of every program now comes from.
+        origin, unresolved, problems_all = {}, set(), set()
+        for e in exes:
+            found, probs = self.ldd(e, ld)
+            problems_all |= set(probs)
+            for n, p in found.items():
+                if p == "not found":
+                    unresolved.add(f"{os.path.basename(e)}: {n}")
+                else:
+                    origin[n] = p
+        self.env = dict(os.environ)
+        self.env["LD_LIBRARY_PATH"] = ld
+        self.env.setdefault("OMP_WAIT_POLICY", "passive")
+        self.record(step="setup", kind="libraries", ld_library_path=ld, compat_libstdcxx=use_compat,
+                    machine_libs={n: p for n, p in sorted(origin.items()) if MACHINE_LIBS.match(n)},
+                    bundle_libs=sorted(n for n, p in origin.items() if p.startswith(self.root)),
+                    other_libs={n: p for n, p in sorted(origin.items())
+                                if not p.startswith(self.root) and not MACHINE_LIBS.match(n)},
+                    unresolved=sorted(unresolved), loader_problems=sorted(problems_all))
+        return sorted(unresolved), sorted(problems_all), origin
+
+    # ---- step a ---------------------------------------------------------------------------------
+    def step_a(self):
+        notes = []
+        md = []
+        if shutil.which("nvidia-smi"):
+            r = self.run(["nvidia-smi"], 30)
+            q = self.run(["nvidia-smi", "--query-gpu=index,name,driver_version,memory.total,"
+                          "compute_cap,clocks.max.sm,power.limit", "--format=csv,noheader"], 30)
+            for line in q["out"].strip().splitlines():
+                f = [x.strip() for x in line.split(",")]
+                if len(f) >= 5:
+                    self.record(step="a", kind="nvidia_smi", index=f[0], name=f[1], driver=f[2],
+                                memory=f[3], compute_cap=f[4], max_sm_clock=f[5] if len(f) > 5 else "",
+                                power_limit=f[6] if len(f) > 6 else "")
+                    md.append(f"- nvidia-smi: GPU {f[0]} **{f[1]}**, driver {f[2]}, {f[3]}, "
+                              f"compute capability {f[4]}")
+            if r["rc"] != 0:
+                notes.append(f"nvidia-smi exited {r['rc']}")
+        else:
+            notes.append("no nvidia-smi on PATH")
+            self.record(step="a", kind="nvidia_smi", error="nvidia-smi not found")
+        r = self.run([os.path.join(self.root, "bin", "device_info")], 60)
+        stack = None
+        for line in r["out"].splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            self.record(step="a", **rec)
+            if rec.get("kind") == "cuda_stack":
+                stack = rec
+            elif rec.get("kind") == "cuda_device":
+                md.append(f"- device {rec['index']}: {rec['name']}, cc {rec['cc']}, {rec['sms']} SMs, "
+                          f"{rec['total_mem_mib']} MiB ({rec['free_mem_mib']} free), L2 "
+                          f"{rec['l2_kib']} KiB, PCI {rec['pci_bus_id']}")
+        if stack is None:
+            self.no_gpu = True
+            self.summary["a"] = md
+            return "fail", f"device_info failed (rc {r['rc']}): {r['err'].strip()[-300:]}"
+        self.gpus = int(stack.get("device_count", 0))
+        md.insert(0, f"- CUDA stack as terngrad loads it: driver {stack.get('driver')}, runtime "
+                     f"{stack.get('runtime')}, cuBLAS {stack.get('cublas')}, cuRAND "
+                     f"{stack.get('curand')}, NCCL {stack.get('nccl')}; devices: {self.gpus}")
+        self.summary["a"] = md
+        if self.gpus == 0:
+            self.no_gpu = True
+            return "no-gpu", f"no CUDA device: {stack.get('unavailable_reason')}"
+        return "pass", "; ".join([f"{self.gpus} device(s)"] + [l.lstrip("- ") for l in md[1:2]] + notes)
+
+    # ---- step b ---------------------------------------------------------------------------------
+    def step_b(self):
+        tests = sorted(glob.glob(os.path.join(self.root, "tests", "*")))
+        xml_dir = os.path.join(self.work, "xml")
+        os.makedirs(xml_dir, exist_ok=True)
+        if self.no_gpu:
+            # Start-up only: every executable loads and lists its tests.
+            bad = []
+            for t in tests:
+                r = self.run([t, "--gtest_list_tests"], 30)
+                if r["rc"] != 0:
+                    bad.append(f"{os.path.basename(t)} (rc {r['rc']}: {r['err'].strip()[-200:]})")
+            self.record(step="b", kind="load_check", executables=len(tests), failed=bad)
+            if bad:
+                return "fail", f"{len(bad)} of {len(tests)} test executables do not start: " + "; ".join(bad)
+            return "no-gpu", f"no CUDA device: all {len(tests)} test executables load and list their tests; none run"
+
+        def one(t):
+            name = os.path.basename(t)
+            xml = os.path.join(xml_dir, name + ".xml")
+            r = self.run([t, f"--gtest_output=xml:{xml}", "--gtest_color=no"], 180, tag=name)
+            counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "disabled": 0}
+            failed_names, skipped_names = [], []
+            if os.path.exists(xml):
+                try:
+                    root = ET.parse(xml).getroot()
+                    for k in counts:
+                        counts[k] = int(root.get(k, 0) or 0)
+                    for tc in root.iter("testcase"):
+                        full = f"{tc.get('classname')}.{tc.get('name')}"
+                        if tc.find("failure") is not None or tc.find("error") is not None:
+                            failed_names.append(full)
+                        elif tc.find("skipped") is not None or tc.get("result") == "skipped":
+                            skipped_names.append(full)
+                    counts["skipped"] = max(counts["skipped"], len(skipped_names))
+                except (ET.ParseError, ValueError) as e:
+                    failed_names.append(f"(XML unreadable: {e})")
+            ok = r["rc"] == 0 and not failed_names and not r["timed_out"] and counts["tests"] > 0
+            why = ""
+            if r["timed_out"]:
+                why = "timed out"
+            elif not os.path.exists(xml):
+                why = f"no XML (rc {r['rc']}): {r['err'].strip()[-300:]}"
+            elif r["rc"] != 0 and not failed_names:
+                why = f"rc {r['rc']}: {r['err'].strip()[-300:]}"
+            rec = dict(step="b", kind="gtest", executable=name, ok=ok, rc=r["rc"],
+                       seconds=round(r["seconds"], 2), passed=counts["tests"] - counts["failures"]
+                       - counts["errors"] - counts["skipped"] - counts["disabled"], **counts,
+                       failed=failed_names, skipped_tests=skipped_names, why=why)
+            return rec
+
+        recs = []
+        with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+            for rec in pool.map(one, tests):
+                self.record(**rec)
+                recs.append(rec)
+        total = sum(r["tests"] for r in recs)
+        passed = sum(r["passed"] for r in recs)
+        failed = sum(r["failures"] + r["errors"] for r in recs)
+        skipped = sum(r["skipped"] for r in recs)
+        bad = [r for r in recs if not r["ok"]]
+        md = [f"- {len(recs)} executables, {total} tests: **{passed} passed, {failed} failed, "
+              f"{skipped} skipped**"]
+        for r in bad:
+            md.append(f"  - `{r['executable']}`: {', '.join(r['failed']) or r['why']}")
+        for r in recs:
+            if r["skipped_tests"]:
+                md.append(f"  - skipped in `{r['executable']}`: {', '.join(r['skipped_tests'])}")
+        self.summary["b"] = md
+        self.record(step="b", kind="gtest_total", executables=len(recs), tests=total, passed=passed,
+                    failed=failed, skipped=skipped)
+        if bad:
+            return "fail", f"{len(bad)} of {len(recs)} executables failed; {passed}/{total} tests passed"
+        return "pass", f"{passed}/{total} tests passed in {len(recs)} executables ({skipped} skipped)"
+
+    # ---- step c ---------------------------------------------------------------------------------
+    def train_cmd(self, out, device, workers, method, iterations, log_every, extra=()):
+        data = os.path.join(self.root, "data", "mnist")
+        return [os.path.join(self.root, "bin", "terngrad"), "train", "--no-progress",
+                "--config", os.path.join(self.root, "configs", "lenet_mnist.toml"),
+                "--device", device,
+                "--set", f"data.path={data}",
+                "--set", f"train.iterations={iterations}",
+                "--set", f"train.log_every={log_every}",
+                "--set", "train.eval_every=0",
+                "--set", "train.checkpoint_every=0",
+                "--set", f"workers.count={workers}",
+                "--set", f"compression.method={method}",
+                *extra, "--out", out]
+
+    CASES = (("fp32", 1, "none"), ("terngrad_n8", 8, "terngrad"))
+
+    def start_cpu_references(self):
+        """The CPU runs of step c, started early: they need cores, not the GPU."""
+        self.cpu_bg = {}
+        if "c" not in self.only or (self.no_gpu and not self.rehearsal):
+            return
+        threads = max(1, (os.cpu_count() or 2) // 2 - 1)
+        env = dict(self.env, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+        for name, workers, method in self.CASES:
+            out = os.path.join(self.work, "runs", f"cpu_{name}")
+            shutil.rmtree(out, ignore_errors=True)
+            self.cpu_bg[name] = self.start_bg(
+                self.train_cmd(out, "cpu", workers, method, self.iterations, 1), env, f"cpu_{name}")
+
+    def read_run(self, out):
+        s, losses = None, {}
+        try:
+            with open(os.path.join(out, "summary.json")) as f:
+                s = json.load(f)
+        except (OSError, ValueError):
+            pass
+        try:
+            with open(os.path.join(out, "metrics.jsonl")) as f:
+                for line in f:
+                    rec = json.loads(line)
+                    if rec.get("type") == "train":
+                        losses[int(rec["step"])] = rec["loss"]
+        except (OSError, ValueError, KeyError):
+            pass
+        return s, losses
+
+    def step_c(self):
+        if self.no_gpu and not self.rehearsal:
+            return "no-gpu", "no CUDA device"
+        md = ["| run | device | test acc. | img/s | params_sha256 | vs CPU |", "|---|---|---|---|---|---|"]
+        status, notes = "pass", []
+        for name, workers, method in self.CASES:
+            runs = {}
+            for tag, log_every in (("cuda", 1), ("cuda_rerun", 100)):
+                out = os.path.join(self.work, "runs", f"{tag}_{name}")
+                shutil.rmtree(out, ignore_errors=True)
+                r = self.run(self.train_cmd(out, self.dev, workers, method, self.iterations, log_every),
+                             150, tag=f"{tag}_{name}")
+                runs[tag] = (r,) + self.read_run(out)
+            r_cpu = self.wait_bg(self.cpu_bg[name], 240) if name in self.cpu_bg else None
+            runs["cpu"] = (r_cpu,) + self.read_run(os.path.join(self.work, "runs", f"cpu_{name}"))
+            rec = {"step": "c", "kind": "train", "run": name, "workers": workers, "method": method,
+                   "iterations": self.iterations}
+            for tag, (r, s, _) in runs.items():
+                if r is None or r["rc"] != 0 or s is None:
+                    why = "not run" if r is None else ("timed out" if r["timed_out"] else
+                                                       f"rc {r['rc']}: {r['err'].strip()[-300:]}")
+                    rec[tag] = {"ok": False, "why": why}
+                    status = "fail"
+                    notes.append(f"{name} {tag}: {why}")
+                    continue
+                rec[tag] = {"ok": True, "test_accuracy": s.get("test_accuracy"),
+                            "images_per_sec": s.get("images_per_sec"),
+                            "train_seconds": s.get("train_seconds"),
+                            "params_sha256": s.get("params_sha256"), "device": s.get("device")}
+            cu, cr, cp = runs["cuda"], runs["cuda_rerun"], runs["cpu"]
+            if rec.get("cuda", {}).get("ok") and rec.get("cpu", {}).get("ok"):
+                same = cu[1]["params_sha256"] == cp[1]["params_sha256"]
+                rec["cpu_equal"] = same
+                first, worst = None, 0.0
+                for k in sorted(set(cu[2]) & set(cp[2])):
+                    a, b = cu[2][k], cp[2][k]
+                    if a != b and first is None:
+                        first = {"step": k, "cuda_loss": a, "cpu_loss": b}
+                    worst = max(worst, abs(a - b) / max(abs(b), 1e-12))
+                rec["first_diverging_step"] = first
+                rec["max_rel_loss_diff"] = worst
+                rec["accuracy_gap_points"] = 100 * (cu[1]["test_accuracy"] - cp[1]["test_accuracy"])
+                # Different summation orders give different bits; the runs must still agree as
+                # training runs: the same accuracy within a quarter point.
+                if abs(rec["accuracy_gap_points"]) > 0.25:
+                    status = "fail"
+                    notes.append(f"{name}: GPU accuracy {100 * cu[1]['test_accuracy']:.2f}% vs CPU "
+                                 f"{100 * cp[1]['test_accuracy']:.2f}%")
+            if rec.get("cuda", {}).get("ok") and rec.get("cuda_rerun", {}).get("ok"):
+                rec["gpu_deterministic"] = cu[1]["params_sha256"] == cr[1]["params_sha256"]
+                if not rec["gpu_deterministic"]:
+                    status = "fail"
+                    notes.append(f"{name}: two GPU runs of the same config ended with different "
+                                 f"parameters")
+            self.record(**rec)
+            for tag in ("cuda", "cuda_rerun", "cpu"):
+                x = rec.get(tag, {})
+                if not x.get("ok"):
+                    md.append(f"| {name} | {tag} | failed: {x.get('why', '')[:80]} | | | |")
+                    continue
+                vs = ""
+                if tag == "cuda" and "cpu_equal" in rec:
+                    fd = rec["first_diverging_step"]
+                    vs = ("**equal**" if rec["cpu_equal"] else
+                          f"differs; loss first differs at step {fd['step']} "
+                          f"({fd['cuda_loss']:.9g} vs {fd['cpu_loss']:.9g})" if fd else
+                          "differs; every logged loss equal")
+                if tag == "cuda_rerun" and "gpu_deterministic" in rec:
+                    vs = "same bits as the first GPU run" if rec["gpu_deterministic"] else \
+                        "**differs from the first GPU run**"
+                md.append(f"| {name} | {tag}{' (log_every 1)' if tag != 'cuda_rerun' else ' (log_every 100)'} | "
+                          f"{100 * x['test_accuracy']:.2f}% | {x['images_per_sec']:.0f} | "
+                          f"`{x['params_sha256'][:16]}` | {vs} |")
+        self.summary["c"] = md
+        return status, "; ".join(notes) or f"{self.iterations} iterations each; table in summary.md"
+
+    # ---- step d ---------------------------------------------------------------------------------
+    def step_d(self):
+        if self.no_gpu and not self.rehearsal:
+            return "no-gpu", "no CUDA device"
+        status, notes = "pass", []
+        ours = {}
+        r = self.run([os.path.join(self.root, "bin", "bench_train"), "--device", self.dev,
+                      "--seconds", "1" if self.rehearsal else "2"], 150)
+        for line in r["out"].splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if rec.get("kind") == "step":
+                ours[rec["net"]] = rec
+                self.record(step="d", source="bench_train", **rec)
+        if r["rc"] != 0 or not ours:
+            status = "fail"
+            notes.append(f"bench_train rc {r['rc']}{' (timed out)' if r['timed_out'] else ''}: "
+                         f"{r['err'].strip()[-300:]}")
+        torch_res = {"eager": {}, "compile": {}}
+        if not self.python or not self.torch_version:
+            notes.append("no python3 with torch: PyTorch side skipped")
+        else:
+            script = os.path.join(self.root, "bench", "pytorch_step.py")
+            for mode, extra, limit in (("eager", [], 120), ("compile", ["--compile"], 240)):
+                env = dict(os.environ)  # torch with its own libraries, not ours
+                r = self.run([self.python, script, "--device", self.dev, "--seconds", "2"] + extra,
+                             limit, env=env, tag=f"pytorch {mode}")
+                for line in r["out"].splitlines():
+                    try:
+                        rec = json.loads(line)
+                    except ValueError:
+                        continue
+                    if rec.get("kind") == "pytorch_step":
+                        torch_res[mode][rec["net"]] = rec
+                        self.record(step="d", source="pytorch", mode=mode, **rec)
+                if r["rc"] != 0:
+                    why = "timed out" if r["timed_out"] else r["err"].strip().splitlines()[-1:] or [""]
+                    notes.append(f"torch {mode}: {why if isinstance(why, str) else why[0]}"[:300])
+                    if mode == "eager":
+                        status = "fail"
+        md = ["| net | batch | terngrad ms/step (H2D incl.) | − H2D | PyTorch eager | torch.compile | "
+              "eager / ours |", "|---|---|---|---|---|---|---|"]
+        for net in ("lenet", "cifarnet", "alexnet"):
+            o = ours.get(net)
+            e = torch_res["eager"].get(net)
+            c = torch_res["compile"].get(net)
+            if not o and not e:
+                continue
+            ours_ms = o["step_ms"] if o else None
+            ours_net = o["step_ms"] - o.get("transfer_ms", 0) if o else None
+            ratio = e["step_ms"] / ours_net if o and e else None
+            self.record(step="d", kind="compare", net=net, ours_ms=ours_ms, ours_minus_h2d_ms=ours_net,
+                        torch_eager_ms=e["step_ms"] if e else None,
+                        torch_compile_ms=c["step_ms"] if c else None, eager_over_ours=ratio)
+            fmt = lambda v: f"{v:.3f}" if v is not None else "—"
+            md.append(f"| {net} | {(o or e)['batch']} | {fmt(ours_ms)} | {fmt(ours_net)} | "
+                      f"{fmt(e['step_ms'] if e else None)} | {fmt(c['step_ms'] if c else None)} | "
+                      f"{(f'{ratio:.2f}×' if ratio else '—')} |")
+        if self.torch_version:
+            md.append(f"\nPyTorch {self.torch_version}, fp32 without TF32 on both sides; "
+                      f"`eager / ours` > 1 means terngrad is faster.")
+        self.summary["d"] = md
+        return status, "; ".join(notes) or "table in summary.md"
+
+    # ---- step e ---------------------------------------------------------------------------------
+    def step_e(self):
+        if self.no_gpu and not self.rehearsal:
+            return "no-gpu", "no CUDA device"
+        r = self.run([os.path.join(self.root, "bin", "bench_ternary"), "--device", self.dev], 90)
+        md = ["| op | format | n | GB/s | of device copy |", "|---|---|---|---|---|"]
+        rows = 0
+        for line in r["out"].splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            self.record(step="e", **rec)
+            if rec.get("bench") == "ternary":
+                rows += 1
+                frac = rec.get("frac_of_copy")
+                md.append(f"| {rec['op']} | {rec['format']} | {rec['n']} | {rec['gbps']:.0f} | "
+                          f"{f'{frac:.2f}' if frac is not None else '(the copy)'} |")
+        self.summary["e"] = md
+        if r["rc"] != 0 or rows == 0:
+            return "fail", f"bench_ternary rc {r['rc']}{' (timed out)' if r['timed_out'] else ''}: " \
+                           f"{r['err'].strip()[-300:]}"
+        return "pass", f"{rows} measurements; table in summary.md"
+
+    # ---- step f ---------------------------------------------------------------------------------
+    def step_f(self):
+        if self.no_gpu and not self.rehearsal:
+            return "no-gpu", "no CUDA device"
+        iters = 300 if not self.rehearsal else 40
+        backend = "gloo" if self.rehearsal else "nccl"
+        status, notes, md = "pass", [], []
+
+        def train(tag, workers, extra):
+            out = os.path.join(self.work, "runs", tag)
+            shutil.rmtree(out, ignore_errors=True)
+            r = self.run(self.train_cmd(out, self.dev, workers, "terngrad", iters, 50,
+                                        ["--set", f"comm.backend={backend}"] + extra
+                                        if extra else []), 120, tag=tag)
+            s, _ = self.read_run(out)
+            return r, s
+
+        ref_r, ref = train("nccl_reference_n2", 2, [])
+        rdv = os.path.join(self.work, "rdv-one")
+        shutil.rmtree(rdv, ignore_errors=True)
+        one_r, one = train("nccl_one_rank_n2", 2, ["--rank", "0", "--world-size", "1",
+                                                   "--rendezvous", "file://" + rdv,
+                                                   "--job-id", "gpu-check"])
+        cases = [("one process, 2 emulated workers (reference)", ref_r, ref),
+                 ("one rank over NCCL, 2 workers", one_r, one)]
+        if self.gpus >= 2:
+            g = self.gpus
+            multi_r, multi = train(f"nccl_{g}_ranks", 2 * g, ["--nproc", str(g)])
+            mref_r, mref = train(f"nccl_reference_n{2 * g}", 2 * g, [])
+            cases += [(f"one process, {2 * g} emulated workers (reference)", mref_r, mref),
+                      (f"{g} ranks over NCCL (--nproc {g})", multi_r, multi)]
+        for label, r, s in cases:
+            ok = r["rc"] == 0 and s is not None
+            rec = {"step": "f", "kind": "nccl_train", "run": label, "ok": ok, "iterations": iters}
+            if ok:
+                rec.update(params_sha256=s.get("params_sha256"), comm_backend=s.get("comm_backend"),
+                           processes=s.get("processes"), test_accuracy=s.get("test_accuracy"),
+                           images_per_sec=s.get("images_per_sec"),
+                           wire_bytes_sent_per_worker_per_iter=s.get("wire_bytes_sent_per_worker_per_iter"))
+                md.append(f"- {label}: backend {s.get('comm_backend', 'none (one process)')}, "
+                          f"accuracy {100 * s['test_accuracy']:.2f}%, {s['images_per_sec']:.0f} img/s, "
+                          f"params_sha256 `{s['params_sha256'][:16]}`")
+            else:
+                status = "fail"
+                why = "timed out" if r["timed_out"] else f"rc {r['rc']}: {r['err'].strip()[-300:]}"
+                rec["why"] = why
+                notes.append(f"{label}: {why}")
+                md.append(f"- {label}: **failed**: {why}")
+            self.record(**rec)
+        if one and ref:
+            if one.get("comm_backend") != backend:
+                status = "fail"
+                notes.append(f"the one-rank run used {one.get('comm_backend')}, not nccl")
+            if one["params_sha256"] != ref["params_sha256"]:
+                status = "fail"
+                notes.append("one rank over NCCL ended with other parameters than one process")
+            else:
+                md.append("- one rank over NCCL: **the same params_sha256** as the one-process run")
+        if self.gpus >= 2 and multi and mref:
+            if multi["params_sha256"] != mref["params_sha256"]:
+                status = "fail"
+                notes.append(f"--nproc {self.gpus} over NCCL ended with other parameters than one process")
+            else:
+                md.append(f"- --nproc {self.gpus} over NCCL: **the same params_sha256** as one process")
+        self.summary["f"] = md
+        return status, "; ".join(notes) or f"{iters} iterations; NCCL runs match the one-process run"
+
+    # ---- the whole check -------------------------------------------------------------------------
+    def main(self):
+        self.say(f"bundle {self.bundle}, results {self.results}, work {self.work}")
+        manifest = os.path.join(self.bundle, "MANIFEST.txt")
+        if os.path.exists(manifest):
+            with open(manifest) as f:
+                head = [next(f, "").strip() for _ in range(5)]
+            self.record(step="setup", kind="bundle", manifest=head)
+        err = self.unpack()
+        if err:
+            self.record(step="setup", status="fail", why=err)
+            self.say(err)
+            self.finish(EXIT_BUNDLE)
+            return EXIT_BUNDLE
+        self.python, self.torch_version = self.find_python()
+        self.record(step="setup", kind="python", python=self.python, torch=self.torch_version)
+        unresolved, problems, _ = self.find_libraries()
+        if unresolved or problems:
+            why = "libraries not found: " + ", ".join(unresolved + problems)
+            self.say(why)
+            self.record(step="setup", status="fail", why=why)
+            self.steps.append(("setup", "find libraries", "fail", 0.0, why))
+            self.finish(EXIT_BUNDLE)
+            return EXIT_BUNDLE
+        self.steps.append(("setup", "unpack, find libraries", "pass", now() - self.t0,
+                           f"LD_LIBRARY_PATH={self.env['LD_LIBRARY_PATH']}"))
+        self.step("a", "GPU, driver and library versions, device properties", self.step_a)
+        self.start_cpu_references()
+        self.step("b", "CUDA test executables", self.step_b)
+        self.step("c", "LeNet/MNIST training on the GPU against the CPU", self.step_c)
+        for bg in getattr(self, "cpu_bg", {}).values():  # step c skipped or failed early
+            if bg["p"].poll() is None:
+                os.killpg(bg["p"].pid, signal.SIGKILL)
+        self.step("d", "training step time: bench_train against PyTorch", self.step_d)
+        self.step("e", "TernGrad kernels: bench_ternary", self.step_e)
+        self.step("f", "NCCL training runs", self.step_f)
+        code = EXIT_FAILED if self.failed else EXIT_NO_GPU if self.no_gpu else EXIT_OK
+        if self.rehearsal:
+            self.record(step="setup", kind="rehearsal",
+                        note="steps c-f ran on the CPU (--rehearse-on-cpu): not GPU results")
+        self.finish(code)
+        return code
+
+    def finish(self, code):
+        # Archives: GoogleTest XML, each training run's summary and metrics.
+        xml_dir = os.path.join(self.work, "xml")
+        if os.path.isdir(xml_dir) and os.listdir(xml_dir):
+            with tarfile.open(os.path.join(self.results, "gtest-xml.tar.gz"), "w:gz") as t:
+                t.add(xml_dir, arcname="gtest-xml")
+        runs = os.path.join(self.work, "runs")
+        if os.path.isdir(runs) and os.listdir(runs):
+            with tarfile.open(os.path.join(self.results, "runs.tar.gz"), "w:gz") as t:
+                for d in sorted(os.listdir(runs)):
+                    for f in ("summary.json", "metrics.jsonl", "config.toml"):
+                        p = os.path.join(runs, d, f)
+                        if os.path.exists(p):
+                            t.add(p, arcname=f"runs/{d}/{f}")
+        verdict = {EXIT_OK: "PASS: every step passed", EXIT_FAILED: "FAIL: a step failed",
+                   EXIT_BUNDLE: "BROKEN BUNDLE: could not start",
+                   EXIT_NO_GPU: "NO CUDA DEVICE: start-up checked, GPU steps skipped"}[code]
+        gpu = next((l for l in self.summary.get("a", []) if "nvidia-smi" in l or "device 0" in l), "")
+        lines = ["# terngrad GPU check" + (" (REHEARSAL ON THE CPU: no GPU results)" if self.rehearsal else ""), "",
+                 f"{verdict} (exit {code}), {now() - self.t0:.0f} s.", ""]
+        if gpu:
+            lines += [gpu.lstrip("- "), ""]
+        lines += ["| step | what | status | s | note |", "|---|---|---|---|---|"]
+        for letter, title, status, secs, note in self.steps:
+            note = note.replace("|", "/").replace("\n", " ")
+            lines.append(f"| {letter} | {title} | {status} | {secs:.0f} | {note[:400]} |")
+        titles = {"a": "a. Device", "b": "b. CUDA tests", "c": "c. Training: GPU against CPU",
+                  "d": "d. Step time against PyTorch", "e": "e. TernGrad kernels", "f": "f. NCCL"}
+        for k in "abcdef":
+            if self.summary.get(k):
+                lines += ["", f"## {titles[k]}", ""] + self.summary[k]
+        lines += ["", "Every finding is a JSON line in results.jsonl; every command and its output "
+                      "is in log.txt."]
+        with open(os.path.join(self.results, "summary.md"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+        self.record(step="end", exit=code, verdict=verdict, seconds=round(now() - self.t0, 1))
+        print("\n".join(lines))
+        self.log_f.close()
+        self.jsonl.close()
+
+
+def main():
+    p = argparse.ArgumentParser(description="terngrad GPU check (run via gpu-check.sh)",
+                                epilog=__doc__.split("\n\n", 1)[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--results", default=os.environ.get("OUT") or "gpu-results",
+                   help="results folder (default $OUT if set, else ./gpu-results)")
+    p.add_argument("--work", default=None, help="scratch folder (default a fresh temp folder)")
+    p.add_argument("--budget", type=float, default=510.0, help="seconds for all steps (default 510)")
+    p.add_argument("--iterations", type=int, default=2000, help="step c's training iterations")
+    p.add_argument("--only", default="", help="comma-separated steps to run (default all: a,b,c,d,e,f)")
+    p.add_argument("--rehearse-on-cpu", action="store_true",
+                   help="test this script without a GPU: steps c-f on the CPU (Gloo for NCCL); "
+                        "the results say so and are no GPU results")
+    args = p.parse_args()
+    if args.only and not set(args.only.split(",")) <= set("abcdef"):
+        p.error(f"--only: expected letters from a,b,c,d,e,f, got '{args.only}'")
+    if args.iterations < 1 or args.budget < 30:
+        p.error("--iterations must be >= 1 and --budget >= 30")
+    return Check(args).main()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
