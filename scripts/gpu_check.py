@@ -63,6 +63,7 @@ class Check:
             p = os.path.join(self.results, name)
             if os.path.exists(p):
                 os.remove(p)
+        self.own_work = not args.work  # a temp folder of ours is removed at the end
         self.work = args.work or tempfile.mkdtemp(prefix="tg-gpu-check.")
         os.makedirs(self.work, exist_ok=True)
         self.iterations = args.iterations
@@ -808,6 +809,8 @@ class Check:
         print("\n".join(lines))
         self.log_f.close()
         self.jsonl.close()
+        if self.own_work:
+            shutil.rmtree(self.work, ignore_errors=True)
 
 
 def main():
@@ -816,7 +819,8 @@ def main():
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--results", default=os.environ.get("OUT") or "gpu-results",
                    help="results folder (default $OUT if set, else ./gpu-results)")
-    p.add_argument("--work", default=None, help="scratch folder (default a fresh temp folder)")
+    p.add_argument("--work", default=None,
+                   help="scratch folder, kept (default: a fresh temp folder, removed at the end)")
     p.add_argument("--budget", type=float, default=510.0, help="seconds for all steps (default 510)")
     p.add_argument("--iterations", type=int, default=2000, help="step c's training iterations")
     p.add_argument("--only", default="", help="comma-separated steps to run (default all: a,b,c,d,e,f)")
