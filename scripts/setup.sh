@@ -20,6 +20,7 @@ PACKAGES=(
   libjpeg62-turbo-dev        # JPEG image folders
   dataset-fashion-mnist      # Fashion-MNIST, /usr/share/datasets/fashion-mnist
   python3-matplotlib         # paper/ figure scripts (run with /usr/bin/python3)
+  xz-utils                   # scripts/gpu-bundle.sh packs the GPU-check bundle with xz
 )
 
 SUDO=""
