@@ -52,6 +52,17 @@ def now():
     return time.monotonic()
 
 
+def json_lines(text):
+    """The JSON objects among a program's output lines (others, e.g. notes, are skipped)."""
+    for line in text.splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict):
+            yield rec
+
+
 class Check:
     def __init__(self, args):
         self.t0 = now()
@@ -346,11 +357,7 @@ class Check:
             self.record(step="a", kind="nvidia_smi", error="nvidia-smi not found")
         r = self.run([os.path.join(self.root, "bin", "device_info")], 60)
         stack = None
-        for line in r["out"].splitlines():
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
+        for rec in json_lines(r["out"]):
             self.record(step="a", **rec)
             if rec.get("kind") == "cuda_stack":
                 stack = rec
@@ -578,11 +585,7 @@ class Check:
         ours = {}
         r = self.run([os.path.join(self.root, "bin", "bench_train"), "--device", self.dev,
                       "--seconds", "1" if self.rehearsal else "2"], 150)
-        for line in r["out"].splitlines():
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
+        for rec in json_lines(r["out"]):
             if rec.get("kind") == "step":
                 ours[rec["net"]] = rec
                 self.record(step="d", source="bench_train", **rec)
@@ -599,11 +602,7 @@ class Check:
                 env = dict(os.environ)  # torch with its own libraries, not ours
                 r = self.run([self.python, script, "--device", self.dev, "--seconds", "2"] + extra,
                              limit, env=env, tag=f"pytorch {mode}")
-                for line in r["out"].splitlines():
-                    try:
-                        rec = json.loads(line)
-                    except ValueError:
-                        continue
+                for rec in json_lines(r["out"]):
                     if rec.get("kind") == "pytorch_step":
                         torch_res[mode][rec["net"]] = rec
                         self.record(step="d", source="pytorch", mode=mode, **rec)
@@ -643,11 +642,7 @@ class Check:
         r = self.run([os.path.join(self.root, "bin", "bench_ternary"), "--device", self.dev], 90)
         md = ["| op | format | n | GB/s | of device copy |", "|---|---|---|---|---|"]
         rows = 0
-        for line in r["out"].splitlines():
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
+        for rec in json_lines(r["out"]):
             self.record(step="e", **rec)
             if rec.get("bench") == "ternary":
                 rows += 1
