@@ -30,7 +30,19 @@ struct GemmArgs {
 // Throws if a leading dimension is too small for the shape or a size exceeds the BLAS int range.
 void validate_gemm(const GemmArgs& g);
 
+// CPU: bit-identical results for any OpenMP thread count (OpenBLAS runs single-threaded on tiles
+// of C chosen from the shape and the machine; see gemm_tiles).
 void gemm_cpu(const GemmArgs& g);
+// How gemm_cpu cuts an m x n product with inner size k: a grid of `rows` x `cols` tiles of
+// row_size x col_size (the last ones smaller), a function of the shape and of the machine's CPU
+// count only (never of the thread count).
+struct GemmTiles {
+  int64_t rows = 1, cols = 1, row_size = 0, col_size = 0;
+};
+GemmTiles gemm_tiles(int64_t m, int64_t n, int64_t k);
+// One single-threaded sgemm on the calling thread, whatever the OpenMP setting: for callers that
+// parallelize over their own shape-determined tasks (conv2d's image tasks).
+void gemm_cpu_serial(const GemmArgs& g);
 void gemm_cuda(const GemmArgs& g);  // on the current device's stream
 // Dispatches on `device` (sets the current CUDA device for cuda).
 void gemm(const Device& device, const GemmArgs& g);
@@ -39,7 +51,8 @@ void gemm(const Device& device, const GemmArgs& g);
 GemmArgs dense_gemm(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha,
                     const float* a, const float* b, float beta, float* c);
 
-// Threads OpenBLAS uses (0 = its default). Benchmarks report it.
+// Threads OpenBLAS would use for a call made outside gemm_cpu (0 = its default). Benchmarks
+// report it; gemm_cpu itself runs OpenBLAS on one thread per tile.
 int blas_num_threads();
 
 }  // namespace tg

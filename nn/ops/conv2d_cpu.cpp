@@ -289,16 +289,18 @@ struct TaskPlan {
   int64_t nbt = 0, tasks = 0;  // nbt == 0: use the chunk path
 };
 
+// Fewer tasks than this balance badly: then one chunk at a time, all threads per step. A
+// constant, not the thread count: which path runs (and so the bits of the result) must not
+// depend on how many threads there are.
+constexpr int64_t kMinTasks = 8;
+
 TaskPlan task_plan(const Conv2dShape& s) {
-  if (omp_in_parallel()) return {};
-  const int64_t threads = omp_get_max_threads();
   const int64_t PQ = s.P * s.Q, CRS = s.C / s.groups * s.R * s.S;
   const int64_t per_image = std::max<int64_t>((CRS + s.K) * PQ, 1);
   // Capped by the chunk size so that the test budget hook also shrinks the tasks.
   const int64_t nbt = std::clamp<int64_t>(kTaskBudgetFloats / per_image, 1, conv2d_chunk_images(s));
   const int64_t tasks = (s.N + nbt - 1) / nbt;
-  // Fewer tasks than 2 per thread balance badly: then one chunk at a time, all threads per step.
-  if (tasks < 2 * threads) return {};
+  if (tasks < kMinTasks) return {};
   return {nbt, tasks};
 }
 
@@ -343,8 +345,9 @@ void forward_tasks(const Conv2dShape& s, const TaskPlan& t, const float* x, cons
       for (int64_t g = 0; g < G; ++g) {
         im2col(s, x, n0, nbc, g * (s.C / G), col, false);
         for (int64_t i = 0; i < nbc; ++i)
-          gemm_cpu(strided_gemm(Trans::N, Trans::N, Kg, PQ, CRS, w + g * Kg * CRS, CRS,
-                                col + i * PQ, ld, 0.0f, y + ((n0 + i) * s.K + g * Kg) * PQ, PQ));
+          gemm_cpu_serial(strided_gemm(Trans::N, Trans::N, Kg, PQ, CRS, w + g * Kg * CRS, CRS,
+                                       col + i * PQ, ld, 0.0f, y + ((n0 + i) * s.K + g * Kg) * PQ,
+                                       PQ));
       }
       if (bias) {
         for (int64_t ik = 0; ik < nbc * s.K; ++ik) {
@@ -368,46 +371,54 @@ void backward_data_tasks(const Conv2dShape& s, const TaskPlan& t, const float* d
       const int64_t n0 = task * t.nbt, nbc = std::min(t.nbt, s.N - n0), ld = nbc * PQ;
       for (int64_t g = 0; g < G; ++g) {
         for (int64_t i = 0; i < nbc; ++i)
-          gemm_cpu(strided_gemm(Trans::T, Trans::N, CRS, PQ, Kg, w + g * Kg * CRS, CRS,
-                                dy + ((n0 + i) * s.K + g * Kg) * PQ, PQ, 0.0f, col + i * PQ, ld));
+          gemm_cpu_serial(strided_gemm(Trans::T, Trans::N, CRS, PQ, Kg, w + g * Kg * CRS, CRS,
+                                       dy + ((n0 + i) * s.K + g * Kg) * PQ, PQ, 0.0f, col + i * PQ,
+                                       ld));
         col2im(s, col, n0, nbc, g * (s.C / G), dx, false);
       }
     }
   }
 }
 
-// dw only: each thread accumulates its images into a private [K, CRS] partial (beta = 1 after
-// its first GEMM), then dw = the partials summed in thread order (static schedule: reproducible
-// for a given thread count).
+// dw only: the tasks are cut into `slots` runs of consecutive tasks, a number chosen from the
+// shape alone (at most kMaxSlots, at most kSlotBudgetFloats of partials, at most one run per
+// task). Whichever thread takes a run accumulates it in task order into the run's own [K, CRS]
+// partial, and dw = the partials summed in run order: the same bits for any thread count.
+constexpr int64_t kMaxSlots = 16;
+constexpr int64_t kSlotBudgetFloats = int64_t{1} << 22;  // 16 MiB of partials
+
 void backward_weight_tasks(const Conv2dShape& s, const TaskPlan& t, const float* x, const float* dy,
                            float* dw) {
   const int64_t G = s.groups, Kg = s.K / G, CRS = s.C / G * s.R * s.S, PQ = s.P * s.Q;
   const int64_t dw_numel = s.K * CRS;
-  std::vector<float*> parts(static_cast<size_t>(omp_get_max_threads()), nullptr);
+  const int64_t slots =
+      std::clamp<int64_t>(std::min(kMaxSlots, kSlotBudgetFloats / dw_numel), 1, t.tasks);
+  thread_local std::vector<float> partial_buf;  // the caller's, grown on first use and kept
+  if (static_cast<int64_t>(partial_buf.size()) < slots * dw_numel)
+    partial_buf.resize(static_cast<size_t>(slots * dw_numel));
+  float* partials = partial_buf.data();
 #pragma omp parallel
   {
-    float* col = thread_scratch(t.nbt * CRS * PQ + dw_numel);
-    float* part = col + t.nbt * CRS * PQ;
-    bool first = true;
-#pragma omp for schedule(static)
-    for (int64_t task = 0; task < t.tasks; ++task) {
-      const int64_t n0 = task * t.nbt, nbc = std::min(t.nbt, s.N - n0), ld = nbc * PQ;
-      for (int64_t g = 0; g < G; ++g) {
-        im2col(s, x, n0, nbc, g * (s.C / G), col, false);
-        for (int64_t i = 0; i < nbc; ++i)
-          gemm_cpu(strided_gemm(Trans::N, Trans::T, Kg, CRS, PQ,
-                                dy + ((n0 + i) * s.K + g * Kg) * PQ, PQ, col + i * PQ, ld,
-                                first && i == 0 ? 0.0f : 1.0f, part + g * Kg * CRS, CRS));
+    float* col = thread_scratch(t.nbt * CRS * PQ);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t run = 0; run < slots; ++run) {
+      float* part = partials + run * dw_numel;
+      const int64_t first = run * t.tasks / slots, last = (run + 1) * t.tasks / slots;
+      for (int64_t task = first; task < last; ++task) {
+        const int64_t n0 = task * t.nbt, nbc = std::min(t.nbt, s.N - n0), ld = nbc * PQ;
+        for (int64_t g = 0; g < G; ++g) {
+          im2col(s, x, n0, nbc, g * (s.C / G), col, false);
+          for (int64_t i = 0; i < nbc; ++i)
+            gemm_cpu_serial(strided_gemm(
+                Trans::N, Trans::T, Kg, CRS, PQ, dy + ((n0 + i) * s.K + g * Kg) * PQ, PQ,
+                col + i * PQ, ld, task == first && i == 0 ? 0.0f : 1.0f, part + g * Kg * CRS, CRS));
+        }
       }
-      first = false;
     }
-    if (!first) parts[static_cast<size_t>(omp_get_thread_num())] = part;
-#pragma omp barrier
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < dw_numel; ++i) {
-      float acc = 0.0f;
-      for (const float* p : parts)
-        if (p) acc += p[i];
+      float acc = partials[i];
+      for (int64_t run = 1; run < slots; ++run) acc += partials[run * dw_numel + i];
       dw[i] = acc;
     }
   }

@@ -4,7 +4,10 @@
 // Letters: N batch, C/K input/output channels, H W input, R S filter, P Q output.
 #include "nn/ops/conv2d.h"
 
+#include <omp.h>
+
 #include <cmath>
+#include <cstring>
 #include <functional>
 
 #include "tests/nn/ops/conv2d_test_util.h"
@@ -264,7 +267,9 @@ struct BudgetOverride {
 // The kernel API directly, with the budget capped so the batch runs in several chunks,
 // including a last chunk of one image (the GEMM then writes y / reads dy in place).
 TEST(Conv2d, KernelsMatchReferenceAcrossChunks) {
-  const Shape xs{5, 4, 9, 8}, wsh{6, 2, 3, 3};
+  // 10 images: one per chunk gives 10 image tasks (the task path needs 8), 2, 3 or 5 per chunk
+  // the chunk path.
+  const Shape xs{10, 4, 9, 8}, wsh{6, 2, 3, 3};
   const Conv2dShape s = conv2d_shape(xs, wsh, conv_opts(2, 1, Padding::same, 0, 0, 2));
   const int64_t per_image = (2 * 3 * 3 + 6) * s.P * s.Q;
   const Inputs in = make_inputs(xs, wsh, 7);
@@ -300,8 +305,8 @@ TEST(Conv2d, KernelsMatchReferenceAcrossChunks) {
 
 // Stride 1 with Q == W runs the shifted-plane im2col / col2im (one masked pass per col row over
 // a zero-guarded plane copy): asymmetric SAME padding (even filter) and explicit padding taller
-// than the filter reach, each on the per-thread task path (1-2 images per chunk, several chunks
-// per thread) and the one-chunk path (all images, every step split across the threads).
+// than the filter reach, each on the image-task path (17 images, 1-2 per task: 9-17 tasks) and
+// the one-chunk path (all images, every step split across the threads).
 TEST(Conv2d, ShiftedPlaneKernelsMatchReference) {
   struct ShiftCase {
     const char* name;
@@ -309,12 +314,12 @@ TEST(Conv2d, ShiftedPlaneKernelsMatchReference) {
     Conv2dOptions o;
   };
   const ShiftCase cases[] = {
-      {"same_even_filter", {9, 3, 6, 7}, {5, 3, 4, 2}, conv_opts(1, 1, Padding::same)},
+      {"same_even_filter", {17, 3, 6, 7}, {5, 3, 4, 2}, conv_opts(1, 1, Padding::same)},
       {"explicit_pad_2x1",
-       {9, 2, 5, 6},
+       {17, 2, 5, 6},
        {4, 2, 3, 3},
        conv_opts(1, 1, Padding::explicit_pad, 2, 1)},
-      {"groups2_5x5", {9, 4, 6, 6}, {6, 2, 5, 5}, conv_opts(1, 1, Padding::same, 0, 0, 2)},
+      {"groups2_5x5", {17, 4, 6, 6}, {6, 2, 5, 5}, conv_opts(1, 1, Padding::same, 0, 0, 2)},
   };
   uint64_t seed = 300;
   for (const ShiftCase& c : cases) {
@@ -345,6 +350,54 @@ TEST(Conv2d, ShiftedPlaneKernelsMatchReference) {
       expect_close(db, ref_backward_bias(s, dyd), kAtol, kRtol, "dbias");
     }
   }
+}
+
+// Training must end with the same parameters whatever the thread count: each kernel returns the
+// same bits with 1, 2, 3 and 4 OpenMP threads, on the image-task path (its dw summed from
+// per-run partials), on the chunk path (few images: tiled GEMMs), and with groups and stride.
+TEST(Conv2d, SameBitsForAnyThreadCount) {
+  struct ThreadCase {
+    const char* name;
+    Shape x, w;
+    Conv2dOptions o;
+  };
+  const ThreadCase cases[] = {
+      {"lenet_conv2_b64_tasks", {64, 20, 14, 14}, {50, 20, 5, 5}, conv_opts(1, 1, Padding::same)},
+      {"lenet_conv2_b3_chunk", {3, 20, 14, 14}, {50, 20, 5, 5}, conv_opts(1, 1, Padding::same)},
+      {"cifarnet_conv1_b16", {16, 3, 24, 24}, {64, 3, 5, 5}, conv_opts(1, 1, Padding::same)},
+      {"groups2_stride2", {12, 4, 19, 19}, {8, 2, 5, 5}, conv_opts(2, 2, Padding::same, 0, 0, 2)},
+  };
+  const int saved = omp_get_max_threads();
+  uint64_t seed = 500;
+  for (const ThreadCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    const Conv2dShape s = conv2d_shape(c.x, c.w, c.o);
+    const Inputs in = make_inputs(c.x, c.w, seed);
+    const Tensor dy = random_uniform({s.N, s.K, s.P, s.Q}, -1, 1, seed++, 3);
+    std::vector<float> ws(conv2d_workspace_floats(s));
+    std::vector<Tensor> first;
+    for (int threads : {1, 2, 3, 4}) {
+      omp_set_num_threads(threads);
+      Tensor y = Tensor::empty({s.N, s.K, s.P, s.Q}), dx = Tensor::empty(c.x),
+             dw = Tensor::empty(c.w), db = Tensor::empty({s.K});
+      conv2d_forward_cpu(s, in.x.data<float>(), in.w.data<float>(), in.b.data<float>(),
+                         y.data<float>(), ws.data());
+      conv2d_backward_data_cpu(s, dy.data<float>(), in.w.data<float>(), dx.data<float>(),
+                               ws.data());
+      conv2d_backward_weight_cpu(s, in.x.data<float>(), dy.data<float>(), dw.data<float>(),
+                                 db.data<float>(), ws.data());
+      const std::vector<Tensor> now = {y, dx, dw, db};
+      if (threads == 1) {
+        first = now;
+        continue;
+      }
+      const char* names[] = {"y", "dx", "dw", "dbias"};
+      for (size_t i = 0; i < now.size(); ++i)
+        EXPECT_EQ(std::memcmp(now[i].data<float>(), first[i].data<float>(), now[i].nbytes()), 0)
+            << names[i] << " with " << threads << " threads differs from 1 thread";
+    }
+  }
+  omp_set_num_threads(saved);
 }
 
 TEST(Conv2d, DefaultBudgetKeepsLeNetBatchInFewChunks) {
