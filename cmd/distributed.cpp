@@ -3,15 +3,39 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "cmd/json.h"
+#include "nn/core/cpu_env.h"
 #include "nn/core/cuda_runtime.h"
 #include "nn/core/error.h"
 
 namespace tg::cli {
 
 namespace {
+
+// "0,1,5": a CPU list as the start-up record carries it.
+std::string cpu_list_str(const std::vector<int>& cpus) {
+  std::string s;
+  for (int c : cpus) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(c);
+  }
+  return s;
+}
+
+bool cpus_overlap(const std::vector<int>& mine, const std::string& theirs) {
+  size_t at = 0;
+  while (at < theirs.size()) {
+    size_t comma = theirs.find(',', at);
+    if (comma == std::string::npos) comma = theirs.size();
+    const int c = std::atoi(theirs.substr(at, comma - at).c_str());
+    if (std::find(mine.begin(), mine.end(), c) != mine.end()) return true;
+    at = comma + 1;
+  }
+  return false;
+}
 
 using std::chrono::milliseconds;
 
@@ -98,6 +122,9 @@ ProcessGroup::ProcessGroup(const RankEnv& env, const std::string& job_id, const 
   hello.add("world_size", env.world_size).add("backend", backend).add("start_step", start_step);
   hello.add("gpu", gpu);
   hello.add("config", fingerprint);
+  // Where this rank runs: the thread policy counts the ranks sharing this rank's CPUs.
+  const std::vector<int> my_cpus = affinity_cpu_list();
+  hello.add("host", std::string(host)).add("cpus", cpu_list_str(my_cpus));
   try {
     store_->set(key("hello", env.rank), bytes_of(hello.str()));
   } catch (const Error& e) {
@@ -113,10 +140,14 @@ ProcessGroup::ProcessGroup(const RankEnv& env, const std::string& job_id, const 
            " s (not started, failed before joining, given another rendezvous ",
            "or --job-id, or another world size?)");
   bool shared_gpu = false;
+  local_sharing_ = 1;
   for (int r = 0; r < env.world_size; ++r) {
     if (r == env.rank) continue;
     const std::vector<char> raw = store_->get(keys[r]);
     const json::Value theirs = json::parse(std::string_view(raw.data(), raw.size()));
+    if (theirs.has("host") && theirs["host"].as_string() == host &&
+        cpus_overlap(my_cpus, theirs["cpus"].as_string()))
+      ++local_sharing_;
     const auto their_world = static_cast<int>(theirs["world_size"].as_number());
     TG_CHECK(their_world == env.world_size, "rendezvous: rank ", r, " was started with world size ",
              their_world, ", this rank (", env.rank, ") with ", env.world_size,

@@ -4,7 +4,8 @@
 // Joining, in order:
 //   1. open the rendezvous store (comm/store.h) named by RankEnv::rendezvous;
 //   2. publish this rank's start-up record under "tg/<job>/hello/<rank>": world size, backend,
-//      the run's config fingerprint (config_fingerprint) and the iteration it starts from; wait up
+//      the run's config fingerprint (config_fingerprint), the iteration it starts from, and its
+//      host and CPU set (for the thread policy, local_sharing()); wait up
 //      to comm.timeout for every other rank's record and compare: a rank that never arrives, a
 //      different world size, a different config (the differing keys are listed) or another
 //      start iteration (a resume that read another checkpoint) is an error naming the rank;
@@ -59,6 +60,9 @@ class ProcessGroup {
 
   int rank() const { return comm_->rank(); }
   int size() const { return comm_->size(); }
+  // Ranks (this one included) on this host whose CPU sets overlap this rank's: they share its
+  // cores, so the thread policy gives each 1/local_sharing() of them.
+  int local_sharing() const { return local_sharing_; }
   comm::Communicator& comm() { return *comm_; }
   std::string describe() const;  // "rank 1 of 4, gloo over file:///tmp/..."
 
@@ -87,6 +91,7 @@ class ProcessGroup {
   std::chrono::milliseconds timeout_;
   std::unique_ptr<comm::Store> store_;
   std::unique_ptr<comm::Communicator> comm_;
+  int local_sharing_ = 1;
 };
 
 }  // namespace tg::cli

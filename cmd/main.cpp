@@ -80,6 +80,13 @@ int main(int argc, char** argv) {
   train->add_option("--device", device_flag, "Shortcut for --set device=... (cpu, cuda, cuda:N)");
   train->add_flag("--progress", progress_on, "Force the live progress line");
   train->add_flag("--no-progress", progress_off, "Plain log lines even on a terminal");
+  int threads_flag = 0;
+  train
+      ->add_option("--threads", threads_flag,
+                   "CPU threads per process (default: OMP_NUM_THREADS if set, else the CPUs this "
+                   "process may use divided among the ranks sharing them); results do not "
+                   "depend on it")
+      ->check(CLI::Range(1, 4096));
   int nproc = 0;
   std::optional<int> rank_flag, world_flag;
   std::optional<std::string> rendezvous_flag;
@@ -179,6 +186,7 @@ int main(int argc, char** argv) {
       opt.out_dir = out_dir;
       opt.resume = resume;
       opt.progress = progress_on ? 1 : progress_off ? 0 : -1;
+      opt.threads = threads_flag;
       RankFlags rf;
       rf.rank = rank_flag;
       rf.world_size = world_flag;

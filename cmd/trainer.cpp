@@ -1,5 +1,7 @@
 #include "cmd/trainer.h"
 
+#include <omp.h>
+
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -25,6 +27,7 @@
 #include "datasets/sampler.h"
 #include "nn/autograd/tape.h"
 #include "nn/core/checksum.h"
+#include "nn/core/cpu_env.h"
 #include "nn/core/cuda_runtime.h"
 #include "nn/ops/reduce.h"
 #include "nn/ops/softmax_xent.h"
@@ -423,6 +426,24 @@ void add_per_iter(json::Object& o, const std::vector<double>& v, bool timed) {
   o.add("communication_seconds_per_iter", v[4]);
 }
 
+// The CPU threads of this process: --threads, else what the user set in the environment, else
+// the CPUs this process may use divided among the ranks of the run that share them (an Open MPI
+// rank bound to one core gets 1; --nproc 2 on 2 cores gets 1 each; one process gets all).
+struct ThreadChoice {
+  int count = 1;
+  std::string why;
+};
+ThreadChoice choose_threads(int flag, int sharing) {
+  if (flag > 0) return {flag, "--threads " + std::to_string(flag)};
+  const EnvThreads env = env_threads();
+  if (env.count > 0) return {env.count, env.source};
+  const int cpus = affinity_cpus();
+  const int n = std::max(1, cpus / std::max(sharing, 1));
+  return {n, std::to_string(cpus) + " CPU" + (cpus > 1 ? "s" : "") +
+                 (sharing > 1 ? " shared by " + std::to_string(sharing) + " processes" : "") +
+                 "; --threads N or OMP_NUM_THREADS to change"};
+}
+
 }  // namespace
 
 std::string run_train(const Config& cfg_in, const TrainOptions& opt, bool* interrupted) {
@@ -568,6 +589,11 @@ std::string run_train(const Config& cfg_in, const TrainOptions& opt, bool* inter
     sc.options.compression = copts;
     step_comm = sc;
   }
+  // ---- threads: a thread count that does not oversubscribe the cores ---------------------------
+  // The results do not depend on it (every CPU kernel is thread-count invariant), the speed does.
+  const ThreadChoice threads = choose_threads(opt.threads, group ? group->local_sharing() : 1);
+  omp_set_num_threads(threads.count);
+
   const auto post_mortem_window = std::chrono::milliseconds(
       static_cast<int64_t>(std::clamp(cfg.comm.timeout / 4.0, 1.0, 10.0) * 1000.0));
 
@@ -607,6 +633,9 @@ std::string run_train(const Config& cfg_in, const TrainOptions& opt, bool* inter
     const bool show_progress =
         opt.progress == 1 || (opt.progress == -1 && ::isatty(STDERR_FILENO) == 1);
     Progress progress(tc.iterations, show_progress, /*silent=*/!lead);
+    if (!device.is_cuda() || group)
+      progress.message(std::to_string(threads.count) + " CPU thread" +
+                       (threads.count > 1 ? "s" : "") + " per process (" + threads.why + ")");
     if (group)
       progress.message(std::to_string(world) + " processes (" + group->comm().backend() +
                        ", rendezvous " + opt.rank.rendezvous + ", from " + opt.rank.source +
@@ -761,6 +790,7 @@ std::string run_train(const Config& cfg_in, const TrainOptions& opt, bool* inter
     s.add("workers", static_cast<int64_t>(workers)).add("compression", cfg.compression.method);
     s.add("processes", static_cast<int64_t>(world));
     s.add("workers_per_process", static_cast<int64_t>(local_workers));
+    s.add("threads_per_process", static_cast<int64_t>(threads.count)).add("threads_from", threads.why);
     if (group) {
       s.add("comm_backend", group->comm().backend()).add("comm_algorithm", cfg.comm.algorithm);
       s.add("rendezvous", opt.rank.rendezvous);

@@ -38,6 +38,7 @@ struct TrainOptions {
   // writes out_dir and prints; every rank reads out_dir's checkpoint on --resume.
   RankEnv rank;
   std::string job_id = "run";  // the rendezvous store's key prefix (cmd/distributed.h)
+  int threads = 0;             // --threads: CPU threads of this process; 0 = the thread policy
   // Sees every local worker's gradient of every step (TrainStep::set_gradient_hook).
   TrainStep::GradientHook gradient_hook;
 };

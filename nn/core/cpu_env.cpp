@@ -1,10 +1,13 @@
 #include "nn/core/cpu_env.h"
 
 #include <cblas.h>  // openblas_get_corename (we link OpenBLAS, see the top CMakeLists.txt)
+#include <sched.h>
 #include <strings.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 
 namespace tg {
 
@@ -22,6 +25,37 @@ void apply_cpu_defaults(char** argv) {
   if (!changed) return;
   ::execv("/proc/self/exe", argv);
   // execv failed (no /proc): carry on with the libraries' defaults.
+}
+
+std::vector<int> affinity_cpu_list() {
+  std::vector<int> cpus;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  if (cpus.empty()) {  // no affinity support: every online CPU
+    const long n = ::sysconf(_SC_NPROCESSORS_ONLN);
+    for (long c = 0; c < std::max(n, 1L); ++c) cpus.push_back(static_cast<int>(c));
+  }
+  return cpus;
+}
+
+int affinity_cpus() {
+  return static_cast<int>(affinity_cpu_list().size());
+}
+
+EnvThreads env_threads() {
+  for (const char* name : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"}) {
+    const char* v = std::getenv(name);
+    if (v == nullptr || *v == '\0') continue;
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);  // "4" or OpenMP's list form "4,2": the first level
+    if (end != v && n > 0 && (*end == '\0' || *end == ',') && n <= 4096)
+      return {static_cast<int>(n), std::string(name) + "=" + v};
+  }
+  return {};
 }
 
 }  // namespace tg

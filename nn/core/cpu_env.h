@@ -15,10 +15,27 @@
 //   (2 EPYC cores: 225 -> 440 GFLOP/s; CifarNet batch-128 training 80 -> 53 ms/step).
 #pragma once
 
+#include <string>
+#include <vector>
+
 namespace tg {
 
 // Call first thing in main. Returns normally when nothing needs changing or the re-exec is
 // impossible (then the libraries' own defaults stay).
 void apply_cpu_defaults(char** argv);
+
+// The CPUs this process may run on (sched_getaffinity: a launcher's binding shows here), at
+// least 1, and their ids.
+std::vector<int> affinity_cpu_list();
+int affinity_cpus();
+
+// The thread count the user chose through the environment: OMP_NUM_THREADS, else
+// OPENBLAS_NUM_THREADS (our GEMMs run OpenBLAS on OpenMP tiles, so either bounds the threads),
+// as {count, "NAME=value"}; {0, ""} when neither is a positive number.
+struct EnvThreads {
+  int count = 0;
+  std::string source;
+};
+EnvThreads env_threads();
 
 }  // namespace tg

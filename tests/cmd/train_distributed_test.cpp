@@ -8,6 +8,7 @@
 // Short LeNet runs on the real MNIST files (../shared/data/mnist).
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -312,6 +313,81 @@ TEST(TrainDistributed, OneRankWithARendezvousUsesTheCommunicator) {
   EXPECT_EQ(s["workers_per_process"].as_number(), 2);
   EXPECT_EQ(s["comm_backend"].as_string(), "gloo");  // a CPU run: auto picks Gloo
   EXPECT_EQ(s["rendezvous"].as_string(), url);
+}
+
+// ---- threads: the policy, and results that do not depend on it --------------------------------
+
+CliResult run_cli_env(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+  TempDir io;
+  CliResult r;
+  r.exit_code = wait_exit(spawn_cli(args, io / "out", io / "err", env));
+  r.out = read_text(io / "out");
+  r.err = read_text(io / "err");
+  return r;
+}
+
+int cpus_here() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  return ::sched_getaffinity(0, sizeof(set), &set) == 0 ? std::max(CPU_COUNT(&set), 1) : 1;
+}
+
+// 1, 2 and 3 threads (by --threads and by OMP_NUM_THREADS) end a run with the same parameters,
+// fp32 and TernGrad: every CPU kernel is thread-count invariant (OpenBLAS's own threading is
+// not; nn/core/blas_cpu.cpp).
+TEST(TrainThreads, SameParametersForAnyThreadCount) {
+  TempDir dir;
+  for (const std::string method : {"none", "terngrad"}) {
+    SCOPED_TRACE(method);
+    std::string first;
+    const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> ways = {
+        {{"--threads", "1"}, {}}, {{"--threads", "2"}, {}}, {{}, {"OMP_NUM_THREADS=3"}}};
+    int i = 0;
+    for (const auto& [flags, env] : ways) {
+      const std::string out = dir / (method + std::to_string(i++));
+      const CliResult r = run_cli_env(plus(lenet_args(out, 2, method, 16), flags), env);
+      expect_ok(r, out);
+      const json::Value s = summary_of(out);
+      const int want = flags.empty() ? 3 : std::stoi(flags[1]);
+      EXPECT_EQ(s["threads_per_process"].as_number(), want);
+      EXPECT_TRUE(contains(s["threads_from"].as_string(),
+                           flags.empty() ? "OMP_NUM_THREADS=3" : "--threads"))
+          << s["threads_from"].as_string();
+      EXPECT_TRUE(contains(r.err, std::to_string(want) + " CPU thread")) << r.err;
+      if (first.empty())
+        first = s["params_sha256"].as_string();
+      else
+        EXPECT_EQ(s["params_sha256"].as_string(), first) << "with " << want << " threads";
+    }
+  }
+}
+
+// Ranks on one host split its CPUs: --nproc 2, and two ranks started as Open MPI starts them,
+// each get max(1, CPUs / 2) threads unless told otherwise; one process gets them all.
+TEST(TrainThreads, RanksSharingAHostSplitItsCpus) {
+  TempDir dir;
+  const int want = std::max(1, cpus_here() / 2);
+  const CliResult r = run_cli(plus(lenet_args(dir / "p2", 2, "terngrad"), {"--nproc", "2"}));
+  expect_ok(r, "--nproc 2");
+  EXPECT_EQ(summary_of(dir / "p2")["threads_per_process"].as_number(), want);
+  EXPECT_TRUE(contains(summary_of(dir / "p2")["threads_from"].as_string(), "shared by 2"));
+  EXPECT_EQ(sha_of(dir / "p2"), reference_sha(2, "terngrad"));
+
+  auto mpi = [](int rank) {
+    return std::vector<std::string>{"OMPI_COMM_WORLD_RANK=" + std::to_string(rank),
+                                    "OMPI_COMM_WORLD_SIZE=2", "OMPI_MCA_ess_base_jobid=777"};
+  };
+  const auto m = run_two_ranks(lenet_args(dir / "mpi", 2, "terngrad"),
+                               lenet_args(dir / "mpi1", 2, "terngrad"), mpi(0), mpi(1),
+                               dir.str());
+  expect_ok(m[0], "Open MPI rank 0");
+  expect_ok(m[1], "Open MPI rank 1");
+  EXPECT_EQ(summary_of(dir / "mpi")["threads_per_process"].as_number(), want);
+  EXPECT_EQ(sha_of(dir / "mpi"), reference_sha(2, "terngrad"));
+
+  const CliResult one = run_cli(lenet_args(dir / "one", 2, "terngrad"));
+  expect_ok(one, "one process");
+  EXPECT_EQ(summary_of(dir / "one")["threads_per_process"].as_number(), cpus_here());
 }
 
 TEST(TrainDistributed, RanksMeetThroughRedis) {
