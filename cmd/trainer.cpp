@@ -709,6 +709,7 @@ std::string run_train(const Config& cfg_in, const TrainOptions& opt, bool* inter
         const comm::AggregateStats& as = train_step.last_aggregate();
         const std::string route =
             as.ternary_path ? std::string("ternary codes by ") + comm::name(as.bucket_algorithm)
+            : as.fp32_path  ? std::string("fp32 by reduce-scatter + allgather")
                             : std::string("whole messages by allgather");
         if (route != last_route) {
           progress.message("iteration " + std::to_string(step) + ": gradients travel as " + route +

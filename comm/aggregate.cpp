@@ -1,5 +1,6 @@
-// aggregate_distributed (comm/aggregate.h): the generic allgather path for every compressor and
-// the exact ternary path for terngrad with shared scalers. One explicit device switch per kernel
+// aggregate_distributed (comm/aggregate.h): the generic allgather path for every compressor, the
+// exact fp32 reduce-scatter path for raw fp32, and the exact ternary path for terngrad with
+// shared scalers. One explicit device switch per kernel
 // call; temporaries are tensors from the device's caching allocator.
 #include "comm/aggregate.h"
 
@@ -140,6 +141,49 @@ void generic_path(tern::Compressor& c, Communicator& comm, std::span<const Tenso
   st.reduce_s += seconds_since(t0);
 }
 
+void fp32_path(tern::Compressor& c, Communicator& comm, std::span<const Tensor> local_grads,
+               Tensor& out, AggregateStats& st) {
+  const Device d = comm.device();
+  const int64_t p = comm.size(), me = comm.rank();
+  const int64_t w = static_cast<int64_t>(local_grads.size()), workers = w * p;
+  const int64_t n = c.total(), range = (n + p - 1) / p;  // elements each rank owns (C)
+  st.fp32_path = true;
+  st.routes.assign(c.layout().size(), SlotRoute::reduce_scatter);
+  auto span_of = [&](int64_t q) { return std::clamp<int64_t>(n - q * range, 0, range); };
+
+  // send[q][k] = local worker k's range q (zero beyond n); recv[r][k] = rank r's worker k's range
+  // of this rank: global worker r * W + k.
+  auto t0 = Clock::now();
+  Tensor send = Tensor::zeros({p * w * range}, DType::f32, d);
+  for (int64_t q = 0; q < p; ++q)
+    for (int64_t k = 0; k < w; ++k) {
+      const int64_t len = span_of(q);
+      if (len == 0) continue;
+      const int64_t at = (q * w + k) * range;
+      send.slice(0, at, at + len).copy_from(local_grads[k].slice(0, q * range, q * range + len));
+    }
+  st.encode_s += seconds_since(t0);
+
+  t0 = Clock::now();
+  Tensor recv = Tensor::empty({p * w * range}, DType::f32, d);
+  comm.alltoall(send.data<float>(), recv.data<float>(), static_cast<size_t>(w * range) * 4);
+  st.comm_s += seconds_since(t0);
+
+  t0 = Clock::now();
+  Tensor acc = Tensor::zeros({range}, DType::f32, d), mine = Tensor::zeros({range}, DType::f32, d);
+  const int64_t len = span_of(me);  // the padding of a short last range stays 0
+  for (int64_t g = 0; g < workers; ++g)
+    axpy(d, len, 1.0f, recv.data<float>() + g * range, acc.data<float>());
+  axpy(d, len, 1.0f / static_cast<float>(workers), acc.data<float>(), mine.data<float>());
+  st.reduce_s += seconds_since(t0);
+
+  t0 = Clock::now();
+  Tensor all = Tensor::empty({p * range}, DType::f32, d);
+  comm.allgather(mine.data<float>(), all.data<float>(), static_cast<size_t>(range) * 4);
+  out.copy_from(all.slice(0, 0, n));
+  st.comm_s += seconds_since(t0);
+}
+
 void ternary_path(tern::Compressor& c, Communicator& comm, std::span<const Tensor> local_grads,
                   int64_t step, const std::vector<float>& shared, const AggregateOptions& o,
                   Tensor& out, AggregateStats& st) {
@@ -256,6 +300,8 @@ const char* name(SlotRoute r) {
   switch (r) {
     case SlotRoute::message:
       return "message";
+    case SlotRoute::reduce_scatter:
+      return "reduce-scatter";
     case SlotRoute::gathered:
       return "gathered";
     case SlotRoute::ps:
@@ -282,6 +328,9 @@ std::string describe(const AggregateStats& s) {
                           gathered, " gathered raw fp32; bucket of ", s.ternary_slots, " slots, ",
                           s.bucket_bytes, " B per worker, ", s.bucket_chunks, " chunk",
                           s.bucket_chunks == 1 ? "" : "s");
+  } else if (s.fp32_path) {
+    line = detail::concat("fp32 reduce-scatter + allgather of ", s.routes.size(),
+                          " slots, summed in worker order");
   } else {
     line = detail::concat("generic allgather of ", s.routes.size(), " slots");
   }
@@ -324,6 +373,8 @@ AggregateStats aggregate_distributed(tern::Compressor& c, Communicator& comm,
   const std::vector<float> shared = share_meta(c, comm, local_grads, st);
   if (ternary)
     ternary_path(c, comm, local_grads, step, shared, options, out, st);
+  else if (c.elementwise_fp32() && comm.size() > 1)
+    fp32_path(c, comm, local_grads, out, st);
   else
     generic_path(c, comm, local_grads, step, shared, out, st);
   st.wire = delta(before, comm.wire());

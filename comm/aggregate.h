@@ -18,10 +18,23 @@
 //              message as aligned as in one process, where raw floats inside it are read as
 //              floats);
 //   4. reduce: c.accumulate of all N messages in global order, c.finalize with N workers.
-// Float sums (fp32 slots, fp16, qsgd, onebit, terngrad with own scalers) are then added in the
-// same order as in one process, so they are bit-identical; no allreduce is used for them because
-// a ring allreduce adds in a chunk-dependent order.
+// Float sums (fp16, qsgd, onebit, terngrad with own scalers) are then added in the same order as
+// in one process, so they are bit-identical; no allreduce is used for them because a ring
+// allreduce adds in a chunk-dependent order.
 // Wire, per rank (ring allgather, comm/wire_model.h): sent = received = (P - 1) W (4 M + B4).
+//
+// The fp32 path (c.elementwise_fp32(): the "none" method) on P >= 2 ranks: an exact
+// reduce-scatter + allgather, 2 (P - 1) / P of the gradient's bytes per rank as a ring allreduce
+// moves, but with the bits of one process. The n elements are cut into P ranges of
+// C = ceil(n / P) (the last shorter, zero-padded); rank q owns range q.
+//   1. reduce-scatter: one alltoall sends each rank's W local gradients' range q to rank q
+//      (W * 4C bytes per peer);
+//   2. rank q adds its range of all N = P * W gradients in global worker order, acc = 0 + g_0 +
+//      ... + g_{N-1}, and scales it, 0 + acc * (1 / N): per element exactly what aggregate_emulated
+//      does over the whole vector;
+//   3. allgather of the P scaled ranges (4C bytes each) into out.
+// Wire, per rank: sent = received = (P - 1) (W + 1) 4C: with W = 1, 2 (P - 1) / P * 4n rounded up
+// to whole ranges, against (P - 1) 4n for the generic allgather.
 //
 // The ternary path (terngrad with shared scalers, algorithm ps, packed_allreduce or automatic):
 // every ternary slot's codes are on one grid, so their integer sums are exact in any order. All
@@ -80,19 +93,21 @@ struct AggregateOptions {
 // How one slot travelled.
 enum class SlotRoute : uint8_t {
   message,           // generic path: inside the allgathered whole messages
+  reduce_scatter,    // fp32 path: exact reduce-scatter (alltoall) + allgather of the sums
   gathered,          // ternary path: raw fp32 in the allgathered block
   ps,                // ternary path: in the bucket, parameter server
   packed_allreduce,  // ternary path: in the bucket, packed-field allreduce
   allgather,         // ternary path: in the bucket, allgather of the codes
 };
-// "message", "gathered", "ps", "packed-allreduce", "allgather"
+// "message", "reduce-scatter", "gathered", "ps", "packed-allreduce", "allgather"
 const char* name(SlotRoute r);
 
 struct AggregateStats {
   WireBytes wire;                 // this call on this rank: the change in comm.wire()
   WireBytes meta_wire;            // ... of which the meta allgather
   std::vector<SlotRoute> routes;  // per slot of c.layout()
-  bool ternary_path = false;      // false: the generic path
+  bool ternary_path = false;      // false: the generic or the fp32 path
+  bool fp32_path = false;         // the exact fp32 reduce-scatter + allgather
   int64_t ternary_slots = 0;      // slots summed as integer codes (ternary path)
   int64_t raw_slots = 0;          // slots sent as raw fp32 in the gathered block (ternary path)
   // Ternary path: the bucket's algorithm (automatic resolved), one worker's bucket bytes, and

@@ -56,6 +56,11 @@ class Communicator {
   virtual void allreduce(void* buf, int64_t n, DType dtype, ReduceOp op) = 0;
   // out[r * bytes .. (r + 1) * bytes) = rank r's in[0 .. bytes), on every rank.
   virtual void allgather(const void* in, void* out, size_t bytes) = 0;
+  // Personalised exchange: `in` holds size() blocks of `bytes`, block q meant for rank q; after
+  // the call out[r * bytes .. (r + 1) * bytes) = rank r's block for this rank (its in[rank() *
+  // bytes ..)). The reduce-scatter half of an exact fp32 reduction (comm/aggregate.h) is one.
+  // in and out must not overlap.
+  virtual void alltoall(const void* in, void* out, size_t bytes) = 0;
   // On root: out[r * bytes ..) = rank r's in (out may be null elsewhere).
   virtual void gather(const void* in, void* out, size_t bytes, int root) = 0;
   // root's buf[0 .. bytes) to every rank's buf.

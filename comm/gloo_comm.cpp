@@ -18,6 +18,7 @@
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
@@ -57,6 +58,12 @@ WireBytes allreduce(uint64_t bytes, size_t element_size, int p, int rank) {
 }
 
 WireBytes allgather(uint64_t bytes, int p) {
+  if (p <= 1) return {};
+  const uint64_t b = static_cast<uint64_t>(p - 1) * bytes;
+  return {b, b};
+}
+
+WireBytes alltoall(uint64_t bytes, int p) {  // gloo/alltoall.cc: one send to each peer
   if (p <= 1) return {};
   const uint64_t b = static_cast<uint64_t>(p - 1) * bytes;
   return {b, b};
@@ -250,6 +257,25 @@ class GlooCommunicator final : public Communicator {
       gloo::allgather(opts);
     });
     add(wire_, gloo_wire::allgather(bytes, size_));
+  }
+
+  void alltoall(const void* in, void* out, size_t bytes) override {
+    if (bytes == 0) return;
+    TG_CHECK(in != nullptr && out != nullptr, "gloo alltoall: null buffer");
+    const size_t total = bytes * static_cast<size_t>(size_);
+    if (size_ == 1) {
+      std::memmove(out, in, bytes);
+      return;
+    }
+    guarded("alltoall", [&] {
+      gloo::AlltoallOptions opts(context_);
+      opts.setInput(const_cast<uint8_t*>(static_cast<const uint8_t*>(in)), total);
+      opts.setOutput(static_cast<uint8_t*>(out), total);
+      opts.setTag(next_tag());
+      opts.setTimeout(timeout_);
+      gloo::alltoall(opts);
+    });
+    add(wire_, gloo_wire::alltoall(bytes, size_));
   }
 
   void gather(const void* in, void* out, size_t bytes, int root) override {

@@ -15,6 +15,8 @@
 //              = 2 (P - 1) B / P each way when the chunks come out equal (B a multiple of
 //              P * element size * segments per chunk; always for P = 2 where it is B).
 //   allgather  ring with the block halved: sent = received = (P - 1) B.
+//   alltoall   pairwise (gloo::alltoall): one block to and from each peer, sent = received =
+//              (P - 1) B (B = one block).
 //   gather     flat: a non-root sends B to the root; the root receives (P - 1) B.
 //   broadcast  binomial tree from the root: a non-root receives B once; virtual rank
 //              v = (r - root) mod P sends B to v + 2^i for every i with 2^i > v and v + 2^i < P
@@ -56,6 +58,7 @@ std::unique_ptr<Communicator> make_gloo_communicator(const CommOptions& options,
 namespace gloo_wire {
 WireBytes allreduce(uint64_t bytes, size_t element_size, int p, int rank);
 WireBytes allgather(uint64_t bytes, int p);
+WireBytes alltoall(uint64_t bytes, int p);
 WireBytes gather(uint64_t bytes, int p, int rank, int root);
 WireBytes broadcast(uint64_t bytes, int p, int rank, int root);
 }  // namespace gloo_wire

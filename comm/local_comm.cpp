@@ -32,7 +32,7 @@ namespace tg::comm {
 
 namespace {
 
-enum class Kind : uint8_t { allreduce, allgather, gather, broadcast, barrier };
+enum class Kind : uint8_t { allreduce, allgather, alltoall, gather, broadcast, barrier };
 
 const char* kind_name(Kind k) {
   switch (k) {
@@ -40,6 +40,8 @@ const char* kind_name(Kind k) {
       return "allreduce";
     case Kind::allgather:
       return "allgather";
+    case Kind::alltoall:
+      return "alltoall";
     case Kind::gather:
       return "gather";
     case Kind::broadcast:
@@ -68,7 +70,7 @@ struct Call {
       s += detail::concat("(n=", count, ", ", dtype_name(dtype), ", ", name(op), ")");
     } else if (kind != Kind::barrier) {
       s += detail::concat("(", count, " bytes");
-      if (kind != Kind::allgather) s += detail::concat(", root ", root);
+      if (kind != Kind::allgather && kind != Kind::alltoall) s += detail::concat(", root ", root);
       s += ")";
     }
     return s;
@@ -219,6 +221,20 @@ class LocalCommunicator final : public Communicator {
     }
     finish(c);
     wire_model::add(wire_, wire_model::allgather(bytes, size()));
+  }
+
+  void alltoall(const void* in, void* out, size_t bytes) override {
+    TG_CHECK((in != nullptr && out != nullptr) || bytes == 0, "local alltoall: null buffer");
+    Call c{Kind::alltoall, bytes, DType::u8, ReduceOp::sum, 0, in, out};
+    rendezvous(c);
+    char* o = static_cast<char*>(out);
+    for (int r = 0; r < size(); ++r) {
+      const char* src =
+          static_cast<const char*>(group_->call(seq_, r).in) + static_cast<size_t>(rank_) * bytes;
+      if (bytes > 0) std::memcpy(o + static_cast<size_t>(r) * bytes, src, bytes);
+    }
+    finish(c);
+    wire_model::add(wire_, wire_model::alltoall(bytes, size()));
   }
 
   void gather(const void* in, void* out, size_t bytes, int root) override {

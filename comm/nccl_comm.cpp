@@ -215,6 +215,34 @@ class NcclCommunicator final : public Communicator {
     wire_model::add(wire_, wire_model::allgather(bytes, size_));
   }
 
+  void alltoall(const void* in, void* out, size_t bytes) override {
+    const char* what = "alltoall";
+    begin(what);
+    TG_CHECK((in != nullptr && out != nullptr) || bytes == 0, "nccl alltoall: null buffer");
+    cuda::DeviceGuard guard(device_.index);
+    if (bytes > 0) {
+      const char* i = static_cast<const char*>(in);
+      char* o = static_cast<char*>(out);
+      check_nccl(ncclGroupStart(), what);
+      for (int r = 0; r < size_; ++r) {
+        if (r == rank_) continue;
+        check_nccl(
+            ncclSend(i + static_cast<size_t>(r) * bytes, bytes, ncclUint8, r, comm_, stream_),
+            what);
+        check_nccl(
+            ncclRecv(o + static_cast<size_t>(r) * bytes, bytes, ncclUint8, r, comm_, stream_),
+            what);
+      }
+      check_nccl(ncclGroupEnd(), what);
+      wait_enqueued(what);
+      const size_t own = static_cast<size_t>(rank_) * bytes;
+      check_cuda(cudaMemcpyAsync(o + own, i + own, bytes, cudaMemcpyDeviceToDevice, stream_),
+                 "alltoall: cudaMemcpyAsync of this rank's own block");
+    }
+    finish(what);
+    wire_model::add(wire_, wire_model::alltoall(bytes, size_));
+  }
+
   void gather(const void* in, void* out, size_t bytes, int root) override {
     const char* what = "gather";
     begin(what);

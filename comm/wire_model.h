@@ -8,6 +8,7 @@
 //   allreduce   ring (reduce-scatter then allgather, P - 1 steps each, chunks of B / P):
 //               sent = received = 2 (P - 1) B / P, rounded down
 //   allgather   ring: sent = received = (P - 1) B          (B = one rank's contribution)
+//   alltoall    pairwise: sent = received = (P - 1) B      (B = one block; P blocks per rank)
 //   gather      flat: every non-root sends B to the root, the root receives (P - 1) B
 //   broadcast   flat: the root sends B to each other rank ((P - 1) B), a non-root receives B
 //   barrier     0 (control traffic is not counted)
@@ -25,6 +26,10 @@ inline WireBytes allreduce(uint64_t bytes, int p) {
   return {b, b};
 }
 inline WireBytes allgather(uint64_t bytes, int p) {
+  const uint64_t b = static_cast<uint64_t>(p - 1) * bytes;
+  return {b, b};
+}
+inline WireBytes alltoall(uint64_t bytes, int p) {
   const uint64_t b = static_cast<uint64_t>(p - 1) * bytes;
   return {b, b};
 }

@@ -123,6 +123,7 @@ class NoneCompressor final : public Compressor {
                 Tensor& out) const override {
     finalize_floats(acc, workers, out);
   }
+  bool elementwise_fp32() const override { return true; }
 };
 
 // ---- terngrad --------------------------------------------------------------------------------

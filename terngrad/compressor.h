@@ -30,7 +30,7 @@
 namespace tg::tern {
 
 struct CompressionOptions {
-  std::string method = "none";         // none | fp16 | terngrad | qsgd | onebit
+  std::string method = "none";  // none | fp16 | terngrad | qsgd | onebit
   // terngrad
   double clip = 2.5;                   // c: scaler c * sigma; 0 = no clipping, scaler max|g|
   int64_t min_size = 1;                // slots with fewer elements stay fp32
@@ -42,7 +42,7 @@ struct CompressionOptions {
   // qsgd
   int qsgd_levels = 4;
   int64_t qsgd_bucket = 512;
-  uint64_t seed = 123;                 // Philox seed of every stochastic choice
+  uint64_t seed = 123;  // Philox seed of every stochastic choice
 };
 
 // One parameter tensor's slice of the flat gradient.
@@ -79,6 +79,11 @@ class Compressor {
   // out (f32 [total]) = the average over `workers` messages accumulated in acc.
   virtual void finalize(const Accumulator& acc, const float* shared, int64_t step, int workers,
                         Tensor& out) const = 0;
+  // True when a message is the gradient's total() floats as they are and aggregation is, element
+  // by element, acc = 0 + m_0 + m_1 + ... in worker order, then out = 0 + acc * (1 / workers)
+  // (axpy): any range of elements can then be reduced on its own with the same bits, which is
+  // what an exact reduce-scatter needs (comm/aggregate.h). The "none" method.
+  virtual bool elementwise_fp32() const { return false; }
 
   // Per-worker state carried from one encode to the next, for checkpoints. Each worker (each
   // rank, when workers are processes) saves and restores only its own entries.

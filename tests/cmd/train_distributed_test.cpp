@@ -159,6 +159,33 @@ TEST(TrainDistributed, FourWorkersAgreeAcrossProcessCountsAndAlgorithms) {
   }
 }
 
+// fp32 gradients travel by the exact reduce-scatter + allgather: the same parameters as one
+// process for 2 and 4 processes, and per worker a ring allreduce's 2 (P - 1) / P of the bytes
+// instead of an allgather's (P - 1).
+TEST(TrainDistributed, Fp32ReduceScatterMatchesOneProcessAtRingAllreduceBytes) {
+  const std::string want = reference_sha(4, "none");
+  TempDir dir;
+  for (const int p : {2, 4}) {
+    const std::string out = dir / ("fp32_p" + std::to_string(p));
+    const CliResult r =
+        run_cli(plus(lenet_args(out, 4, "none"), {"--nproc", std::to_string(p)}));
+    expect_ok(r, "fp32 --nproc " + std::to_string(p));
+    if (r.exit_code != 0) continue;
+    const json::Value s = summary_of(out);
+    EXPECT_EQ(s["params_sha256"].as_string(), want) << "P = " << p;
+    EXPECT_TRUE(contains(r.err, "gradients travel as fp32 by reduce-scatter + allgather")) << r.err;
+    // Per worker: with W = 4 / P workers per rank the alltoall moves W ranges and the allgather
+    // one, so per worker (P - 1) / P * (1 + 1 / W) of the gradient's bytes, plus a few bytes of
+    // control (loss sums, the stop flag).
+    const double fp32 = s["fp32_bytes_per_worker_per_iter"].as_number();
+    const double w = 4.0 / p;
+    const double model = (p - 1.0) / p * (1.0 + 1.0 / w) * fp32;
+    const double sent = s["wire_bytes_sent_per_worker_per_iter"].as_number();
+    EXPECT_GE(sent, model) << "P = " << p;
+    EXPECT_LE(sent, model * 1.001 + 64) << "P = " << p;
+  }
+}
+
 // True while `pid` runs (not exited, not a zombie waiting to be reaped).
 bool running(pid_t pid) {
   const std::string stat = read_text("/proc/" + std::to_string(pid) + "/stat");

@@ -151,6 +151,13 @@ WireBytes expected_wire(const Method& m, const AggregateOptions& opt, const std:
   const TernaryAlgorithm a = opt.algorithm;
   const bool ternary_path =
       m.o.method == "terngrad" && m.o.scaler_sharing == "max" && a != TernaryAlgorithm::allgather;
+  if (m.o.method == "none" && p > 1) {  // the fp32 path: alltoall of W ranges, allgather of one
+    const uint64_t range = 4 * static_cast<uint64_t>((c->total() + p - 1) / p);
+    wire_model::add(total,
+                    gloo ? gloo_wire::alltoall(w * range, p) : wire_model::alltoall(w * range, p));
+    wire_model::add(total, allgather(range));
+    return total;
+  }
   if (!ternary_path) {
     wire_model::add(total, allgather(w * ((c->payload_bytes(step) + 3) / 4 * 4)));
     return total;
@@ -209,6 +216,15 @@ void run_and_check(Communicator& comm, const Method& m, const AggregateOptions& 
     EXPECT_EQ(st.wire.sent, model.sent) << at << " (" << describe(st) << ")";
     EXPECT_EQ(st.wire.received, model.received) << at << " (" << describe(st) << ")";
     EXPECT_EQ(st.routes.size(), c->layout().size()) << at;
+    if (m.o.method == "none") {  // raw fp32: the exact reduce-scatter path on several ranks
+      EXPECT_EQ(st.fp32_path, p > 1) << at;
+      for (SlotRoute route : st.routes)
+        EXPECT_EQ(route, p > 1 ? SlotRoute::reduce_scatter : SlotRoute::message) << at;
+      if (p > 1 && w == 1) {  // a ring allreduce's 2 (P - 1) / P of the bytes, plus padding
+        const double ring = 2.0 * (p - 1) / p * 4 * c->total();
+        EXPECT_LE(static_cast<double>(st.wire.sent), ring + 8.0 * p) << at;
+      }
+    }
     EXPECT_GE(st.encode_s, 0.0);
     EXPECT_GE(st.comm_s, 0.0);
     EXPECT_GE(st.reduce_s, 0.0);

@@ -260,6 +260,29 @@ TEST_P(GlooComm, F32SumIsBitIdenticalOnEveryRank) {
   for (int64_t i = 0; i < kN; ++i) ASSERT_NEAR(out[0][i], exact[i], kAbsTolerance) << i;
 }
 
+TEST_P(GlooComm, AlltoallDeliversEachBlockToItsRankAndCountsPairwiseBytes) {
+  const int P = p();
+  constexpr size_t kB = 1003;
+  auto byte = [](int from, int to, size_t i) {
+    return static_cast<uint8_t>(from * 50 + to * 7 + i * 3);
+  };
+  const auto errors = run_group(url(), P, [&](Communicator& comm) {
+    const int r = comm.rank();
+    std::vector<uint8_t> in(kB * P), out(kB * P, 0xee);
+    for (int q = 0; q < P; ++q)
+      for (size_t i = 0; i < kB; ++i) in[q * kB + i] = byte(r, q, i);
+    const WireBytes before = comm.wire();
+    comm.alltoall(in.data(), out.data(), kB);
+    for (int from = 0; from < P; ++from)
+      for (size_t i = 0; i < kB; ++i)
+        if (out[from * kB + i] != byte(from, r, i))
+          throw std::runtime_error("alltoall: wrong byte from rank " + std::to_string(from));
+    EXPECT_EQ(delta(comm.wire(), before).sent, (P - 1) * kB);
+    EXPECT_EQ(delta(comm.wire(), before).received, (P - 1) * kB);
+  });
+  expect_no_errors(errors);
+}
+
 TEST_P(GlooComm, AllgatherGatherBroadcastBarrier) {
   const int P = p();
   constexpr size_t kB = 1003;  // odd: Gloo's allgather splits each block in two uneven halves

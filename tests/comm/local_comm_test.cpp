@@ -202,6 +202,32 @@ TEST(LocalComm, AllgatherGatherBroadcast) {
   }
 }
 
+// alltoall: rank r's block q lands at rank q's out[r * bytes ..]; P - 1 blocks each way.
+TEST(LocalComm, AlltoallDeliversEachBlockToItsRank) {
+  for (int p = 1; p <= 5; ++p) {
+    const size_t bytes = 11;
+    auto byte = [](int from, int to, size_t i) {
+      return static_cast<uint8_t>(from * 50 + to * 7 + i);
+    };
+    std::vector<std::vector<uint8_t>> outs(p, std::vector<uint8_t>(p * bytes, 0xee));
+    auto comms = make_local_group(p);
+    expect_no_errors(run_ranks(comms, [&](Communicator& c) {
+      const int r = c.rank();
+      std::vector<uint8_t> in(p * bytes);
+      for (int q = 0; q < p; ++q)
+        for (size_t i = 0; i < bytes; ++i) in[q * bytes + i] = byte(r, q, i);
+      c.alltoall(in.data(), outs[r].data(), bytes);
+    }));
+    for (int q = 0; q < p; ++q) {
+      for (int r = 0; r < p; ++r)
+        for (size_t i = 0; i < bytes; ++i)
+          ASSERT_EQ(outs[q][r * bytes + i], byte(r, q, i)) << "P=" << p << " at rank " << q;
+      EXPECT_EQ(comms[q]->wire().sent, (p - 1) * bytes);
+      EXPECT_EQ(comms[q]->wire().received, (p - 1) * bytes);
+    }
+  }
+}
+
 TEST(LocalComm, WireModelFigures) {
   // Hand-computed: B = 1000 bytes over P = 4.
   EXPECT_EQ(wire_model::allreduce(1000, 4).sent, 1500u);

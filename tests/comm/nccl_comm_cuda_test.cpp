@@ -96,6 +96,9 @@ TEST(NcclComm, OneRankCollectivesOnDevice) {
   EXPECT_EQ(out2.to_vector<uint8_t>(), bytes);
   comm->broadcast(in.data<uint8_t>(), 5, 0);
   EXPECT_EQ(in.to_vector<uint8_t>(), bytes);
+  Tensor out3 = Tensor::zeros({5}, DType::u8, gpu);
+  comm->alltoall(in.data<uint8_t>(), out3.data<uint8_t>(), 5);  // one rank: its own block
+  EXPECT_EQ(out3.to_vector<uint8_t>(), bytes);
   comm->barrier();
   EXPECT_EQ(comm->wire().sent, 0u);  // one rank: nothing on the wire
   EXPECT_EQ(comm->wire().received, 0u);
