@@ -303,17 +303,19 @@ TEST(Conv2d, KernelsMatchReferenceAcrossChunks) {
   }
 }
 
+// A named convolution problem (input and filter shapes, options), for the kernel-level tests.
+struct ShapeCase {
+  const char* name;
+  Shape x, w;
+  Conv2dOptions o;
+};
+
 // Stride 1 with Q == W runs the shifted-plane im2col / col2im (one masked pass per col row over
 // a zero-guarded plane copy): asymmetric SAME padding (even filter) and explicit padding taller
 // than the filter reach, each on the image-task path (17 images, 1-2 per task: 9-17 tasks) and
 // the one-chunk path (all images, every step split across the threads).
 TEST(Conv2d, ShiftedPlaneKernelsMatchReference) {
-  struct ShiftCase {
-    const char* name;
-    Shape x, w;
-    Conv2dOptions o;
-  };
-  const ShiftCase cases[] = {
+  const ShapeCase cases[] = {
       {"same_even_filter", {17, 3, 6, 7}, {5, 3, 4, 2}, conv_opts(1, 1, Padding::same)},
       {"explicit_pad_2x1",
        {17, 2, 5, 6},
@@ -322,7 +324,7 @@ TEST(Conv2d, ShiftedPlaneKernelsMatchReference) {
       {"groups2_5x5", {17, 4, 6, 6}, {6, 2, 5, 5}, conv_opts(1, 1, Padding::same, 0, 0, 2)},
   };
   uint64_t seed = 300;
-  for (const ShiftCase& c : cases) {
+  for (const ShapeCase& c : cases) {
     const Conv2dShape s = conv2d_shape(c.x, c.w, c.o);
     ASSERT_EQ(s.Q, s.W);
     const int64_t per_image = (s.C / s.groups * s.R * s.S + s.K) * s.P * s.Q;
@@ -356,12 +358,7 @@ TEST(Conv2d, ShiftedPlaneKernelsMatchReference) {
 // same bits with 1, 2, 3 and 4 OpenMP threads, on the image-task path (its dw summed from
 // per-run partials), on the chunk path (few images: tiled GEMMs), and with groups and stride.
 TEST(Conv2d, SameBitsForAnyThreadCount) {
-  struct ThreadCase {
-    const char* name;
-    Shape x, w;
-    Conv2dOptions o;
-  };
-  const ThreadCase cases[] = {
+  const ShapeCase cases[] = {
       {"lenet_conv2_b64_tasks", {64, 20, 14, 14}, {50, 20, 5, 5}, conv_opts(1, 1, Padding::same)},
       {"lenet_conv2_b3_chunk", {3, 20, 14, 14}, {50, 20, 5, 5}, conv_opts(1, 1, Padding::same)},
       {"cifarnet_conv1_b16", {16, 3, 24, 24}, {64, 3, 5, 5}, conv_opts(1, 1, Padding::same)},
@@ -369,7 +366,7 @@ TEST(Conv2d, SameBitsForAnyThreadCount) {
   };
   const int saved = omp_get_max_threads();
   uint64_t seed = 500;
-  for (const ThreadCase& c : cases) {
+  for (const ShapeCase& c : cases) {
     SCOPED_TRACE(c.name);
     const Conv2dShape s = conv2d_shape(c.x, c.w, c.o);
     const Inputs in = make_inputs(c.x, c.w, seed);
