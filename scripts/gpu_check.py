@@ -52,6 +52,14 @@ def now():
     return time.monotonic()
 
 
+def kill_group(p):
+    """SIGKILL p's whole process group (it was started in a session of its own)."""
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 def json_lines(text):
     """The JSON objects among a program's output lines (others, e.g. notes, are skipped)."""
     for line in text.splitlines():
@@ -129,10 +137,7 @@ class Check:
             out, err = p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            kill_group(p)
             out, err = p.communicate()
         r = {"rc": p.returncode, "out": out, "err": err, "seconds": now() - t, "timed_out": timed_out}
         self.log(f"  -> rc {r['rc']}{' (TIMED OUT)' if timed_out else ''} in {r['seconds']:.1f}s")
@@ -157,10 +162,7 @@ class Check:
             bg["p"].wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
-            try:
-                os.killpg(bg["p"].pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            kill_group(bg["p"])
             bg["p"].wait()
         bg["out"].close()
         bg["err"].close()
@@ -277,8 +279,7 @@ class Check:
                     cuda_dirs.append(os.path.join(base, sub))
         pip_dirs = []
         for sp in self.site_dirs():
-            pip_dirs += sorted(glob.glob(os.path.join(sp, "nvidia", "*", "lib")))
-            pip_dirs += sorted(glob.glob(os.path.join(sp, "nvidia", "cu*", "lib")))
+            pip_dirs += sorted(glob.glob(os.path.join(sp, "nvidia", "*", "lib")))  # cu13/ too
             pip_dirs.append(os.path.join(sp, "torch", "lib"))
         system_dirs = ["/usr/local/nvidia/lib64", "/usr/local/nvidia/lib", "/usr/lib/x86_64-linux-gnu",
                        "/usr/lib64", "/usr/lib/wsl/lib"]
@@ -304,8 +305,7 @@ class Check:
         ld = ":".join([lib] + chosen)
         # libstdc++/libgcc_s: the machine's own unless missing or older than our programs need.
         compat = os.path.join(lib, "compat")
-        _, problems = self.ldd(os.path.join(self.root, "bin", "terngrad"), ld)
-        found, _ = self.ldd(os.path.join(self.root, "bin", "terngrad"), ld)
+        found, problems = self.ldd(os.path.join(self.root, "bin", "terngrad"), ld)
         use_compat = any("GLIBCXX" in p or "GCC_" in p or "CXXABI" in p for p in problems) or \
             found.get("libstdc++.so.6") == "not found" or found.get("libgcc_s.so.1") == "not found"
         if use_compat:
@@ -754,7 +754,7 @@ class Check:
         self.step("c", "LeNet/MNIST training on the GPU against the CPU", self.step_c)
         for bg in getattr(self, "cpu_bg", {}).values():  # step c skipped or failed early
             if bg["p"].poll() is None:
-                os.killpg(bg["p"].pid, signal.SIGKILL)
+                kill_group(bg["p"])
         self.step("d", "training step time: bench_train against PyTorch", self.step_d)
         self.step("e", "TernGrad kernels: bench_ternary", self.step_e)
         self.step("f", "NCCL training runs", self.step_f)
