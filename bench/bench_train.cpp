@@ -1,6 +1,6 @@
 // Training throughput of the paper's networks: one full iteration (forward, backward, gradient
 // aggregation through the compressor, weight decay + optimizer + EMA) exactly as `terngrad train`
-// runs it (cmd/step.h TrainStep, built from the same config defaults and the trainer's
+// runs it (train/step.h TrainStep, built from the same config defaults and the trainer's
 // compression_options()/grad_layout()), with the split per phase and per layer, and the run's
 // GEMM rate as a fraction of this machine's large-matrix sgemm rate measured in the same process
 // (which makes figures comparable across machines).
@@ -62,9 +62,9 @@
 #include <vector>
 
 #include "bench/harness.h"
-#include "cmd/config.h"
-#include "cmd/step.h"
-#include "cmd/trainer.h"
+#include "train/config.h"
+#include "train/options.h"
+#include "train/step.h"
 #include "datasets/dataset.h"
 #include "nn/core/blas.h"
 #include "nn/core/cpu_env.h"
@@ -117,8 +117,8 @@ double sgemm_gflops(const Device& dev) {
 
 // The run configuration `terngrad train` would resolve for this case (config defaults: momentum
 // 0.9, weight decay 5e-4, EMA 0.9999, seed 123, TernGrad clip 2.5 / max sharing / two_bit).
-cli::Config case_config(const Case& c, const Device& dev) {
-  return cli::default_config({"model.name=" + c.net, "train.batch_size=" + std::to_string(c.batch),
+train::Config case_config(const Case& c, const Device& dev) {
+  return train::default_config({"model.name=" + c.net, "train.batch_size=" + std::to_string(c.batch),
                               "workers.count=" + std::to_string(c.workers),
                               "compression.method=" + c.compression, "device=" + dev.str()});
 }
@@ -177,10 +177,10 @@ std::vector<double> time_compress_rounds(tern::Compressor& comp, const Tensor& g
 }
 
 void run_case(const Case& c, const Device& dev, double seconds, double sgemm) {
-  const cli::Config cfg = case_config(c, dev);
-  auto net = make_net(cfg.model.name, cli::net_options(cfg), dev);
+  const train::Config cfg = case_config(c, dev);
+  auto net = make_net(cfg.model.name, train::net_options(cfg), dev);
   const auto& info = net->info();
-  auto opt = make_optimizer(cli::optimizer_options(cfg));
+  auto opt = make_optimizer(train::optimizer_options(cfg));
   Ema ema(net->arena().params(), cfg.train.ema_decay);
 
   data::DataOptions dopt;
@@ -190,21 +190,21 @@ void run_case(const Case& c, const Device& dev, double seconds, double sgemm) {
   dopt.synthetic_size = std::max<int64_t>(c.batch, 1024);
   auto ds = data::open_dataset(dopt, data::Split::train);
 
-  // As run_train: several workers, or any compression, go through the compressor's rounds.
+  // As the Trainer: several workers, or any compression, go through the compressor's rounds.
   std::unique_ptr<tern::Compressor> comp;
   if (c.workers > 1 || c.compression != "none")
-    comp = tern::make_compressor(cli::compression_options(cfg, ds->info().size),
-                                 cli::grad_layout(*net));
-  cli::TrainStep step(*net, *opt, &ema, cfg.train.weight_decay,
+    comp = tern::make_compressor(train::compression_options(cfg, ds->info().size),
+                                 train::grad_layout(*net));
+  train::TrainStep step(*net, *opt, &ema, cfg.train.weight_decay,
                       static_cast<uint64_t>(cfg.train.seed), comp.get());
 
   // One synthetic batch per worker in the net's input shape (each batch / workers images); the
   // data phase is timed separately with the synthetic dataset (real loaders are benchmarked by
   // their own tests' budgets).
   const int64_t per_worker = c.batch / c.workers;
-  std::vector<cli::HostBatch> batches;
+  std::vector<train::HostBatch> batches;
   for (int64_t w = 0; w < c.workers; ++w) {
-    cli::HostBatch hb;
+    train::HostBatch hb;
     hb.x = Tensor::empty({per_worker, info.in_channels, info.image_size, info.image_size});
     init::normal_(hb.x, 0.f, 1.f, 7, rng_stream(RngPurpose::data, static_cast<uint64_t>(w)));
     std::vector<int32_t> labels(per_worker);
@@ -232,7 +232,7 @@ void run_case(const Case& c, const Device& dev, double seconds, double sgemm) {
   std::vector<double> total, fwd, bwd, cmp, upd, xfer, share;
   double elapsed = 0;
   while (elapsed < seconds || static_cast<int>(total.size()) < c.min_steps) {
-    cli::StepTimes t;
+    train::StepTimes t;
     step.run(batches, it++, 0.01, loss_sum, &t);
     total.push_back(t.total());
     fwd.push_back(t.forward_s);

@@ -16,7 +16,7 @@ two-column AlexNet (batch 128), built exactly as the TernGrad digest §3.2 descr
     + EMA of all parameters with TF's warm-up rule d = min(0.9999, (1+t)/(10+t))
     + the loss added to a device scalar (bench_train's loss_sum; no host sync).
 
-How it matches bench_train (bench/bench_train.cpp, cmd/step.h)
+How it matches bench_train (bench/bench_train.cpp, train/step.h)
 ---------------------------------------------------------------
 * Same nets, same parameter counts (asserted at start-up: 1,256,080 / 1,068,298 / 60,969,321),
   NCHW, fp32. The same decayed tensors: LeNet all four weights, CifarNet fc3/fc4 weights only,

@@ -1,7 +1,9 @@
 // `terngrad convergence-check` (see convergence_check_cmd.h): (a) ridge regression with SGD and
 // TernGrad, (b) the ternarizer's moments on a real network's gradients; the computations are
-// terngrad/convergence.h, the gradients come from run_train's gradient hook.
+// terngrad/convergence.h, the gradients come from the Trainer's gradient hook.
 #include "cmd/convergence_check_cmd.h"
+
+#include "cmd/progress.h"
 
 #include <algorithm>
 #include <chrono>
@@ -10,15 +12,18 @@
 #include <map>
 #include <set>
 
-#include "cmd/config.h"
-#include "cmd/json.h"
-#include "cmd/trainer.h"
+#include "train/config.h"
+#include "train/options.h"
+#include "train/json.h"
+#include "train/trainer.h"
 #include "nn/core/device.h"
 #include "nn/core/error.h"
 #include "nn/nets/net.h"
 #include "terngrad/convergence.h"
 
 namespace tg::cli {
+
+using namespace tg::train;
 
 namespace {
 
@@ -158,7 +163,8 @@ void real_checks(const ConvergenceCheckArgs& a, const tern::Ternarizer& tz,
   const std::vector<tern::GradSlot> layout = grad_layout(*net);
   std::map<int64_t, std::map<int, Tensor>> grads;  // step -> worker -> host copy
   TrainOptions opt;
-  opt.progress = 0;
+  ProgressListener progress(cfg.train.iterations, /*live=*/0);
+  opt.listener = &progress;
   opt.gradient_hook = [&](int64_t step, int worker, const Tensor& g) {
     if (!wanted.count(step)) return;
     grads[step][worker] = g.device().is_cpu() ? g.clone() : g.to(Device::cpu());
@@ -169,9 +175,7 @@ void real_checks(const ConvergenceCheckArgs& a, const tern::Ternarizer& tz,
                cfg.model.name.c_str(), cfg.data.name.c_str(),
                static_cast<long long>(cfg.workers.count), cfg.compression.method.c_str(),
                static_cast<long long>(cfg.train.iterations));
-  bool interrupted = false;
-  run_train(cfg, opt, &interrupted);
-  TG_CHECK(!interrupted, "convergence-check: the training run was interrupted");
+  TG_CHECK(!Trainer(cfg, opt).run().interrupted, "convergence-check: the training run was interrupted");
 
   const int64_t family = 3 * static_cast<int64_t>(layout.size() * steps.size());
   int64_t total = 0;

@@ -5,7 +5,7 @@
 //                               E||w_T - w*||^2 <= 1e-3 ||w_0 - w*||^2 with a decreasing trend
 //                               (fitted log-log rate <= -0.5; the theory's is -1)
 //   unbiased@K, variance@K      (b) at each sampled iteration K of a real training run of the
-//                               configured network (run_train's gradient hook), worker 0's
+//                               configured network (the Trainer's gradient hook), worker 0's
 //                               gradient ternarized D times with the scaler shared over the
 //                               workers (clip = 0): E[t] = g, and E||t||^2 - ||g||^2 =
 //                               s||g||_1 - ||g||^2, per tensor, as z-tests at family-wise

@@ -15,15 +15,16 @@
 #include <string>
 #include <vector>
 
-#include "cmd/config.h"
+#include "train/config.h"
 #include "cmd/convergence_check_cmd.h"
-#include "cmd/distributed.h"
-#include "cmd/json.h"
-#include "cmd/launch.h"
+#include "train/distributed.h"
+#include "train/json.h"
+#include "train/launch.h"
 #include "cmd/measure_bounds_cmd.h"
 #include "cmd/perf_model_cmd.h"
 #include "cmd/progress.h"
-#include "cmd/trainer.h"
+#include "train/evaluate.h"
+#include "train/trainer.h"
 #include "datasets/fetch.h"
 #include "nn/core/error.h"
 #include "nn/core/cpu_env.h"
@@ -32,20 +33,19 @@ namespace {
 
 using namespace tg;
 using namespace tg::cli;
+using namespace tg::train;
 
 constexpr int kExitError = 1;
 constexpr int kExitInterrupted = 130;
 
-void print_train_result(const std::string& summary) {
-  json::Value s = json::parse(summary);
-  if (s.has("interrupted")) return;
+void print_train_result(const train::TrainSummary& s) {
+  if (!s.test) return;
   std::fprintf(
       stderr,
       "%s on %s: test accuracy %s (%s weights), loss %.4f; %lld iterations, %.0f img/s, %s\n",
-      s["model"].as_string().c_str(), s["device"].as_string().c_str(),
-      format_percent(s["test_accuracy"].as_number()).c_str(), s["eval_weights"].as_string().c_str(),
-      s["test_loss"].as_number(), static_cast<long long>(s["iterations"].as_number()),
-      s["images_per_sec"].as_number(), format_duration(s["wall_seconds"].as_number()).c_str());
+      s.model.c_str(), s.device.c_str(), format_percent(s.test->accuracy).c_str(),
+      s.eval_weights.c_str(), s.test->loss, static_cast<long long>(s.iterations),
+      s.images_per_sec, format_duration(s.wall_seconds).c_str());
 }
 
 }  // namespace
@@ -185,8 +185,9 @@ int main(int argc, char** argv) {
       TrainOptions opt;
       opt.out_dir = out_dir;
       opt.resume = resume;
-      opt.progress = progress_on ? 1 : progress_off ? 0 : -1;
       opt.threads = threads_flag;
+      ProgressListener progress(cfg.train.iterations, progress_on ? 1 : progress_off ? 0 : -1);
+      opt.listener = &progress;
       RankFlags rf;
       rf.rank = rank_flag;
       rf.world_size = world_flag;
@@ -197,17 +198,22 @@ int main(int argc, char** argv) {
         opt.job_id = job_id;
       else if (env.count("TG_JOB_ID") && !env.at("TG_JOB_ID").empty())
         opt.job_id = env.at("TG_JOB_ID");
-      bool interrupted = false;
-      const std::string summary = run_train(cfg, opt, &interrupted);
+      const TrainSummary summary = Trainer(cfg, opt).run();
       if (opt.rank.rank == 0) {
-        std::printf("%s\n", summary.c_str());
+        if (summary.interrupted)
+          progress.message("interrupted after iteration " + std::to_string(summary.iterations) +
+                           (out_dir.empty() ? std::string(" (no --out: nothing saved)")
+                                            : "; checkpoint saved, continue with --resume"));
+        std::printf("%s\n", to_json(summary).c_str());
         std::fflush(stdout);
         print_train_result(summary);
       }
-      return interrupted ? kExitInterrupted : 0;
+      return summary.interrupted ? kExitInterrupted : 0;
     }
     if (*eval) {
-      std::printf("%s\n", run_eval(ckpt_path, eval_config, eval_overrides, eval_raw).c_str());
+      std::printf("%s\n",
+                  to_json(evaluate_checkpoint(ckpt_path, eval_config, eval_overrides, eval_raw))
+                      .c_str());
       return 0;
     }
     if (*fetch) {

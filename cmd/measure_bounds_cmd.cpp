@@ -1,7 +1,9 @@
-// `terngrad measure-bounds` (see measure_bounds_cmd.h): training through run_train with a
+// `terngrad measure-bounds` (see measure_bounds_cmd.h): training through train::Trainer with a
 // gradient hook that samples one worker's gradient every K iterations, the statistics of
 // terngrad/bounds.h, JSON lines and a summary table.
 #include "cmd/measure_bounds_cmd.h"
+
+#include "cmd/progress.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,10 +17,11 @@
 #include <sstream>
 #include <utility>
 
-#include "cmd/checkpoint.h"
-#include "cmd/config.h"
-#include "cmd/json.h"
-#include "cmd/trainer.h"
+#include "train/checkpoint.h"
+#include "train/config.h"
+#include "train/options.h"
+#include "train/json.h"
+#include "train/trainer.h"
 #include "nn/core/device.h"
 #include "nn/core/error.h"
 #include "nn/nets/net.h"
@@ -26,6 +29,8 @@
 #include "terngrad/histograms.h"
 
 namespace tg::cli {
+
+using namespace tg::train;
 
 namespace fs = std::filesystem;
 
@@ -458,7 +463,7 @@ int run_measure_bounds(const MeasureBoundsArgs& a) {
                  hist_path.string());
   const int64_t only_step = ck ? ck->step : -1;
   TrainOptions opt;
-  opt.progress = a.progress_on ? 1 : a.progress_off ? 0 : -1;
+  const int live = a.progress_on ? 1 : a.progress_off ? 0 : -1;
   opt.gradient_hook = [&](int64_t step, int worker, const Tensor& grad) {
     if (only_step >= 0 ? step != only_step : step % a.every != 0) return;
     if (hist) hist->add(step, worker, grad);
@@ -492,10 +497,14 @@ int run_measure_bounds(const MeasureBoundsArgs& a) {
     save_checkpoint((run_dir / "checkpoint.tgckpt").string(), copy);
     opt.out_dir = run_dir.string();
     opt.resume = true;
-    run_train(one, opt, &interrupted);
+    ProgressListener progress(one.train.iterations, live);
+    opt.listener = &progress;
+    interrupted = Trainer(one, opt).run().interrupted;
   } else {
     opt.out_dir = (dir / kTrainDirName).string();
-    run_train(cfg, opt, &interrupted);
+    ProgressListener progress(cfg.train.iterations, live);
+    opt.listener = &progress;
+    interrupted = Trainer(cfg, opt).run().interrupted;
   }
 
   const std::string table = rec.table();

@@ -23,10 +23,11 @@
 #include <sstream>
 #include <thread>
 
-#include "cmd/config.h"
-#include "cmd/json.h"
-#include "cmd/step.h"
-#include "cmd/trainer.h"
+#include "train/config.h"
+#include "train/options.h"
+#include "train/json.h"
+#include "train/step.h"
+#include "train/trainer.h"
 #include "nn/core/device.h"
 #include "nn/core/error.h"
 #include "nn/core/philox.h"
@@ -37,6 +38,8 @@
 #include "terngrad/compressor.h"
 
 namespace tg::cli {
+
+using namespace tg::train;
 
 namespace {
 

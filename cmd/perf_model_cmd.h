@@ -3,7 +3,7 @@
 // TernGrad; Ethernet and InfiniBand clusters) as a table beside the paper's readings, or as JSON
 // lines (--json: one object per network, cluster and GPU count). --calibrate measures this
 // machine instead: compute and encode time per batch with the real training step
-// (cmd/step.h TrainStep, one worker, TernGrad compressor), and loopback TCP bandwidth (or takes
+// (train/step.h TrainStep, one worker, TernGrad compressor), and loopback TCP bandwidth (or takes
 // a given link), and runs the model on that "cluster" of one process per node.
 #pragma once
 

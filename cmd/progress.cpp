@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include <unistd.h>
+
 namespace tg::cli {
 
 using Clock = std::chrono::steady_clock;
@@ -95,6 +97,15 @@ void Progress::finish() {
     std::fputs("\n", stderr);
     drawn_ = false;
   }
+}
+
+ProgressListener::ProgressListener(int64_t total_steps, int live)
+    : progress_(total_steps, live == 1 || (live == -1 && ::isatty(STDERR_FILENO) == 1)) {}
+
+void ProgressListener::evaluated(int64_t done, const train::EvalResult& r, bool ema_weights) {
+  progress_.message("eval @ " + std::to_string(done) + ": test accuracy " +
+                    format_percent(r.accuracy) + ", loss " + format_fixed(r.loss, 4) +
+                    (ema_weights ? " (EMA weights)" : ""));
 }
 
 }  // namespace tg::cli

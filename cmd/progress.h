@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "train/trainer.h"
+
 namespace tg::cli {
 
 class Progress {
@@ -31,6 +33,26 @@ class Progress {
   bool drawn_ = false;
   double loss_ = -1.0, lr_ = 0.0, ips_ = 0.0;
   std::chrono::steady_clock::time_point t0_, last_draw_;
+};
+
+// A training run's events (train/trainer.h) on a Progress: the CLI's view of a run.
+class ProgressListener : public train::TrainListener {
+ public:
+  // live: 1 on, 0 off (plain lines), -1 = when stderr is a terminal.
+  ProgressListener(int64_t total_steps, int live);
+  void message(const std::string& line) override { progress_.message(line); }
+  void started(int64_t first_step) override { progress_.start(first_step); }
+  void stepped(int64_t done, double images_per_sec) override {
+    progress_.update(done, images_per_sec);
+  }
+  void logged(int64_t done, double loss, double lr, double images_per_sec) override {
+    progress_.log_step(done, loss, lr, images_per_sec);
+  }
+  void evaluated(int64_t done, const train::EvalResult& r, bool ema_weights) override;
+  void finished() override { progress_.finish(); }
+
+ private:
+  Progress progress_;
 };
 
 std::string format_percent(double fraction);         // "99.12%"

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "cmd/json.h"
+#include "train/json.h"
 #include "tests/testing/files.h"
 
 namespace tg::testing {

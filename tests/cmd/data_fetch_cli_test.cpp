@@ -6,7 +6,7 @@
 
 #include <filesystem>
 
-#include "cmd/json.h"
+#include "train/json.h"
 #include "nn/core/checksum.h"
 #include "tests/cmd/cli_util.h"
 

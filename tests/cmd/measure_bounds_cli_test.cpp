@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "cmd/json.h"
+#include "train/json.h"
 #include "tests/cmd/cli_util.h"
 
 namespace tg::testing {

@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "cmd/checkpoint.h"
-#include "cmd/json.h"
+#include "train/checkpoint.h"
+#include "train/json.h"
 #include "tests/cmd/cli_util.h"
 
 namespace tg::testing {
@@ -91,28 +91,28 @@ TEST(TrainCompressorState, OnebitResumeAfterKill9EndsBitIdentical) {
   ASSERT_TRUE(reached) << "the run never reached step 65: " << read_text(dir / "b_err");
   ASSERT_EQ(code, 128 + SIGKILL);
   ASSERT_FALSE(fs::exists(b + "/summary.json")) << "the run finished before it was killed";
-  const cli::Checkpoint ck = cli::load_checkpoint(b + "/checkpoint.tgckpt");
+  const train::Checkpoint ck = train::load_checkpoint(b + "/checkpoint.tgckpt");
   EXPECT_GE(ck.step, 60);
   EXPECT_LT(ck.step, kIters);
   // One residual per worker, the size of the gradient, and not zero (there was error feedback).
   for (int w = 0; w < 2; ++w) {
-    const Tensor& r = ck.get(cli::compressor_state_key(w, "residual"));
+    const Tensor& r = ck.get(train::compressor_state_key(w, "residual"));
     EXPECT_EQ(r.dtype(), DType::f32);
     EXPECT_EQ(r.shape(), Shape({kLenetParams}));
     double norm = 0;
     for (float v : r.to_vector<float>()) norm += static_cast<double>(v) * v;
     EXPECT_GT(norm, 0.0) << "worker " << w;
   }
-  EXPECT_FALSE(ck.has(cli::compressor_state_key(2, "residual")));
+  EXPECT_FALSE(ck.has(train::compressor_state_key(2, "residual")));
 
   // Control: the same checkpoint with the residuals zeroed (what --resume did before they were
   // saved) ends elsewhere, so the equality below is evidence that they are restored.
   fs::create_directories(c);
   fs::copy_file(b + "/metrics.jsonl", c + "/metrics.jsonl");
-  cli::Checkpoint zeroed = ck;
+  train::Checkpoint zeroed = ck;
   for (auto& [name, t] : zeroed.tensors)
     if (name.rfind("compressor/", 0) == 0) t = Tensor::zeros(t.shape());
-  cli::save_checkpoint(c + "/checkpoint.tgckpt", zeroed);
+  train::save_checkpoint(c + "/checkpoint.tgckpt", zeroed);
 
   CliResult r = run_cli(resumed(onebit_args(b, kIters)));
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -135,7 +135,7 @@ TEST(TrainCompressorState, OnebitSigtermSavesTheResidualsAndResumeFinishesTheRun
   const int code = wait_exit(pid);
   if (code == 0) GTEST_SKIP() << "the run finished before SIGTERM arrived";
   ASSERT_EQ(code, 130) << read_text(dir / "b_err");
-  const cli::Checkpoint ck = cli::load_checkpoint(b + "/checkpoint.tgckpt");
+  const train::Checkpoint ck = train::load_checkpoint(b + "/checkpoint.tgckpt");
   EXPECT_GE(ck.step, 25);  // the step it stopped at, not a periodic checkpoint's
   EXPECT_TRUE(ck.has("compressor/worker1/residual"));
   CliResult r = run_cli(resumed(onebit_args(b, kIters)));
@@ -146,12 +146,12 @@ TEST(TrainCompressorState, OnebitSigtermSavesTheResidualsAndResumeFinishesTheRun
 // Rewrites dir's checkpoint through `edit`, resumes, expects a refusal mentioning `fragments`,
 // and the checkpoint left exactly as it was.
 void expect_resume_refused(const std::string& dir, const std::vector<std::string>& args,
-                           const std::function<void(cli::Checkpoint&)>& edit,
+                           const std::function<void(train::Checkpoint&)>& edit,
                            const std::vector<std::string>& fragments) {
   const std::string path = dir + "/checkpoint.tgckpt";
-  cli::Checkpoint ck = cli::load_checkpoint(path);
+  train::Checkpoint ck = train::load_checkpoint(path);
   edit(ck);
-  cli::save_checkpoint(path, ck);
+  train::save_checkpoint(path, ck);
   const std::string before = read_text(path);
   CliResult r = run_cli(resumed(args));
   EXPECT_NE(r.exit_code, 0);
@@ -167,13 +167,13 @@ TEST(TrainCompressorState, ResumeRefusesCompressorStateThatDoesNotFitTheRun) {
   // run's final checkpoint serves.
   ASSERT_EQ(run_cli(onebit_args(run, 20)).exit_code, 0);
   const auto args = onebit_args(run, 20);
-  auto original = cli::load_checkpoint(run + "/checkpoint.tgckpt");
-  auto restore = [&](cli::Checkpoint& ck) { ck = original; };
+  auto original = train::load_checkpoint(run + "/checkpoint.tgckpt");
+  auto restore = [&](train::Checkpoint& ck) { ck = original; };
 
   // Residuals of 4 workers for a 2-worker run.
   expect_resume_refused(
       run, args,
-      [&](cli::Checkpoint& ck) {
+      [&](train::Checkpoint& ck) {
         const Tensor r = ck.get("compressor/worker0/residual");
         ck.tensors.emplace_back("compressor/worker2/residual", r);
         ck.tensors.emplace_back("compressor/worker3/residual", r);
@@ -181,7 +181,7 @@ TEST(TrainCompressorState, ResumeRefusesCompressorStateThatDoesNotFitTheRun) {
       {"checkpoint.tgckpt", "onebit compressor state for 4 worker(s)", "config has 2 worker(s)"});
   // No residuals at all (a checkpoint from before they were saved): refused, not zeroed.
   expect_resume_refused(run, args,
-                        [&](cli::Checkpoint& ck) {
+                        [&](train::Checkpoint& ck) {
                           restore(ck);
                           std::erase_if(ck.tensors, [](const auto& e) {
                             return e.first.rfind("compressor/", 0) == 0;
@@ -190,7 +190,7 @@ TEST(TrainCompressorState, ResumeRefusesCompressorStateThatDoesNotFitTheRun) {
                         {"worker 0", "missing entry 'residual'", "older terngrad"});
   // A residual of the wrong size.
   expect_resume_refused(run, args,
-                        [&](cli::Checkpoint& ck) {
+                        [&](train::Checkpoint& ck) {
                           restore(ck);
                           for (auto& [name, t] : ck.tensors)
                             if (name == "compressor/worker1/residual")
@@ -201,10 +201,10 @@ TEST(TrainCompressorState, ResumeRefusesCompressorStateThatDoesNotFitTheRun) {
   // A stateless method's checkpoint given a residual it cannot take.
   ASSERT_EQ(run_cli(onebit_args(tern, 20, "terngrad")).exit_code, 0);
   EXPECT_FALSE(
-      cli::load_checkpoint(tern + "/checkpoint.tgckpt").has("compressor/worker0/residual"));
+      train::load_checkpoint(tern + "/checkpoint.tgckpt").has("compressor/worker0/residual"));
   expect_resume_refused(
       tern, onebit_args(tern, 20, "terngrad"),
-      [&](cli::Checkpoint& ck) {
+      [&](train::Checkpoint& ck) {
         ck.tensors.emplace_back("compressor/worker0/residual", Tensor::zeros({kLenetParams}));
         ck.tensors.emplace_back("compressor/worker1/residual", Tensor::zeros({kLenetParams}));
       },

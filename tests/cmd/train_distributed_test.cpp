@@ -21,8 +21,8 @@
 #include <thread>
 #include <vector>
 
-#include "cmd/checkpoint.h"
-#include "cmd/json.h"
+#include "train/checkpoint.h"
+#include "train/json.h"
 #include "tests/cmd/cli_util.h"
 #include "tests/testing/files.h"
 #include "tests/testing/redis_server.h"
@@ -239,7 +239,7 @@ TEST(TrainDistributed, InterruptedRunResumesAcrossProcessesBitIdentically) {
   const int code = wait_exit_within(launcher, std::chrono::seconds(60));
   const std::string err1 = read_text(dir / "err1");
   ASSERT_EQ(code, 130) << err1;
-  const tg::cli::Checkpoint ck = tg::cli::load_checkpoint(out + "/checkpoint.tgckpt");
+  const tg::train::Checkpoint ck = tg::train::load_checkpoint(out + "/checkpoint.tgckpt");
   ASSERT_LT(ck.step, kIterations) << "the run ended before the interrupt";
   EXPECT_TRUE(ck.has("compressor/worker0/residual"));
   EXPECT_TRUE(ck.has("compressor/worker1/residual"));

@@ -9,9 +9,9 @@
 #include <filesystem>
 #include <thread>
 
-#include "cmd/checkpoint.h"
-#include "cmd/config.h"
-#include "cmd/json.h"
+#include "train/checkpoint.h"
+#include "train/config.h"
+#include "train/json.h"
 #include "nn/core/checksum.h"
 #include "tests/cmd/cli_util.h"
 #include "tests/testing/errors.h"
@@ -88,7 +88,7 @@ TEST(TrainCli, WritesSummaryMetricsCheckpointAndLearns) {
       m.front()["loss"].as_number());
 
   // The final checkpoint holds the parameters whose SHA-256 the summary reports.
-  cli::Checkpoint ck = cli::load_checkpoint(out + "/checkpoint.tgckpt");
+  train::Checkpoint ck = train::load_checkpoint(out + "/checkpoint.tgckpt");
   EXPECT_EQ(ck.step, 40);
   EXPECT_EQ(ck.net, "lenet");
   const Tensor& p = ck.get("params");
@@ -96,7 +96,7 @@ TEST(TrainCli, WritesSummaryMetricsCheckpointAndLearns) {
   EXPECT_EQ(sha256_hex(p.raw_data(), p.nbytes()), s["params_sha256"].as_string());
   EXPECT_TRUE(ck.has("ema"));
   // config.toml is the resolved config and parses back to the same values.
-  cli::Config c = cli::load_config_file(out + "/config.toml");
+  train::Config c = train::load_config_file(out + "/config.toml");
   EXPECT_EQ(c.train.iterations, 40);
   EXPECT_EQ(c.data.name, "synthetic");
   EXPECT_FALSE(fs::exists(out + "/checkpoint.tgckpt.tmp"));
@@ -126,7 +126,7 @@ TEST(TrainCli, ResumeAfterKill9EndsBitIdentical) {
   ASSERT_EQ(code, 128 + SIGKILL);
   ASSERT_FALSE(fs::exists(b + "/summary.json")) << "the run finished before it was killed";
   ASSERT_TRUE(fs::exists(b + "/checkpoint.tgckpt"));
-  const int64_t saved_step = cli::load_checkpoint(b + "/checkpoint.tgckpt").step;
+  const int64_t saved_step = train::load_checkpoint(b + "/checkpoint.tgckpt").step;
   EXPECT_GE(saved_step, 60);
   EXPECT_LT(saved_step, kIters);
 
@@ -167,7 +167,7 @@ TEST(TrainCli, SigtermSavesACheckpointAndResumeFinishesTheRun) {
   if (code == 0) GTEST_SKIP() << "the run finished before SIGTERM arrived";
   ASSERT_EQ(code, 130) << read_text(dir / "b_err");
   EXPECT_NE(read_text(dir / "b_err").find("--resume"), std::string::npos);
-  const int64_t saved = cli::load_checkpoint(b + "/checkpoint.tgckpt").step;
+  const int64_t saved = train::load_checkpoint(b + "/checkpoint.tgckpt").step;
   EXPECT_GE(saved, 25);  // the step it stopped at, not the last periodic checkpoint
   std::vector<std::string> resume = quick_args(b, kIters);
   resume.push_back("--resume");
@@ -239,7 +239,7 @@ TEST(TrainCli, CorruptTruncatedAndForeignCheckpointsAreRefused) {
   EXPECT_EQ(read_text(out + "/checkpoint.tgckpt"), flipped);
 
   // In-process: load_checkpoint names the file.
-  expect_error_with([&] { cli::load_checkpoint(dir / "flipped.tgckpt"); }, {"SHA-256 mismatch"});
+  expect_error_with([&] { train::load_checkpoint(dir / "flipped.tgckpt"); }, {"SHA-256 mismatch"});
 }
 
 TEST(TrainCli, EvalReproducesTheRunsAccuracyAndRefusesAMismatchedModel) {
@@ -315,9 +315,9 @@ TEST(PaperConfigs, AllParseAndCarryTheRecipe) {
   for (const char* f : {"lenet_mnist.toml", "lenet_fashion_mnist.toml", "cifarnet_cifar10.toml",
                         "alexnet_imagenet.toml", "googlenet_imagenet.toml"}) {
     SCOPED_TRACE(f);
-    EXPECT_NO_THROW(cli::load_config_file(dir + f));
+    EXPECT_NO_THROW(train::load_config_file(dir + f));
   }
-  cli::Config c = cli::load_config_file(dir + "lenet_mnist.toml");
+  train::Config c = train::load_config_file(dir + "lenet_mnist.toml");
   EXPECT_EQ(c.model.name, "lenet");
   EXPECT_EQ(c.train.optimizer, "momentum");
   EXPECT_DOUBLE_EQ(c.train.momentum, 0.9);
@@ -328,7 +328,7 @@ TEST(PaperConfigs, AllParseAndCarryTheRecipe) {
   EXPECT_EQ(c.train.batch_size, 64);
   EXPECT_EQ(c.train.iterations, 10000);
   EXPECT_DOUBLE_EQ(c.train.ema_decay, 0.9999);
-  cli::Config cf = cli::load_config_file(dir + "cifarnet_cifar10.toml");
+  train::Config cf = train::load_config_file(dir + "cifarnet_cifar10.toml");
   EXPECT_EQ(cf.train.optimizer, "adam");
   EXPECT_DOUBLE_EQ(cf.train.lr, 0.0002);
   EXPECT_EQ(cf.train.lr_policy, "constant");

@@ -3,7 +3,7 @@
 // its value must satisfy and a one-line doc. Parsing, --set overrides, validation, to_toml,
 // to_json and reference_markdown all walk that table, so adding a key means adding one row (and
 // the field with its default in config.h; defaults are read from a default-constructed Config).
-#include "cmd/config.h"
+#include "train/config.h"
 
 #include <toml++/toml.h>
 #include <algorithm>
@@ -18,10 +18,10 @@
 #include <type_traits>
 #include <variant>
 
-#include "cmd/json.h"
+#include "train/json.h"
 #include "nn/core/error.h"
 
-namespace tg::cli {
+namespace tg::train {
 namespace {
 
 // A pointer to one Config field; the alternative held fixes the key's type.
@@ -821,4 +821,4 @@ std::string config_diff(const std::string& a, const std::string& b, const std::s
   return out;
 }
 
-}  // namespace tg::cli
+}  // namespace tg::train

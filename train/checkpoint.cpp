@@ -1,4 +1,4 @@
-#include "cmd/checkpoint.h"
+#include "train/checkpoint.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -10,10 +10,10 @@
 #include <map>
 #include <sstream>
 
-#include "cmd/json.h"
+#include "train/json.h"
 #include "nn/core/checksum.h"
 
-namespace tg::cli {
+namespace tg::train {
 
 namespace {
 
@@ -251,4 +251,4 @@ Checkpoint load_checkpoint(const std::string& path) {
   return ck;
 }
 
-}  // namespace tg::cli
+}  // namespace tg::train

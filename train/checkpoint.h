@@ -27,7 +27,7 @@
 #include "nn/core/tensor.h"
 #include "terngrad/compressor.h"
 
-namespace tg::cli {
+namespace tg::train {
 
 struct Checkpoint {
   int64_t step = 0;         // iterations completed
@@ -68,4 +68,4 @@ void load_compressor_state(const Checkpoint& ckpt, tern::Compressor* compressor,
 // Writes `text` to `path` atomically (temp file + fsync + rename).
 void write_file_atomic(const std::string& path, const std::string& text);
 
-}  // namespace tg::cli
+}  // namespace tg::train

@@ -1,6 +1,6 @@
 // The run configuration: TOML file + `--set section.key=value` overrides -> a validated Config.
 // Every key, its type, default, allowed range and one-line doc live in ONE table in
-// cmd/config.cpp; `terngrad config --reference` prints it (Markdown) and the README copies it.
+// train/config.cpp; `terngrad config --reference` prints it (Markdown) and the README copies it.
 //
 // Errors (all tg::Error, message names the file and key): TOML syntax error (with line and
 // column), unknown section or key (with the known keys of that section), wrong type
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace tg::cli {
+namespace tg::train {
 
 struct ModelConfig {
   std::string name = "lenet";
@@ -138,4 +138,4 @@ std::string config_diff(const std::string& a, const std::string& b, const std::s
 // The key reference as a Markdown table: key, type, default, meaning.
 std::string reference_markdown();
 
-}  // namespace tg::cli
+}  // namespace tg::train

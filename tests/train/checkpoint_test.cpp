@@ -1,9 +1,9 @@
-// Compressor state in checkpoints (cmd/checkpoint.h): each worker's Compressor::state saved as
+// Compressor state in checkpoints (train/checkpoint.h): each worker's Compressor::state saved as
 // "compressor/worker<w>/<name>" survives the file round trip and restores a compressor that
 // continues bit-identically; checkpoints of stateless methods carry nothing (older files load);
 // and every mismatch (worker count, gaps, malformed names, wrong shapes, state a run cannot take,
 // a stateful method's state missing) is refused naming the file and what is wrong.
-#include "cmd/checkpoint.h"
+#include "train/checkpoint.h"
 
 #include <gtest/gtest.h>
 
@@ -19,7 +19,7 @@
 namespace tg::testing {
 namespace {
 
-using cli::Checkpoint;
+using train::Checkpoint;
 
 std::vector<tern::GradSlot> layout() {
   return {{"w", 0, 300}, {"b", 300, 12}};
@@ -62,7 +62,7 @@ Checkpoint with_state(const tern::Compressor& c, int workers) {
   Checkpoint ck;
   ck.source = "run/checkpoint.tgckpt";
   ck.tensors.emplace_back("params", Tensor::zeros({4}));
-  cli::add_compressor_state(ck, c, workers);
+  train::add_compressor_state(ck, c, workers);
   return ck;
 }
 
@@ -74,13 +74,13 @@ TEST(CheckpointCompressorState, OnebitResidualsSurviveTheFileAndContinueBitIdent
   EXPECT_TRUE(ck.has("compressor/worker0/residual"));
   EXPECT_TRUE(ck.has("compressor/worker1/residual"));
   EXPECT_FALSE(ck.has("compressor/worker2/residual"));
-  EXPECT_EQ(cli::compressor_state_key(1, "residual"), "compressor/worker1/residual");
-  cli::save_checkpoint(dir / "c.tgckpt", ck);
-  const Checkpoint back = cli::load_checkpoint(dir / "c.tgckpt");
+  EXPECT_EQ(train::compressor_state_key(1, "residual"), "compressor/worker1/residual");
+  train::save_checkpoint(dir / "c.tgckpt", ck);
+  const Checkpoint back = train::load_checkpoint(dir / "c.tgckpt");
   EXPECT_EQ(back.get("compressor/worker1/residual").shape(), Shape({kTotal}));
 
   auto b = make("onebit");
-  cli::load_compressor_state(back, b.get(), 2);
+  train::load_compressor_state(back, b.get(), 2);
   EXPECT_EQ(encode_steps(*a, 2, 3, 2), encode_steps(*b, 2, 3, 2));
 }
 
@@ -90,10 +90,10 @@ TEST(CheckpointCompressorState, StatelessMethodsWriteNothingAndOlderCheckpointsL
     encode_steps(*c, 3, 0, 1);
     Checkpoint ck = with_state(*c, 3);
     EXPECT_EQ(ck.tensors.size(), 1u) << method;
-    cli::load_compressor_state(ck, c.get(), 3);  // no entries: fine
+    train::load_compressor_state(ck, c.get(), 3);  // no entries: fine
   }
   Checkpoint plain;
-  cli::load_compressor_state(plain, nullptr, 1);  // one worker, no compressor
+  train::load_compressor_state(plain, nullptr, 1);  // one worker, no compressor
 }
 
 TEST(CheckpointCompressorState, MismatchesAreRefusedNamingFileAndCulprit) {
@@ -103,38 +103,38 @@ TEST(CheckpointCompressorState, MismatchesAreRefusedNamingFileAndCulprit) {
   auto c = make("onebit");
   // The checkpoint has 4 workers' residuals, the config 2 (and the other way round).
   expect_error_with(
-      [&] { cli::load_compressor_state(four, c.get(), 2); },
+      [&] { train::load_compressor_state(four, c.get(), 2); },
       {"run/checkpoint.tgckpt", "onebit", "state for 4 worker(s)", "config has 2 worker(s)"});
   const Checkpoint two = with_state(*src, 2);
-  expect_error_with([&] { cli::load_compressor_state(two, c.get(), 4); },
+  expect_error_with([&] { train::load_compressor_state(two, c.get(), 4); },
                     {"state for 2 worker(s)", "config has 4 worker(s)"});
   // State while the run has no compressor; state a stateless method cannot take.
-  expect_error_with([&] { cli::load_compressor_state(two, nullptr, 1); },
+  expect_error_with([&] { train::load_compressor_state(two, nullptr, 1); },
                     {"run/checkpoint.tgckpt", "2 worker(s)", "no compressor"});
-  expect_error_with([&] { cli::load_compressor_state(two, make("terngrad").get(), 2); },
+  expect_error_with([&] { train::load_compressor_state(two, make("terngrad").get(), 2); },
                     {"worker 0", "terngrad", "keeps no state", "'residual'"});
   // A onebit checkpoint without state (written before it was saved) is not silently zeroed.
   Checkpoint old;
   old.source = "old.tgckpt";
-  expect_error_with([&] { cli::load_compressor_state(old, c.get(), 2); },
+  expect_error_with([&] { train::load_compressor_state(old, c.get(), 2); },
                     {"old.tgckpt", "worker 0", "missing entry 'residual'", "older terngrad"});
   // A residual of another size (another net).
   Checkpoint bad = two;
   bad.tensors.back().second = Tensor::zeros({kTotal + 5});
-  expect_error_with([&] { cli::load_compressor_state(bad, c.get(), 2); },
+  expect_error_with([&] { train::load_compressor_state(bad, c.get(), 2); },
                     {"worker 1", "f32 [312]", "[317]"});
   // Gaps and malformed names.
   Checkpoint gap;
   gap.tensors.emplace_back("compressor/worker0/residual", Tensor::zeros({kTotal}));
   gap.tensors.emplace_back("compressor/worker2/residual", Tensor::zeros({kTotal}));
-  expect_error_with([&] { cli::load_compressor_state(gap, c.get(), 2); },
+  expect_error_with([&] { train::load_compressor_state(gap, c.get(), 2); },
                     {"worker 2", "no worker 1"});
   for (const std::string key :
        {"compressor/residual", "compressor/worker/residual", "compressor/worker01/residual",
         "compressor/workerx/residual", "compressor/worker0/", "compressor/worker0"}) {
     Checkpoint m;
     m.tensors.emplace_back(key, Tensor::zeros({kTotal}));
-    expect_error_with([&] { cli::load_compressor_state(m, c.get(), 1); },
+    expect_error_with([&] { train::load_compressor_state(m, c.get(), 1); },
                       {"malformed compressor state entry '" + key + "'"});
   }
 }

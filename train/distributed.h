@@ -27,13 +27,13 @@
 #include <string>
 #include <vector>
 
-#include "cmd/config.h"
-#include "cmd/launch.h"
+#include "train/config.h"
+#include "train/launch.h"
 #include "comm/communicator.h"
 #include "comm/store.h"
 #include "nn/core/tensor.h"
 
-namespace tg::cli {
+namespace tg::train {
 
 // The config as every rank of a run must see it, TOML text: the keys that neither change the
 // numbers nor decide when collectives run may differ between ranks and are left out (data.path,
@@ -94,4 +94,4 @@ class ProcessGroup {
   int local_sharing_ = 1;
 };
 
-}  // namespace tg::cli
+}  // namespace tg::train

@@ -1,7 +1,7 @@
-// The run configuration (cmd/config.h): defaults, full-file parsing, every error path (the
+// The run configuration (train/config.h): defaults, full-file parsing, every error path (the
 // message must name the key / position), --set overrides, the to_toml round trip and the
 // reference table.
-#include "cmd/config.h"
+#include "train/config.h"
 
 #include <gtest/gtest.h>
 
@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "cmd/json.h"
+#include "train/json.h"
 #include "nn/core/error.h"
 #include "tests/testing/errors.h"
 #include "tests/testing/files.h"
 
-namespace tg::cli {
+namespace tg::train {
 namespace {
 
 using tg::testing::expect_error_with;
@@ -613,4 +613,4 @@ TEST(ConfigReference, ListsEveryKeyOnce) {
 }
 
 }  // namespace
-}  // namespace tg::cli
+}  // namespace tg::train

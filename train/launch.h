@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-namespace tg::cli {
+namespace tg::train {
 
 using EnvMap = std::map<std::string, std::string>;
 
@@ -103,4 +103,4 @@ int launch_local(int nproc, const std::vector<std::string>& argv,
 // argv[0] replaced by this executable's absolute path (/proc/self/exe).
 std::vector<std::string> worker_argv(const std::vector<std::string>& argv);
 
-}  // namespace tg::cli
+}  // namespace tg::train

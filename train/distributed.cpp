@@ -1,4 +1,4 @@
-#include "cmd/distributed.h"
+#include "train/distributed.h"
 
 #include <unistd.h>
 
@@ -6,12 +6,12 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "cmd/json.h"
+#include "train/json.h"
 #include "nn/core/cpu_env.h"
 #include "nn/core/cuda_runtime.h"
 #include "nn/core/error.h"
 
-namespace tg::cli {
+namespace tg::train {
 
 namespace {
 
@@ -324,4 +324,4 @@ std::string ProcessGroup::post_mortem(const std::string& error, milliseconds win
   return out;
 }
 
-}  // namespace tg::cli
+}  // namespace tg::train

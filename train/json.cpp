@@ -2,7 +2,7 @@
 // parser is a strict RFC 8259 recursive-descent parser with a nesting limit, reporting the byte
 // offset of the first problem. Strings are UTF-8: bytes >= 0x80 pass through both ways
 // unchanged; \uXXXX escapes (with surrogate pairs) are decoded into UTF-8.
-#include "cmd/json.h"
+#include "train/json.h"
 
 #include <charconv>
 #include <cmath>

@@ -1,7 +1,7 @@
 // Rank discovery (flags, launcher variables, Slurm, Open MPI, every error) and the local launcher
-// (cmd/launch.h), the latter driven with /bin/sh -c scripts as ranks. Timing bounds are generous
+// (train/launch.h), the latter driven with /bin/sh -c scripts as ranks. Timing bounds are generous
 // (a loaded CI machine): "returns within 20 s" where the work itself takes a second or two.
-#include "cmd/launch.h"
+#include "train/launch.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -27,7 +27,7 @@
 #include "tests/testing/errors.h"
 #include "tests/testing/files.h"
 
-namespace tg::cli {
+namespace tg::train {
 namespace {
 
 using tg::testing::expect_error_with;
@@ -729,7 +729,7 @@ TEST(WorkerArgv, DropsNprocAndReexecutesThisBinary) {
   const std::vector<std::string> out = worker_argv(in);
   ASSERT_EQ(out.size(), 6u);
   EXPECT_TRUE(std::filesystem::path(out[0]).is_absolute()) << out[0];
-  EXPECT_EQ(std::filesystem::path(out[0]).filename(), "cmd_launch_test");
+  EXPECT_EQ(std::filesystem::path(out[0]).filename(), "train_launch_test");
   EXPECT_EQ(out[1], "train");
   EXPECT_EQ(out[2], "--config");
   EXPECT_EQ(out[3], "x.toml");
@@ -739,4 +739,4 @@ TEST(WorkerArgv, DropsNprocAndReexecutesThisBinary) {
 }
 
 }  // namespace
-}  // namespace tg::cli
+}  // namespace tg::train

@@ -1,6 +1,6 @@
-// JSON writer/parser (cmd/json.h): escaping, shortest round-trip doubles, strict parsing with
+// JSON writer/parser (train/json.h): escaping, shortest round-trip doubles, strict parsing with
 // byte offsets in errors.
-#include "cmd/json.h"
+#include "train/json.h"
 
 #include <gtest/gtest.h>
 

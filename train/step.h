@@ -26,7 +26,7 @@
 #include "nn/optim/optimizer.h"
 #include "terngrad/compressor.h"
 
-namespace tg::cli {
+namespace tg::train {
 
 // One worker's slice of a global batch, on the host: images [B, C, H, W] f32, labels [B] i32.
 struct HostBatch {
@@ -35,9 +35,11 @@ struct HostBatch {
 
 // Wall-clock seconds per phase of one step (device synchronized between phases). compress_s is
 // the compressor's own work (scalers, encode, decode, averaging); comm_s the collectives of a
-// distributed step (0 in one process).
+// distributed step (0 in one process); comm_exposed_s the part of comm_s the step waited for
+// (what overlapping with backward did not hide; not part of total(), which counts comm_s).
 struct StepTimes {
   double transfer_s = 0, forward_s = 0, backward_s = 0, compress_s = 0, comm_s = 0, update_s = 0;
+  double comm_exposed_s = 0;
   double total() const {
     return transfer_s + forward_s + backward_s + compress_s + comm_s + update_s;
   }
@@ -89,4 +91,4 @@ class TrainStep {
   comm::AggregateStats last_aggregate_;
 };
 
-}  // namespace tg::cli
+}  // namespace tg::train

@@ -1,4 +1,4 @@
-#include "cmd/launch.h"
+#include "train/launch.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -23,7 +23,7 @@
 
 extern char** environ;
 
-namespace tg::cli {
+namespace tg::train {
 
 // ---------------------------------------------------------------------------------------------
 // Rank discovery
@@ -797,4 +797,4 @@ std::vector<std::string> worker_argv(const std::vector<std::string>& argv) {
   return out;
 }
 
-}  // namespace tg::cli
+}  // namespace tg::train

@@ -1,0 +1,52 @@
+#include "train/summary.h"
+
+namespace tg::train {
+
+void add_iteration_cost(json::Object& o, const IterationCost& c) {
+  o.add("wire_bytes_sent_per_worker_per_iter", c.wire_sent);
+  o.add("wire_bytes_received_per_worker_per_iter", c.wire_received);
+  if (!c.timed) return;
+  o.add("compute_seconds_per_iter", c.compute_s);
+  o.add("compression_seconds_per_iter", c.compression_s);
+  o.add("communication_seconds_per_iter", c.communication_s);
+  o.add("comm_exposed_seconds_per_iter", c.comm_exposed_s);
+}
+
+std::string to_json(const TrainSummary& s) {
+  json::Object o;
+  if (s.test) {
+    o.add("test_accuracy", s.test->accuracy);
+    if (s.num_classes > 5) o.add("test_top5_accuracy", s.test->top5_accuracy);
+    o.add("test_loss", s.test->loss).add("test_examples", s.test->examples);
+    o.add("eval_weights", s.eval_weights);
+  }
+  if (s.interrupted) o.add("interrupted", true);
+  o.add("iterations", s.iterations).add("start_iteration", s.start_iteration);
+  o.add("train_loss", s.train_loss);
+  o.add("images_per_sec", s.images_per_sec);
+  o.add("train_seconds", s.train_seconds).add("wall_seconds", s.wall_seconds);
+  o.add("workers", s.workers).add("compression", s.compression);
+  o.add("processes", s.processes);
+  o.add("workers_per_process", s.workers_per_process);
+  o.add("threads_per_process", s.threads_per_process).add("threads_from", s.threads_from);
+  if (s.distributed) {
+    o.add("comm_backend", s.comm_backend).add("comm_algorithm", s.comm_algorithm);
+    o.add("rendezvous", s.rendezvous);
+  }
+  // What one worker's message holds per iteration (the message plus the shared scalers it
+  // contributes); fp32 is the uncompressed gradient, for the ratio.
+  o.add("payload_bytes_per_worker_per_iter", s.payload_bytes_per_worker_per_iter);
+  o.add("fp32_bytes_per_worker_per_iter", s.fp32_bytes_per_worker_per_iter);
+  o.add("compression_ratio", s.compression_ratio());
+  add_iteration_cost(o, s.per_iter);
+  o.add("device", s.device);
+  o.add("device_name", s.device_name);
+  o.add("model", s.model).add("num_params", s.num_params);
+  o.add("peak_rss_mb", s.peak_rss_mb);
+  o.add("params_sha256", s.params_sha256);
+  if (!s.ema_sha256.empty()) o.add("ema_sha256", s.ema_sha256);
+  o.add_raw("config", to_json(s.config));
+  return o.str();
+}
+
+}  // namespace tg::train

@@ -1,0 +1,60 @@
+// What a training run reports: TrainSummary, written as out_dir/summary.json and printed by
+// `terngrad train` (JSON only here, at the edge: the library hands back the struct).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "train/config.h"
+#include "train/evaluate.h"
+#include "train/json.h"
+
+namespace tg::train {
+
+// Per worker and iteration, averaged over a stretch of steps: what the processes sent and received
+// (bytes summed over ranks / (steps * N workers); 0 in one process, whose workers are emulated),
+// and where the time went (seconds averaged over ranks): compute (transfer, forward, backward,
+// update), compression (the compressor's own work), communication (the collectives, waiting for
+// peers included) and the part of communication the step waited for (exposed: what the overlap
+// with backward did not hide).
+struct IterationCost {
+  double wire_sent = 0, wire_received = 0;
+  bool timed = false;  // the seconds below were measured (not every step is timed on a GPU)
+  double compute_s = 0, compression_s = 0, communication_s = 0, comm_exposed_s = 0;
+};
+
+struct TrainSummary {
+  bool interrupted = false;        // stopped by a signal; a checkpoint was saved
+  std::optional<EvalResult> test;  // the final evaluation (absent when interrupted)
+  std::string eval_weights;        // "ema" or "raw"
+  int64_t num_classes = 0;         // top-5 accuracy is reported when > 5
+  int64_t iterations = 0, start_iteration = 0;
+  double train_loss = 0;  // mean over the last logged window (NaN before the first)
+  double images_per_sec = 0, train_seconds = 0, wall_seconds = 0;
+  int64_t workers = 0, processes = 1, workers_per_process = 0, threads_per_process = 1;
+  std::string compression, threads_from;
+  bool distributed = false;  // the three fields below are set
+  std::string comm_backend, comm_algorithm, rendezvous;
+  uint64_t payload_bytes_per_worker_per_iter = 0, fp32_bytes_per_worker_per_iter = 0;
+  IterationCost per_iter;
+  std::string device, device_name, model;
+  int64_t num_params = 0;
+  double peak_rss_mb = 0;
+  std::string params_sha256, ema_sha256;  // ema_sha256: "" without an EMA
+  Config config;
+
+  double compression_ratio() const {
+    return static_cast<double>(fp32_bytes_per_worker_per_iter) /
+           static_cast<double>(payload_bytes_per_worker_per_iter);
+  }
+};
+
+// summary.json: one JSON object.
+std::string to_json(const TrainSummary& s);
+
+// The IterationCost keys (wire bytes always, seconds when timed), as summary.json and each
+// metrics.jsonl train record carry them.
+void add_iteration_cost(json::Object& o, const IterationCost& c);
+
+}  // namespace tg::train

@@ -1,0 +1,747 @@
+#include "train/trainer.h"
+
+#include <omp.h>
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <optional>
+
+#include "datasets/sampler.h"
+#include "nn/autograd/tape.h"
+#include "nn/core/checksum.h"
+#include "nn/core/cpu_env.h"
+#include "nn/core/cuda_runtime.h"
+#include "nn/ops/reduce.h"
+#include "nn/optim/ema.h"
+#include "nn/optim/lr_schedule.h"
+#include "train/checkpoint.h"
+#include "train/distributed.h"
+#include "train/json.h"
+#include "train/options.h"
+
+namespace tg::train {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr const char* kCheckpointName = "checkpoint.tgckpt";
+constexpr const char* kMetricsName = "metrics.jsonl";
+constexpr const char* kSummaryName = "summary.json";
+constexpr const char* kConfigName = "config.toml";
+
+std::atomic<bool> g_stop{false};
+extern "C" void on_stop_signal(int) {
+  g_stop.store(true);
+}
+
+// Installs SIGINT/SIGTERM handlers for the scope of a run, restoring the old ones after.
+class StopSignals {
+ public:
+  StopSignals() {
+    g_stop.store(false);
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~StopSignals() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+
+ private:
+  struct sigaction old_int_ {
+  }, old_term_{};
+};
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+HostBatch load_batch(const data::Dataset& ds, const data::BatchSampler& sampler, int64_t step,
+                     int worker, int workers, bool augment, uint64_t seed) {
+  const auto idx = sampler.indices(step, worker, workers);
+  const auto& in = ds.info();
+  HostBatch b;
+  const int64_t n = static_cast<int64_t>(idx.size());
+  b.x = Tensor::empty({n, in.channels, in.height, in.width});
+  b.y = Tensor::empty({n}, DType::i32);
+  ds.load(idx, augment, seed, sampler.first_position(step, worker, workers), b.x.data<float>(),
+          b.y.data<int32_t>());
+  return b;
+}
+
+// Loads the next step's batches on a background thread while the current step computes.
+class Prefetcher {
+ public:
+  // Loads the batches of workers first .. first + count - 1 of `workers` in all.
+  Prefetcher(const data::Dataset& ds, const data::BatchSampler& sampler, int first, int count,
+             int workers, bool augment, uint64_t seed, bool enabled)
+      : ds_(ds),
+        sampler_(sampler),
+        first_(first),
+        count_(count),
+        workers_(workers),
+        augment_(augment),
+        seed_(seed),
+        enabled_(enabled) {}
+  ~Prefetcher() {
+    if (pending_.valid()) pending_.wait();
+  }
+
+  std::vector<HostBatch> get(int64_t step, int64_t last_step) {
+    std::vector<HostBatch> out;
+    if (pending_.valid() && pending_step_ == step)
+      out = pending_.get();
+    else
+      out = load(step);
+    if (enabled_ && step + 1 < last_step) {
+      pending_step_ = step + 1;
+      pending_ = std::async(std::launch::async, [this, s = step + 1] { return load(s); });
+    }
+    return out;
+  }
+
+ private:
+  std::vector<HostBatch> load(int64_t step) const {
+    std::vector<HostBatch> v;
+    for (int w = first_; w < first_ + count_; ++w)
+      v.push_back(load_batch(ds_, sampler_, step, w, workers_, augment_, seed_));
+    return v;
+  }
+  const data::Dataset& ds_;
+  const data::BatchSampler& sampler_;
+  int first_, count_, workers_;
+  bool augment_;
+  uint64_t seed_;
+  bool enabled_;
+  int64_t pending_step_ = -1;
+  std::future<std::vector<HostBatch>> pending_;
+};
+
+std::string params_sha256(const Tensor& params) {
+  Tensor h = params.to(Device::cpu()).contiguous();
+  return sha256_hex(h.raw_data(), h.nbytes());
+}
+
+// Sum over the decayed tensors of wd * ||w||^2 / 2 (the regularization term of the loss).
+double regularization_loss(const Net& net, double wd) {
+  if (wd == 0.0) return 0.0;
+  NoGradGuard ng;
+  double s = 0.0;
+  const auto& entries = net.arena().entries();
+  for (size_t i = 0; i < entries.size(); ++i)
+    if (net.decayed()[i]) s += sum_squares(entries[i].param).item<float>();
+  return wd * s / 2.0;
+}
+
+// Rewrites metrics.jsonl keeping only records of steps <= `step` (records of a run that died
+// after its last checkpoint, and a torn last line, are dropped: the resumed run redoes them).
+void truncate_metrics(const std::string& path, int64_t step) {
+  std::ifstream in(path);
+  if (!in) return;
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    try {
+      json::Value v = json::parse(line);
+      if (v.has("step") && v["step"].as_number() > static_cast<double>(step)) continue;
+      kept += line + "\n";
+    } catch (const Error&) {
+      // torn write from a killed process
+    }
+  }
+  write_file_atomic(path, kept);
+}
+
+class MetricsLog {
+ public:
+  void open(const std::string& path) {
+    out_.open(path, std::ios::app);
+    TG_CHECK(out_.good(), "cannot open ", path, " for writing: ", std::strerror(errno));
+    path_ = path;
+  }
+  void write(const std::string& json_line) {
+    if (!out_.is_open()) return;
+    out_ << json_line << '\n';
+    out_.flush();
+    TG_CHECK(out_.good(), "cannot write ", path_, ": ", std::strerror(errno));
+  }
+
+ private:
+  std::ofstream out_;
+  std::string path_;
+};
+
+// Copies the EMA shadow into the net's parameters for the scope, restoring them after.
+class EmaWeights {
+ public:
+  EmaWeights(Net& net, const Ema* ema) : net_(net) {
+    if (!ema) return;
+    backup_ = net.arena().params().clone();
+    Tensor p = net.arena().params();
+    p.copy_from(ema->shadow());
+  }
+  ~EmaWeights() {
+    if (!backup_.defined()) return;
+    Tensor p = net_.arena().params();
+    p.copy_from(backup_);
+  }
+
+ private:
+  Net& net_;
+  Tensor backup_;
+};
+
+std::string eval_json(const EvalResult& r, int64_t step, int64_t k, const char* weights) {
+  json::Object o;
+  o.add("type", "eval").add("step", step).add("test_accuracy", r.accuracy);
+  if (k > 5) o.add("test_top5_accuracy", r.top5_accuracy);
+  o.add("test_loss", r.loss).add("examples", r.examples).add("weights", weights);
+  return o.str();
+}
+
+// Every worker's compressor state, for a checkpoint. In one process: workers 0..N-1 of `c`. In a
+// group: each rank holds its own workers' state (first .. first + local - 1), so rank 0 gathers
+// the others' (collective: every rank calls it; only rank 0's checkpoint gets the entries). The
+// state of every worker has the same names, dtypes and shapes (one method, one layout).
+void add_all_compressor_state(Checkpoint& c, const tern::Compressor& comp, int total,
+                              ProcessGroup* group, int first, int local) {
+  if (!group) {
+    add_compressor_state(c, comp, total);
+    return;
+  }
+  const tern::NamedTensors like = comp.state(first);
+  if (like.empty()) return;  // stateless: the same on every rank
+  std::vector<char> mine;
+  for (int w = 0; w < local; ++w) {
+    for (const auto& [name, t] : comp.state(first + w)) {
+      Tensor h = t.to(Device::cpu()).contiguous();
+      const char* p = static_cast<const char*>(h.raw_data());
+      mine.insert(mine.end(), p, p + h.nbytes());
+    }
+  }
+  const std::vector<char> all = group->gather_bytes(mine, 0);
+  if (group->rank() != 0) return;
+  size_t at = 0;
+  for (int g = 0; g < total; ++g) {
+    for (const auto& [name, t] : like) {
+      Tensor h = Tensor::empty(t.shape(), t.dtype(), Device::cpu());
+      std::memcpy(h.raw_data(), all.data() + at, h.nbytes());
+      at += h.nbytes();
+      c.tensors.emplace_back(compressor_state_key(g, name), std::move(h));
+    }
+  }
+}
+
+// Sums of a stretch of steps on this rank: bytes sent and received, phase seconds.
+struct StepTotals {
+  double sent = 0, received = 0;
+  double compute_s = 0, compress_s = 0, comm_s = 0, exposed_s = 0;
+  int64_t steps = 0, timed_steps = 0;
+  void add_step(uint64_t s, uint64_t r) {
+    sent += static_cast<double>(s);
+    received += static_cast<double>(r);
+    ++steps;
+  }
+  void add_times(const StepTimes& t) {
+    compute_s += t.transfer_s + t.forward_s + t.backward_s + t.update_s;
+    compress_s += t.compress_s;
+    comm_s += t.comm_s;
+    exposed_s += t.comm_exposed_s;
+    ++timed_steps;
+  }
+  // Per worker and iteration, averaged over the ranks: collective in a group.
+  IterationCost per_iter(ProcessGroup* group, int total_workers) const {
+    const double timed = static_cast<double>(std::max<int64_t>(timed_steps, 1));
+    std::vector<double> v = {sent, received, compute_s / timed, compress_s / timed,
+                             comm_s / timed, exposed_s / timed};
+    const int p = group ? group->size() : 1;
+    if (group) v = group->sum(v);
+    const double per = static_cast<double>(std::max<int64_t>(steps, 1)) * total_workers;
+    IterationCost c;
+    c.wire_sent = v[0] / per;
+    c.wire_received = v[1] / per;
+    c.timed = timed_steps > 0;
+    c.compute_s = v[2] / p;
+    c.compression_s = v[3] / p;
+    c.communication_s = v[4] / p;
+    c.comm_exposed_s = v[5] / p;
+    return c;
+  }
+};
+
+// The CPU threads of this process: the flag, else what the user set in the environment, else
+// the CPUs this process may use divided among the ranks of the run that share them (an Open MPI
+// rank bound to one core gets 1; --nproc 2 on 2 cores gets 1 each; one process gets all).
+struct ThreadChoice {
+  int count = 1;
+  std::string why;
+};
+ThreadChoice choose_threads(int flag, int sharing) {
+  if (flag > 0) return {flag, "--threads " + std::to_string(flag)};
+  const EnvThreads env = env_threads();
+  if (env.count > 0) return {env.count, env.source};
+  const int cpus = affinity_cpus();
+  const int n = std::max(1, cpus / std::max(sharing, 1));
+  return {n, std::to_string(cpus) + " CPU" + (cpus > 1 ? "s" : "") +
+                 (sharing > 1 ? " shared by " + std::to_string(sharing) + " processes" : "") +
+                 "; --threads N or OMP_NUM_THREADS to change"};
+}
+
+std::string plural(int64_t n, const std::string& word) {
+  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+}
+
+}  // namespace
+
+struct Trainer::State {
+  Config cfg;
+  TrainOptions opt;
+  TrainListener* listener = nullptr;  // rank 0's; null elsewhere
+  Clock::time_point t_start = Clock::now();
+  int world = 1, rank = 0;
+  bool lead = true;
+  Device device;
+  int workers = 1, local_workers = 1, first_worker = 0;  // N over all processes; this rank's
+  uint64_t seed = 0;
+  bool distributed = false;
+  std::string ckpt_path, metrics_path;  // "" on ranks other than 0, and without out_dir
+
+  std::unique_ptr<Net> net;
+  std::unique_ptr<data::Dataset> train_ds, test_ds;
+  std::optional<data::BatchSampler> sampler;
+  std::unique_ptr<Optimizer> optimizer;
+  std::optional<LrSchedule> schedule;
+  Tensor params;
+  std::unique_ptr<tern::Compressor> compressor;  // several workers or any compression
+  std::optional<Ema> ema;
+  // Sum over this rank's workers of loss / N over the current log window (a group sums it over
+  // ranks when it logs).
+  Tensor loss_sum;
+  int64_t window_steps = 0;
+  int64_t step = 0, start_step = 0;
+
+  std::unique_ptr<ProcessGroup> group;
+  std::optional<StepComm> step_comm;
+  ThreadChoice threads;
+  std::chrono::milliseconds post_mortem_window{1000};
+  MetricsLog metrics;
+  std::optional<Prefetcher> prefetch;
+  std::optional<TrainStep> train_step;
+  // Phase times need the device synchronized between phases: always on the CPU (free) and in a
+  // group (the collectives synchronize anyway); one process on a GPU times only logged steps,
+  // so the steps between them stay overlapped.
+  bool time_every_step = true;
+  double train_seconds = 0.0;
+  int64_t images = 0;
+  double last_loss = NAN;
+  StepTotals window_totals, run_totals;
+  std::string last_route;
+
+  // Runs f; in a group, an error on this rank becomes the group's post-mortem (which ranks were
+  // lost, what the others reported).
+  template <class F>
+  decltype(auto) guarded(F&& f) {
+    try {
+      return f();
+    } catch (const Error& e) {
+      if (!group) throw;
+      TG_THROW(group->post_mortem(e.what(), post_mortem_window));
+    }
+  }
+  void say(const std::string& line) const {
+    if (listener) listener->message(line);
+  }
+  void open_output();
+  void build();
+  void join_group();
+  bool step_once();  // true when a stop was requested on any rank
+  EvalResult evaluate();
+  void save();
+  void restore(const Checkpoint& ckpt);
+};
+
+// The output directory, and the checkpoint to resume from: rank 0 writes; every rank reads.
+void Trainer::State::open_output() {
+  if (opt.out_dir.empty()) {
+    TG_CHECK(!opt.resume, "resume needs an output directory (the directory of the run to "
+                          "continue)");
+    return;
+  }
+  ckpt_path = (fs::path(opt.out_dir) / kCheckpointName).string();
+  metrics_path = (fs::path(opt.out_dir) / kMetricsName).string();
+  if (lead) {
+    std::error_code ec;
+    fs::create_directories(opt.out_dir, ec);
+    TG_CHECK(!ec && fs::is_directory(opt.out_dir), "cannot create output directory ",
+             opt.out_dir, ": ", ec.message());
+  }
+  if (!opt.resume && lead)
+    TG_CHECK(!fs::exists(ckpt_path) && !fs::exists(metrics_path), "output directory ",
+             opt.out_dir, " already holds a run (",
+             fs::exists(ckpt_path) ? ckpt_path : metrics_path,
+             "); pass --resume to continue it, or choose another --out");
+  if (opt.resume)
+    TG_CHECK(fs::exists(ckpt_path), "--resume: no checkpoint to resume from in ", opt.out_dir,
+             " (expected ", ckpt_path, ")",
+             world > 1 ? "; with several nodes, --out must be on storage every rank can read" : "");
+}
+
+// Model, data, optimizer, schedule, compressor, EMA.
+void Trainer::State::build() {
+  net = make_net(cfg.model.name, net_options(cfg), device);
+  train_ds = data::open_dataset(data_options(cfg), data::Split::train);
+  test_ds = data::open_dataset(data_options(cfg), data::Split::test);
+  check_compatible(*net, *train_ds);
+  check_compatible(*net, *test_ds);
+  const int64_t train_size = train_ds->info().size;
+  sampler.emplace(train_size, cfg.train.batch_size, seed, /*shuffle=*/true);
+  optimizer = make_optimizer(optimizer_options(cfg));
+  schedule.emplace(lr_schedule_options(cfg, train_size));
+  params = net->arena().params();
+  // Several workers, or any compression, go through the compressor's rounds (one worker
+  // without compression is the same math without them).
+  if (workers > 1 || cfg.compression.method != "none")
+    compressor = tern::make_compressor(compression_options(cfg, train_size), grad_layout(*net));
+  if (cfg.train.ema_decay > 0) ema.emplace(params, cfg.train.ema_decay);
+  loss_sum = Tensor::zeros({}, DType::f32, device);
+}
+
+void Trainer::State::restore(const Checkpoint& ckpt) {
+  const std::string& src = ckpt.source;
+  TG_CHECK(ckpt.net == cfg.model.name, src, ": holds model '", ckpt.net, "', config says '",
+           cfg.model.name, "'");
+  const Tensor& p = ckpt.get("params");
+  TG_CHECK(p.numel() == params.numel(), src, ": has ", p.numel(), " parameters, model '",
+           cfg.model.name, "' has ", params.numel());
+  params.copy_from(p.view(params.shape()));
+  if (ema) ema->shadow().copy_from(ckpt.get("ema").view(params.shape()));
+  std::vector<std::pair<std::string, Tensor>> ostate;
+  for (const auto& [name, t] : ckpt.tensors)
+    if (name.rfind("optim/", 0) == 0) ostate.emplace_back(name.substr(6), t);
+  if (!ostate.empty()) optimizer->load_state(ostate);
+  for (const auto& [name, t] : net->buffers()) {
+    const Tensor& b = ckpt.get("buffer/" + name);
+    TG_CHECK(b.shape() == t.shape(), src, ": buffer '", name, "' has the wrong shape");
+    Tensor dst = t;
+    dst.copy_from(b);
+  }
+  load_compressor_state(ckpt, compressor.get(), workers);
+  // The saved window sum is over all ranks: rank 0 carries it on.
+  if (lead)
+    loss_sum.copy_from(ckpt.get("log/loss_sum"));
+  else
+    loss_sum.zero_();
+  window_steps = ckpt.get("log/window_steps").item<int64_t>();
+  step = start_step = ckpt.step;
+  if (lead && !metrics_path.empty()) truncate_metrics(metrics_path, step);
+}
+
+// A process group for P > 1, and for P = 1 when a rendezvous is named (--rank 0 --world-size 1
+// --rendezvous URL): the one-rank run then goes through the real communicator (NCCL on a
+// one-GPU machine), which one process otherwise never touches. Then the thread count: one that
+// does not oversubscribe the cores (the results do not depend on it, the speed does).
+void Trainer::State::join_group() {
+  if (distributed) {
+    group = std::make_unique<ProcessGroup>(opt.rank, opt.job_id, cfg, device, start_step);
+    StepComm sc;
+    sc.comm = &group->comm();
+    sc.first_worker = first_worker;
+    sc.total_workers = workers;
+    sc.options.algorithm = comm::parse_ternary_algorithm(cfg.comm.algorithm);
+    sc.options.compression = compression_options(cfg, train_ds->info().size);
+    step_comm = sc;
+  }
+  threads = choose_threads(opt.threads, group ? group->local_sharing() : 1);
+  omp_set_num_threads(threads.count);
+  if (!device.is_cuda() || group)
+    say(plural(threads.count, "CPU thread") + " per process (" + threads.why + ")");
+  if (group)
+    say(std::to_string(world) + " processes (" + group->comm().backend() + ", rendezvous " +
+        opt.rank.rendezvous + ", from " + opt.rank.source + "), " +
+        plural(local_workers, "worker") + " each");
+}
+
+EvalResult Trainer::State::evaluate() {
+  // Batch-norm moving statistics follow rank 0's (each rank updates them with its own workers'
+  // batches; as PyTorch DDP's broadcast_buffers, rank 0's are the model's).
+  if (group)
+    for (const auto& [name, t] : net->buffers()) {
+      Tensor b = t;
+      group->broadcast(b, 0);
+    }
+  EmaWeights swap(*net, ema ? &*ema : nullptr);
+  EvalResult r = tg::train::evaluate(*net, *test_ds, cfg.data.eval_batch_size,
+                                     cfg.data.eval_limit, rank, group ? world : 1);
+  if (group) {
+    const std::vector<double> v =
+        group->sum({static_cast<double>(r.correct), static_cast<double>(r.correct5), r.loss_sum,
+                    static_cast<double>(r.examples)});
+    r.correct = static_cast<int64_t>(v[0]);
+    r.correct5 = static_cast<int64_t>(v[1]);
+    r.loss_sum = v[2];
+    r.examples = static_cast<int64_t>(v[3]);
+    r.finish();
+  }
+  metrics.write(eval_json(r, step, net->info().num_classes, ema ? "ema" : "raw"));
+  if (listener) listener->evaluated(step, r, ema.has_value());
+  return r;
+}
+
+void Trainer::State::save() {
+  if (!group && ckpt_path.empty()) return;
+  Checkpoint c;
+  // Collective parts first, on every rank, whether or not this rank writes.
+  if (compressor)
+    add_all_compressor_state(c, *compressor, workers, group.get(), first_worker, local_workers);
+  Tensor window_loss = loss_sum;
+  if (group) {
+    const double l = group->sum({static_cast<double>(loss_sum.item<float>())})[0];
+    window_loss = Tensor::from_vector(std::vector<float>{static_cast<float>(l)}, {});
+  }
+  if (ckpt_path.empty()) return;
+  c.step = step;
+  c.net = cfg.model.name;
+  c.config_toml = to_toml(cfg);
+  c.tensors.emplace_back("params", params);
+  if (ema) c.tensors.emplace_back("ema", ema->shadow());
+  for (auto& [name, t] : optimizer->state()) c.tensors.emplace_back("optim/" + name, t);
+  for (const auto& [name, t] : net->buffers()) c.tensors.emplace_back("buffer/" + name, t);
+  c.tensors.emplace_back("log/loss_sum", window_loss);
+  c.tensors.emplace_back("log/window_steps",
+                         Tensor::from_vector(std::vector<int64_t>{window_steps}, {1}));
+  save_checkpoint(ckpt_path, c);
+}
+
+bool Trainer::State::step_once() {
+  const TrainConfig& tc = cfg.train;
+  const auto t0 = Clock::now();
+  const double lr = (*schedule)(step);
+  const int64_t done = step + 1;
+  const bool log_now = done % tc.log_every == 0 || done == tc.iterations;
+  std::vector<HostBatch> batches = prefetch->get(step, tc.iterations);
+  const comm::WireBytes wire0 = group ? group->comm().wire() : comm::WireBytes{};
+  StepTimes times;
+  const bool timed = time_every_step || log_now;
+  train_step->run(batches, step, lr, loss_sum, timed ? &times : nullptr);
+  // How the gradients travelled (comm.algorithm = auto picks per call by the byte cost model):
+  // said once, and again whenever the route changes (e.g. a floating-gradient epoch).
+  if (group) {
+    const comm::AggregateStats& as = train_step->last_aggregate();
+    const std::string route =
+        as.ternary_path ? std::string("ternary codes by ") + comm::name(as.bucket_algorithm)
+        : as.fp32_path  ? std::string("fp32 by reduce-scatter + allgather")
+                        : std::string("whole messages by allgather");
+    if (route != last_route) {
+      say("iteration " + std::to_string(step) + ": gradients travel as " + route + " (" +
+          comm::describe(as) + ")");
+      last_route = route;
+    }
+  }
+  // Every rank stops at the same step: a signal on any rank stops them all.
+  const bool stop_now = group ? group->any(g_stop.load()) : g_stop.load();
+  const comm::WireBytes wire1 = group ? group->comm().wire() : comm::WireBytes{};
+  for (StepTotals* t : {&window_totals, &run_totals}) {
+    t->add_step(wire1.sent - wire0.sent, wire1.received - wire0.received);
+    if (timed) t->add_times(times);
+  }
+  ++window_steps;
+  step = done;
+  // The GPU may run a few steps behind the host; waiting for it only at log steps keeps the
+  // steps in between overlapped, and the time it was behind lands in the step that waits.
+  if (log_now && device.is_cuda()) cuda::synchronize(device.index);
+  train_seconds += seconds_since(t0);
+  images += tc.batch_size;
+  const double ips = images / std::max(train_seconds, 1e-9);
+  if (listener) listener->stepped(done, ips);
+
+  if (log_now) {
+    double window_loss = loss_sum.item<float>();
+    if (group) window_loss = group->sum({window_loss})[0];
+    last_loss = window_loss / static_cast<double>(window_steps);
+    const IterationCost cost = window_totals.per_iter(group.get(), workers);
+    const double reg = regularization_loss(*net, tc.weight_decay);
+    json::Object o;
+    o.add("type", "train").add("step", done).add("loss", last_loss).add("reg_loss", reg);
+    o.add("lr", lr).add("epoch", sampler->epoch(done));
+    o.add("images_per_sec", ips);
+    add_iteration_cost(o, cost);
+    o.add("wall_seconds", seconds_since(t_start));
+    metrics.write(o.str());
+    if (listener) listener->logged(done, last_loss, lr, ips);
+    loss_sum.zero_();
+    window_steps = 0;
+    window_totals = StepTotals{};
+  }
+  if (tc.eval_every > 0 && done % tc.eval_every == 0 && done != tc.iterations) evaluate();
+  if (tc.checkpoint_every > 0 && done % tc.checkpoint_every == 0 && done != tc.iterations)
+    save();
+  return stop_now;
+}
+
+Trainer::Trainer(const Config& config, const TrainOptions& options)
+    : s_(std::make_unique<State>()) {
+  State& s = *s_;
+  s.cfg = config;
+  s.opt = options;
+  s.world = options.rank.world_size;
+  s.rank = options.rank.rank;
+  s.lead = s.rank == 0;
+  s.listener = s.lead ? options.listener : nullptr;
+  TG_CHECK(s.world >= 1 && s.rank >= 0 && s.rank < s.world, "train: rank ", s.rank, " of ",
+           s.world, " is out of range");
+  s.device = rank_device(s.cfg.device, s.rank, s.world);
+  check_device_usable(s.device);
+  s.workers = static_cast<int>(s.cfg.workers.count);
+  TG_CHECK(s.workers % s.world == 0, "workers.count = ", s.workers, " cannot be spread over ",
+           s.world,
+           " processes: each process hosts workers.count / P workers, so workers.count must be a "
+           "multiple of the number of processes");
+  s.local_workers = s.workers / s.world;
+  s.first_worker = s.rank * s.local_workers;
+  s.seed = static_cast<uint64_t>(s.cfg.train.seed);
+  s.distributed = s.world > 1 || !options.rank.rendezvous.empty();
+  if (s.distributed) resolve_backend(s.cfg.comm.backend, s.device);  // before any work
+
+  s.open_output();
+  std::optional<Checkpoint> ckpt;
+  if (options.resume) {
+    ckpt = load_checkpoint(s.ckpt_path);
+    Config saved = parse_config(ckpt->config_toml, s.ckpt_path + " (embedded config)");
+    const std::string want = to_toml(with_report_keys_of(saved, s.cfg));
+    const std::string have = to_toml(s.cfg);
+    TG_CHECK(want == have, "--resume: the config differs from the one ", s.ckpt_path,
+             " was written with; resuming would not reproduce the run. Differences:",
+             config_diff(have, want, "now:        ", "checkpoint: "));
+  }
+  if (!s.lead) s.ckpt_path.clear(), s.metrics_path.clear();  // only rank 0 writes
+  s.build();
+  if (ckpt) s.restore(*ckpt);
+  s.join_group();
+  s.post_mortem_window = std::chrono::milliseconds(
+      static_cast<int64_t>(std::clamp(s.cfg.comm.timeout / 4.0, 1.0, 10.0) * 1000.0));
+  s.guarded([&] {
+    if (s.lead && !options.out_dir.empty()) {
+      write_file_atomic((fs::path(options.out_dir) / kConfigName).string(), to_toml(s.cfg));
+      s.metrics.open((fs::path(options.out_dir) / kMetricsName).string());
+    }
+    s.prefetch.emplace(*s.train_ds, *s.sampler, s.first_worker, s.local_workers, s.workers,
+                       s.cfg.data.augment, s.seed, s.cfg.data.prefetch > 0);
+    s.train_step.emplace(*s.net, *s.optimizer, s.ema ? &*s.ema : nullptr,
+                         s.cfg.train.weight_decay, s.seed, s.compressor.get(),
+                         s.step_comm ? &*s.step_comm : nullptr);
+    if (options.gradient_hook) s.train_step->set_gradient_hook(options.gradient_hook);
+    s.time_every_step = s.group != nullptr || s.device.is_cpu();
+  });
+}
+
+Trainer::~Trainer() = default;
+
+TrainSummary Trainer::run() {
+  State& s = *s_;
+  return s.guarded([&] {
+    StopSignals stop_signals;
+    bool stopped = false;
+    if (s.listener) s.listener->started(s.step);
+    while (s.step < s.cfg.train.iterations)
+      if (s.step_once()) {
+        stopped = true;
+        break;
+      }
+    if (s.listener) s.listener->finished();
+    s.save();
+
+    TrainSummary sum;
+    sum.interrupted = stopped;
+    if (!stopped) {
+      sum.test = s.evaluate();
+      sum.eval_weights = s.ema ? "ema" : "raw";
+    }
+    sum.num_classes = s.net->info().num_classes;
+    sum.iterations = s.step;
+    sum.start_iteration = s.start_step;
+    sum.train_loss = s.last_loss;
+    sum.images_per_sec = s.images / std::max(s.train_seconds, 1e-9);
+    sum.train_seconds = s.train_seconds;
+    sum.workers = s.workers;
+    sum.compression = s.cfg.compression.method;
+    sum.processes = s.world;
+    sum.workers_per_process = s.local_workers;
+    sum.threads_per_process = s.threads.count;
+    sum.threads_from = s.threads.why;
+    if (s.group) {
+      sum.distributed = true;
+      sum.comm_backend = s.group->comm().backend();
+      sum.comm_algorithm = s.cfg.comm.algorithm;
+      sum.rendezvous = s.opt.rank.rendezvous;
+    }
+    // What one worker's message holds per iteration: the message plus the shared scalers it
+    // contributes (4 bytes each); fp32 is the uncompressed gradient.
+    sum.fp32_bytes_per_worker_per_iter = static_cast<uint64_t>(s.params.numel()) * sizeof(float);
+    sum.payload_bytes_per_worker_per_iter =
+        s.compressor ? s.compressor->payload_bytes(std::max<int64_t>(s.step - 1, 0)) +
+                           static_cast<uint64_t>(s.compressor->num_meta()) * sizeof(float)
+                     : sum.fp32_bytes_per_worker_per_iter;
+    sum.per_iter = s.run_totals.per_iter(s.group.get(), s.workers);
+    sum.device = s.device.str();
+    sum.device_name = s.device.is_cuda() ? cuda::device_name(s.device.index) : cpu_model_name();
+    sum.model = s.cfg.model.name;
+    sum.num_params = s.net->arena().total_numel();
+    struct rusage ru {};
+    getrusage(RUSAGE_SELF, &ru);
+    sum.peak_rss_mb = static_cast<double>(ru.ru_maxrss) / 1024.0;  // Linux: KiB
+    sum.params_sha256 = params_sha256(s.params);
+    if (s.ema) sum.ema_sha256 = params_sha256(s.ema->shadow());
+    sum.config = s.cfg;
+    sum.wall_seconds = seconds_since(s.t_start);
+    if (s.lead && !s.opt.out_dir.empty() && !stopped)
+      write_file_atomic((fs::path(s.opt.out_dir) / kSummaryName).string(), to_json(sum) + "\n");
+    return sum;
+  });
+}
+
+void Trainer::step() {
+  State& s = *s_;
+  TG_CHECK(s.step < s.cfg.train.iterations, "train: all ", s.cfg.train.iterations,
+           " iterations are done");
+  s.guarded([&] { s.step_once(); });
+}
+
+EvalResult Trainer::evaluate() {
+  return s_->guarded([&] { return s_->evaluate(); });
+}
+
+void Trainer::save() {
+  s_->guarded([&] { s_->save(); });
+}
+
+void Trainer::restore(const Checkpoint& ckpt) {
+  s_->restore(ckpt);
+}
+
+int64_t Trainer::iteration() const {
+  return s_->step;
+}
+bool Trainer::finished() const {
+  return s_->step >= s_->cfg.train.iterations;
+}
+Net& Trainer::net() {
+  return *s_->net;
+}
+const Config& Trainer::config() const {
+  return s_->cfg;
+}
+
+}  // namespace tg::train
