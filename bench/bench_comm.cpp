@@ -56,6 +56,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -177,7 +178,7 @@ Options parse_args(int argc, char** argv) {
     } else if (a == "--algos") {
       o.algos.clear();
       for (const auto& x : split(value(), ','))
-        if (x != "fp32") {  // fp32 is always run; the name stays accepted
+        if (x != "fp32") {                   // fp32 is always run; the name stays accepted
           comm::parse_ternary_algorithm(x);  // throws listing the known names
           o.algos.push_back(x);
         }
@@ -211,8 +212,8 @@ Options parse_args(int argc, char** argv) {
     }
   }
   TG_CHECK(!o.nets.empty() && !o.procs.empty(), "--nets and --procs need at least one entry each");
-  TG_CHECK(!o.algos.empty() || std::find(o.methods.begin(), o.methods.end(), "terngrad") ==
-                                   o.methods.end(),
+  TG_CHECK(!o.algos.empty() ||
+               std::find(o.methods.begin(), o.methods.end(), "terngrad") == o.methods.end(),
            "--algos: terngrad needs at least one ternary algorithm");
   return o;
 }
@@ -305,7 +306,7 @@ int worker_main(const Options& o) {
   double load[3] = {0, 0, 0};
   ::getloadavg(load, 3);
   Reference ref;
-  uint64_t terngrad_hash = 0;  // the first terngrad algorithm's result: the others must match
+  std::optional<uint64_t> terngrad_hash;  // the first terngrad algorithm's result: others match
   if (lead)
     std::fprintf(stderr, "%-12s %-16s %9s %9s %9s %9s %4s %10s %7s %7s %7s %8s\n", "case", "algo",
                  "median_ms", "p90_ms", "xchg_ms", "enc_ms", "reps", "sentmax_MB", "bytes_x",
@@ -343,8 +344,8 @@ int worker_main(const Options& o) {
       for (int r = 0; r < P; ++r)
         TG_CHECK(all[r] == h, c.label, ": rank ", r, "'s averaged gradient differs from rank ",
                  comm->rank(), "'s (hash ", all[r], " vs ", h, ")");
-      if (c.method == "terngrad" && terngrad_hash == 0) terngrad_hash = h;
-      TG_CHECK(c.method != "terngrad" || h == terngrad_hash, c.label,
+      if (c.method == "terngrad" && !terngrad_hash) terngrad_hash = h;
+      TG_CHECK(c.method != "terngrad" || h == *terngrad_hash, c.label,
                ": averaged gradient differs from the first terngrad algorithm's (not exact)");
     }
     // Small cases repeat until ~kSmallCaseSeconds; rank 0 decides so every rank runs as many.
@@ -600,8 +601,8 @@ void run_ranks(const std::vector<std::string>& argv, const std::string& dir, int
   int live = 0;
   for (int r = 0; r < P; ++r) {
     std::vector<std::string> args = argv;
-    for (const std::string& a : {std::string("--worker"), dir, std::to_string(r),
-                                 std::to_string(P), lab ? NetLab::address(r) : "127.0.0.1"})
+    for (const std::string& a : {std::string("--worker"), dir, std::to_string(r), std::to_string(P),
+                                 lab ? NetLab::address(r) : "127.0.0.1"})
       args.push_back(a);
     std::vector<char*> cargs;
     for (auto& a : args) cargs.push_back(a.data());
@@ -623,8 +624,11 @@ void run_ranks(const std::vector<std::string>& argv, const std::string& dir, int
           ::_exit(126);
         }
       }
-      ::setenv("OMP_NUM_THREADS", omp.c_str(), 0);
-      ::setenv("OMP_WAIT_POLICY", "passive", 0);
+      for (const auto& [var, val] :
+           {std::pair{"OMP_NUM_THREADS", omp.c_str()}, std::pair{"OMP_WAIT_POLICY", "passive"}}) {
+        const char* set = std::getenv(var);
+        if (!set || !*set) ::setenv(var, val, 1);  // empty counts as unset (libgomp rejects it)
+      }
       ::execv(self.c_str(), cargs.data());
       std::fprintf(stderr, "rank %d: exec %s failed: %s\n", r, self.c_str(), std::strerror(errno));
       ::_exit(127);

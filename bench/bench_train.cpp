@@ -86,7 +86,9 @@ struct Case {
   int warmup = 3, min_steps = 5, profiled = 5;
 };
 
-double median(const std::vector<double>& v) { return percentile(v, 0.5); }
+double median(const std::vector<double>& v) {
+  return percentile(v, 0.5);
+}
 
 // The machine's large-matrix sgemm rate (GFLOP/s) on `dev`: the yardstick.
 double sgemm_gflops(const Device& dev) {

@@ -50,8 +50,7 @@ Timing time_it(const std::function<void()>& fn, const std::function<void()>& syn
 class JsonLine {
  public:
   JsonLine& add(const std::string& key, double v);
-  template <std::integral T>
-    requires(!std::same_as<T, bool>)
+  template <std::integral T>  // every integer type (a bool prints as 0 or 1)
   JsonLine& add(const std::string& key, T v) {
     fields_.emplace_back(key, std::to_string(v));
     return *this;
