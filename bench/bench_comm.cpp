@@ -1,63 +1,48 @@
-// Gradient-exchange benchmark (issue 5, item 7): the time to exchange ONE iteration's gradients of
-// LeNet, AlexNet and VGG-A (their real per-tensor layouts, from make_net's parameter arena) between
-// P processes, for fp32 ring allreduce and for TernGrad with each exact ternary collective
-// (comm/ternary_collectives.h), with the bytes each rank put on and took off the wire.
+// Gradient-exchange benchmark (issue 5 item 7, issue 14 item 8): the time to exchange ONE
+// iteration's gradients of LeNet, AlexNet and VGG-A (their real per-tensor layouts, from
+// make_net's parameter arena) between P processes, through the product's path only: what
+// `terngrad train` runs per step, comm::aggregate_distributed with a tern::Compressor made by
+// tern::make_compressor from the default CompressionOptions (method and --format aside), one
+// worker per rank, flat f32 gradient in, averaged f32 gradient out. Cases:
+//   fp32        method none: the exact reduce-scatter + allgather of comm/aggregate.h (the fp32
+//               path). Always measured first: it is the reference of every ratio below.
+//   ps / packed-allreduce / allgather / auto
+//               method terngrad (shared scalers): the ternary path, every ternary slot's codes in
+//               ONE bucket through that algorithm (auto: the bucket cost model's pick), cut into
+//               --chunk-bytes chunks decoded while the next is on the wire (--no-overlap: one
+//               thread). --algos picks these.
+//   fp16 / qsgd / onebit
+//               with --methods: the generic path (whole messages allgathered).
+// Per rep every rank times barrier-to-return with the harness's Stopwatch; a rep's time is the
+// slowest rank's. The JSON line per case gives median/p10/p90 over reps, xchg_ms (the call minus
+// its encode phase, AggregateStats::encode_s: the exchange proper) and encode_ms (that phase,
+// slowest rank, median), the wire bytes of one call (AggregateStats::wire: rank 0's, the max and
+// the mean over ranks), each rank's CPU time per call (Gloo's thread included; mean over ranks:
+// P * cpu_ms close to cores * median_ms means CPU-bound, not link-bound), and the ratios against
+// the fp32 case of the same run: bytes (fp32 sent / this sent, busiest rank), speedup (fp32
+// median / this median) and xchg speedup (fp32 median / this xchg median). Before timing, every
+// rank's `out` is hashed and must agree across ranks, and across the terngrad algorithms.
 //
-// What one iteration's exchange is, per case:
-//   fp32              one Gloo ring allreduce (sum) of the whole flat f32 gradient (n elements,
-//                     the arena is contiguous, so one call: fp32's best case);
-// --path product (default): what training runs, comm::aggregate_distributed with a terngrad
-//   Compressor (shared scalers, --format codes, every tensor ternary) on the flat f32 gradient,
-//   one worker per rank, into the averaged f32 gradient `out`:
-//   ps / packed-      the ternary path: scaler meta allgather, encode, ONE bucket of every
-//   allreduce / auto  tensor's codes through that algorithm (auto: the bucket cost model's pick),
-//                     cut into --chunk-bytes chunks decoded while the next is on the wire
-//                     (--no-overlap: one thread), finalize;
-//   allgather         the generic path: whole messages allgathered, Compressor::accumulate.
-//   time_ms is the whole call; xchg_ms the call minus its encode phase (local_meta + encode,
-//   AggregateStats::encode_s): the exchange proper, comparable with fp32's allreduce, which has
-//   nothing to encode. Every rank's `out` is hashed and must agree across ranks and algorithms.
-// --path collectives: the per-tensor collectives alone (codes made before timing):
-//   ps / allgather /  one max-allreduce of the T per-tensor scalers (T floats, one call: each
-//   packed-allreduce  tensor keeps its own scaler), then per tensor ternary_aggregate of this
-//   / auto            rank's packed codes into an int32 accumulator. The codes come from
-//                     ternarize_pack_cpu with the shared scalers, made once before timing (the
-//                     encode cost is reported apart, as encode_ms, measured in one process).
-//                     auto picks per tensor; the picks are reported.
-// The exchange time of one rep is the slowest rank's (each rank times barrier-to-return). The
-// JSON line gives median/p10/p90 over reps; the wire bytes per rank of one rep from the
-// communicator's wire() counters (rank 0's, the max and the mean over ranks); the bytes ratio
-// fp32 / this (sent, busiest rank) and the speedup fp32 / this (median time); and each rank's
-// CPU time per exchange, Gloo's network thread included (mean over ranks: with P ranks on C
-// cores, P * cpu_ms close to C * median_ms means the exchange was CPU-bound, not link-bound).
-// All algorithms' results are checked bit-identical (a hash on every rank) before timing.
-//
-// Processes: the benchmark forks itself into P ranks (fork + exec of its own binary with
-// --worker) meeting through a Gloo FileStore in a temp directory, Gloo over TCP:
+// Processes: P copies of this binary (fork + exec with the same arguments and --worker), meeting
+// through a Gloo FileStore in a temp directory, Gloo over TCP:
 //   --link loopback   127.0.0.1 (default);
-//   --link RATE       (e.g. 1gbit, 100mbit) every rank in its own network namespace, joined by a
-//                     veth pair to one bridge, each veth shaped with tc tbf to RATE in both
-//                     directions (a full-duplex NIC per node on a non-blocking switch). The
-//                     benchmark creates the namespaces, bridge, veths and qdiscs itself and
-//                     removes them on exit, on error and on Ctrl-C/SIGTERM (and removes those a
-//                     killed earlier run left behind); without root / CAP_NET_ADMIN +
-//                     CAP_SYS_ADMIN or without `ip` / `tc` it says so and exits non-zero.
-// Each worker runs with OMP_NUM_THREADS = max(1, cores / P) unless the environment sets it, so P
-// ranks on one small machine do not oversubscribe it (the load average is reported per case).
+//   --link RATE       (e.g. 1gbit, 100mbit) each rank in its own network namespace, joined by a
+//                     veth pair to one bridge, each veth shaped with tc tbf to RATE both ways (a
+//                     full-duplex NIC per node on a non-blocking switch). The namespaces, bridge,
+//                     veths and qdiscs are made here and removed on exit, on error and on
+//                     Ctrl-C/SIGTERM (and those a killed earlier run left behind); without root
+//                     (CAP_NET_ADMIN + CAP_SYS_ADMIN) or `ip` / `tc` it says so and exits 1.
+// Each worker runs with OMP_NUM_THREADS = max(1, cores / P) unless the environment sets it.
 //
 // Usage: bench_comm [--nets lenet,alexnet,vgg_a] [--procs 2,4,8]
-//                   [--algos fp32,ps,allgather,packed-allreduce,auto] [--reps 5] [--warmup 2]
-//                   [--format two_bit|base3] [--link loopback|1gbit] [--layout per-tensor|flat]
-//                   [--path product|collectives] [--chunk-bytes 2097152] [--no-overlap]
-//                   [--timeout-s 120]
-// --layout flat treats the whole gradient as one tensor (one scaler, one ternary_aggregate call):
-// not TernGrad as trained, but the bound that bucketing all tensors into one call could reach.
-// JSON lines on stdout, progress and a table on stderr.
+//                   [--methods none,terngrad,...] [--algos ps,allgather,packed-allreduce,auto]
+//                   [--reps 5] [--warmup 2] [--format two_bit|base3] [--link loopback|RATE]
+//                   [--chunk-bytes 2097152] [--no-overlap] [--timeout-s 120]
+// JSON lines on stdout (from rank 0 of each group), progress and a table on stderr.
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -70,7 +55,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <map>
+#include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -81,22 +67,15 @@
 #include "comm/aggregate.h"
 #include "comm/communicator.h"
 #include "comm/store.h"
-#include "comm/ternary_collectives.h"
-#include "nn/core/device.h"
 #include "nn/core/error.h"
-#include "nn/core/philox.h"
 #include "nn/nets/net.h"
 #include "terngrad/compressor.h"
-#include "terngrad/ternary_kernels.h"
 
 namespace tg::bench {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 
-constexpr uint64_t kSeed = 1;
-constexpr double kClipSigmas = 2.5;  // TernGrad's gradient clipping (digest §1): s <= 2.5 sigma
 constexpr double kSmallCaseSeconds = 0.5;  // small cases repeat until about this long
 constexpr int kMaxReps = 100;
 const char* const kSubnet = "10.213.0.";  // rank r is kSubnet + (r + 1) under --link
@@ -106,16 +85,15 @@ const char* const kSubnet = "10.213.0.";  // rank r is kSubnet + (r + 1) under -
 struct Options {
   std::vector<std::string> nets = {"lenet", "alexnet", "vgg_a"};
   std::vector<int> procs = {2, 4, 8};
-  std::vector<std::string> algos = {"fp32", "ps", "allgather", "packed-allreduce", "auto"};
+  std::vector<std::string> methods = {"none", "terngrad"};  // none first, always
+  std::vector<std::string> algos = {"ps", "allgather", "packed-allreduce", "auto"};
   int reps = 5, warmup = 2;
   std::string format = "two_bit";
   std::string link = "loopback";
-  bool flat = false;    // --layout flat: the whole gradient as one tensor (one scaler, one call)
-  bool product = true;  // --path product: aggregate_distributed; collectives: ternary_aggregate
   int64_t chunk_bytes = comm::AggregateOptions{}.chunk_bytes;
   bool overlap = true;
   int timeout_s = 120;
-  // worker only
+  // --worker: this process is rank `rank` of `size` for the case in `dir`, bound to `host`.
   bool worker = false;
   int rank = 0, size = 1;
   std::string dir, host;
@@ -168,6 +146,14 @@ double parse_rate_bps(const std::string& s) {
   TG_THROW("--link: expected 'loopback' or a tc rate such as 1gbit, 100mbit, got '", s, "'");
 }
 
+constexpr const char* kUsage =
+    "usage: bench_comm [--nets lenet,alexnet,vgg_a] [--procs 2,4,8]\n"
+    "                  [--methods none,terngrad,fp16,qsgd,onebit]\n"
+    "                  [--algos ps,allgather,packed-allreduce,auto]\n"
+    "                  [--reps 5] [--warmup 2] [--format two_bit|base3]\n"
+    "                  [--link loopback|RATE e.g. 1gbit] [--chunk-bytes N] [--no-overlap]\n"
+    "                  [--timeout-s 120]\n";
+
 Options parse_args(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
@@ -181,13 +167,21 @@ Options parse_args(int argc, char** argv) {
     } else if (a == "--procs") {
       o.procs.clear();
       for (const auto& p : split(value(), ',')) o.procs.push_back(parse_int(a, p, 2, 64));
+    } else if (a == "--methods") {
+      o.methods = {"none"};  // the reference of the ratios, measured first
+      const auto known = tern::compressor_names();
+      for (const auto& m : split(value(), ',')) {
+        TG_CHECK(std::find(known.begin(), known.end(), m) != known.end(), a, ": unknown method '",
+                 m, "'; known: ", join(known, ','));
+        if (m != "none") o.methods.push_back(m);
+      }
     } else if (a == "--algos") {
-      o.algos = split(value(), ',');
-      for (const auto& x : o.algos)
-        if (x != "fp32") comm::parse_ternary_algorithm(x);  // throws listing the known names
-      // fp32 first: its allreduce runs on the f32 gradient, freed before the ternary cases.
-      std::stable_partition(o.algos.begin(), o.algos.end(),
-                            [](const std::string& x) { return x == "fp32"; });
+      o.algos.clear();
+      for (const auto& x : split(value(), ','))
+        if (x != "fp32") {                   // fp32 is always run; the name stays accepted
+          comm::parse_ternary_algorithm(x);  // throws listing the known names
+          o.algos.push_back(x);
+        }
     } else if (a == "--reps") {
       o.reps = parse_int(a, value(), 1, 1000);
     } else if (a == "--warmup") {
@@ -198,66 +192,58 @@ Options parse_args(int argc, char** argv) {
     } else if (a == "--link") {
       o.link = value();
       if (o.link != "loopback") parse_rate_bps(o.link);
-    } else if (a == "--layout") {
-      const std::string v = value();
-      TG_CHECK(v == "per-tensor" || v == "flat", a, ": expected per-tensor or flat, got '", v, "'");
-      o.flat = v == "flat";
-    } else if (a == "--path") {
-      const std::string v = value();
-      TG_CHECK(v == "product" || v == "collectives", a, ": expected product or collectives, got '",
-               v, "'");
-      o.product = v == "product";
     } else if (a == "--chunk-bytes") {
       o.chunk_bytes = parse_int(a, value(), 0, 1 << 30);
     } else if (a == "--no-overlap") {
       o.overlap = false;
     } else if (a == "--timeout-s") {
       o.timeout_s = parse_int(a, value(), 1, 3600);
-    } else if (a == "--worker") {
+    } else if (a == "--worker") {  // added by run_ranks, after the user's arguments
       o.worker = true;
-    } else if (a == "--rank") {
-      o.rank = parse_int(a, value(), 0, 63);
-    } else if (a == "--size") {
-      o.size = parse_int(a, value(), 1, 64);
-    } else if (a == "--dir") {
       o.dir = value();
-    } else if (a == "--host") {
+      o.rank = parse_int(a, value(), 0, 63);
+      o.size = parse_int(a, value(), 1, 64);
       o.host = value();
     } else if (a == "-h" || a == "--help") {
-      std::fprintf(
-          stderr,
-          "usage: bench_comm [--nets lenet,alexnet,vgg_a] [--procs 2,4,8]\n"
-          "                  [--algos fp32,ps,allgather,packed-allreduce,auto]\n"
-          "                  [--reps 5] [--warmup 2] [--format two_bit|base3]\n"
-          "                  [--link loopback|RATE e.g. 1gbit] [--layout per-tensor|flat]\n"
-          "                  [--path product|collectives] [--chunk-bytes N] [--no-overlap]\n"
-          "                  [--timeout-s 120]\n");
+      std::fputs(kUsage, stderr);
       std::exit(0);
     } else {
       TG_THROW("unknown argument '", a, "' (see --help)");
     }
   }
-  TG_CHECK(!o.nets.empty() && !o.procs.empty() && !o.algos.empty(),
-           "--nets, --procs and --algos need at least one entry each");
+  TG_CHECK(!o.nets.empty() && !o.procs.empty(), "--nets and --procs need at least one entry each");
+  TG_CHECK(!o.algos.empty() ||
+               std::find(o.methods.begin(), o.methods.end(), "terngrad") == o.methods.end(),
+           "--algos: terngrad needs at least one ternary algorithm");
   return o;
 }
 
-// ---- gradients and codes (both sides) ---------------------------------------------------------
+// ---- one rank ---------------------------------------------------------------------------------
 
-struct Slot {
-  std::string name;
-  int64_t numel = 0;
+// One exchange to time: `method` through aggregate_distributed with ternary algorithm `algo`;
+// `label` names it in the table and as the JSON "algo" (fp32, a ternary algorithm, the method).
+struct Case {
+  std::string label, method;
+  comm::TernaryAlgorithm algo = comm::TernaryAlgorithm::automatic;
 };
 
-int64_t total_numel(const std::vector<Slot>& layout) {
-  int64_t n = 0;
-  for (const auto& s : layout) n += s.numel;
-  return n;
+std::vector<Case> make_cases(const Options& o) {
+  std::vector<Case> cases;
+  for (const auto& m : o.methods) {
+    if (m == "none") {
+      cases.push_back({"fp32", m});
+    } else if (m == "terngrad") {
+      for (const auto& a : o.algos) cases.push_back({a, m, comm::parse_ternary_algorithm(a)});
+    } else {
+      cases.push_back({m, m});
+    }
+  }
+  return cases;
 }
 
 // A gradient-like f32 vector per rank: a block of normals permuted per rank and tensor (cheap for
 // 10^8 elements; the values only set the code density, the wire sizes do not depend on them).
-void fill_gradient(const std::vector<Slot>& layout, int rank, float* g) {
+void fill_gradient(const std::vector<tern::GradSlot>& layout, int rank, float* g) {
   constexpr int64_t kBlock = 1 << 20;
   static const std::vector<float> block = [] {
     std::vector<float> b(kBlock);
@@ -266,83 +252,42 @@ void fill_gradient(const std::vector<Slot>& layout, int rank, float* g) {
     for (float& v : b) v = d(rng);
     return b;
   }();
-  int64_t off = 0;
   for (size_t t = 0; t < layout.size(); ++t) {
     const float scale = 1e-3f * static_cast<float>(1 + t % 3);
     const int64_t shift = 7919 * rank + 131 * static_cast<int64_t>(t);
+    float* dst = g + layout[t].offset;
     for (int64_t i = 0; i < layout[t].numel; ++i)
-      g[off + i] = scale * block[(i * 40503 + shift) & (kBlock - 1)];
-    off += layout[t].numel;
+      dst[i] = scale * block[(i * 40503 + shift) & (kBlock - 1)];
   }
 }
 
-// This rank's TernGrad scaler per tensor: max |clip(g)| = min(max |g|, 2.5 sigma).
-std::vector<float> local_scalers(const std::vector<Slot>& layout, const float* g) {
-  std::vector<float> s;
-  int64_t off = 0;
-  for (const auto& slot : layout) {
-    tern::TensorStats st;
-    tern::tensor_stats_cpu(g + off, slot.numel, &st);
-    s.push_back(static_cast<float>(std::min(st.max_abs, kClipSigmas * st.sigma())));
-    off += slot.numel;
-  }
-  return s;
-}
-
-// Byte offsets of each tensor's packed codes (tensors packed separately, back to back).
-std::vector<size_t> code_offsets(const std::vector<Slot>& layout, tern::PackFormat f) {
-  std::vector<size_t> off{0};
-  for (const auto& s : layout) off.push_back(off.back() + tern::packed_bytes(f, s.numel));
-  return off;
-}
-
-void ternarize_all(const std::vector<Slot>& layout, const float* g, const std::vector<float>& s,
-                   int worker, tern::PackFormat f, const std::vector<size_t>& coff,
-                   uint8_t* codes) {
-  int64_t off = 0;
-  for (size_t t = 0; t < layout.size(); ++t) {
-    tern::ternarize_pack_cpu(g + off, layout[t].numel, s[t], kSeed,
-                             rng_stream(RngPurpose::ternarize, 0, worker, t), f, codes + coff[t]);
-    off += layout[t].numel;
-  }
-}
-
-// ---- worker (one rank) ------------------------------------------------------------------------
-
-std::vector<Slot> read_layout(const std::string& path) {
+// The layout file the launcher writes: one "name offset numel" line per tensor.
+std::vector<tern::GradSlot> read_layout(const std::string& path) {
   std::ifstream in(path);
   TG_CHECK(in, "cannot open layout file ", path);
-  std::vector<Slot> layout;
-  Slot s;
-  while (in >> s.name >> s.numel) layout.push_back(s);
+  std::vector<tern::GradSlot> layout;
+  tern::GradSlot s;
+  while (in >> s.name >> s.offset >> s.numel) layout.push_back(s);
   TG_CHECK(!layout.empty(), path, ": no tensors");
   return layout;
 }
 
-double pct(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5))];
-}
-
-uint64_t hash_i32(const int32_t* a, int64_t n) {
+uint64_t fnv1a(const void* p, size_t bytes) {
   uint64_t h = 1469598103934665603ULL;
-  for (int64_t i = 0; i < n; ++i) h = (h ^ static_cast<uint32_t>(a[i])) * 1099511628211ULL;
+  for (size_t i = 0; i < bytes; ++i) h = (h ^ static_cast<const uint8_t*>(p)[i]) * 1099511628211ULL;
   return h;
 }
 
-double process_cpu_ms() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
+// What rank 0 keeps of the fp32 case for the ratios.
+struct Reference {
+  double median_ms = 0;
+  uint64_t sent_max = 0;
+};
 
 int worker_main(const Options& o) {
-  const std::vector<Slot> layout = read_layout(o.dir + "/layout.txt");
-  const tern::PackFormat fmt = parse_format(o.format);
-  const int64_t n = total_numel(layout);
-  const int T = static_cast<int>(layout.size());
+  const std::vector<tern::GradSlot> layout = read_layout(o.dir + "/layout.txt");
+  const int64_t n = layout.back().offset + layout.back().numel;
   const std::chrono::milliseconds timeout(1000LL * o.timeout_s);
-
   auto store = comm::open_store("file://" + o.dir + "/store", timeout);
   comm::CommOptions co;
   co.backend = "gloo";
@@ -353,120 +298,55 @@ int worker_main(const Options& o) {
   auto comm = comm::make_communicator(co, *store, "bench");
   const int P = comm->size();
   const bool lead = comm->rank() == 0;
-  const std::string tag = "[" + fs::path(o.dir).filename().string() + "]";
+  const std::string net = fs::path(o.dir).filename().string();  // NET_P<P>, made by launch()
 
-  // Gradients, shared scalers, codes (step 0, worker = rank).
-  std::vector<float> g(n);
-  fill_gradient(layout, o.rank, g.data());
-  std::vector<float> scalers = local_scalers(layout, g.data());
-  comm->allreduce(scalers.data(), T, DType::f32, comm::ReduceOp::max);
-  const std::vector<size_t> coff = code_offsets(layout, fmt);
-  std::vector<uint8_t> codes(coff.back());
-  ternarize_all(layout, g.data(), scalers, o.rank, fmt, coff, codes.data());
-  std::vector<int32_t> acc;
-  // Product path: the compressor, this rank's gradient and the averaged output.
-  tern::CompressionOptions copt;
-  copt.method = "terngrad";
-  copt.pack = fmt;
-  copt.clip = kClipSigmas;
-  std::vector<tern::GradSlot> slots;
-  {
-    int64_t off = 0;
-    for (const Slot& s : layout) {
-      slots.push_back({s.name, off, s.numel});
-      off += s.numel;
-    }
-  }
-  std::unique_ptr<tern::Compressor> compressor;
-  std::vector<Tensor> grad;
-  Tensor out;
-  double encode_s = 0;  // this rep's AggregateStats::encode_s
+  std::vector<Tensor> grad = {Tensor::empty({n})};
+  fill_gradient(layout, o.rank, grad[0].data<float>());
+  Tensor out = Tensor::empty({n});
+  double load[3] = {0, 0, 0};
+  ::getloadavg(load, 3);
+  Reference ref;
+  std::optional<uint64_t> terngrad_hash;  // the first terngrad algorithm's result: others match
+  if (lead)
+    std::fprintf(stderr, "%-12s %-16s %9s %9s %9s %9s %4s %10s %7s %7s %7s %8s\n", "case", "algo",
+                 "median_ms", "p90_ms", "xchg_ms", "enc_ms", "reps", "sentmax_MB", "bytes_x",
+                 "speedup", "xchg_x", "cpu_ms");
 
-  std::ofstream results;
-  if (lead) {
-    results.open(o.dir + "/results.txt");
-    TG_CHECK(results, "cannot write ", o.dir, "/results.txt");
-  }
-  uint64_t reference_hash = 0;
-  bool have_reference = false;
-
-  for (const std::string& algo_name : o.algos) {
-    const bool fp32 = algo_name == "fp32";
-    const comm::TernaryAlgorithm algo =
-        fp32 ? comm::TernaryAlgorithm::automatic : comm::parse_ternary_algorithm(algo_name);
-    if (!fp32 && o.product && !compressor) {
-      compressor = tern::make_compressor(copt, slots);
-      grad.push_back(Tensor::empty({n}));
-      fill_gradient(layout, o.rank, grad[0].data<float>());
-      std::vector<float>().swap(g);  // the fp32 case's (summed) gradient is not needed any more
-      out = Tensor::empty({n});
-    }
-    if (!fp32 && !o.product && acc.empty()) {
-      std::vector<float>().swap(g);  // the f32 gradient is not needed any more
-      acc.assign(n, 0);
-    }
-    std::map<std::string, int> picks;
+  for (const Case& c : make_cases(o)) {
+    comm::AggregateOptions ao;
+    ao.algorithm = c.algo;
+    ao.compression.method = c.method;
+    ao.compression.pack = parse_format(o.format);
+    ao.chunk_bytes = o.chunk_bytes;
+    ao.overlap = o.overlap;
+    const std::unique_ptr<tern::Compressor> compressor =
+        tern::make_compressor(ao.compression, layout);
+    comm::AggregateStats st;
+    struct Sample {
+      double ms, encode_ms, cpu_ms;
+    };
     auto exchange = [&] {
-      encode_s = 0;
-      if (fp32) {
-        comm->allreduce(g.data(), n, DType::f32, comm::ReduceOp::sum);
-        return;
-      }
-      if (o.product) {
-        comm::AggregateOptions ao;
-        ao.algorithm = algo;
-        ao.compression = copt;
-        ao.chunk_bytes = o.chunk_bytes;
-        ao.overlap = o.overlap;
-        const comm::AggregateStats st =
-            comm::aggregate_distributed(*compressor, *comm, grad, 0, out, ao);
-        encode_s = st.encode_s;
-        if (algo == comm::TernaryAlgorithm::automatic) ++picks[comm::name(st.bucket_algorithm)];
-        return;
-      }
-      std::vector<float> s = scalers;
-      comm->allreduce(s.data(), T, DType::f32, comm::ReduceOp::max);
-      int64_t off = 0;
-      for (int t = 0; t < T; ++t) {
-        const comm::TernaryResult r = comm::ternary_aggregate(
-            *comm, algo, codes.data() + coff[t], 1, layout[t].numel, fmt, acc.data() + off);
-        if (algo == comm::TernaryAlgorithm::automatic) ++picks[comm::name(r.algorithm)];
-        off += layout[t].numel;
-      }
-    };
-    double cpu_ms = 0;  // this process's CPU time (all threads, Gloo's included) in exchange()
-    auto timed = [&] {
       comm->barrier();
-      const double c0 = process_cpu_ms();
-      const auto t0 = Clock::now();
-      exchange();
-      const double wall = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-      cpu_ms += process_cpu_ms() - c0;
-      return wall;
+      const Stopwatch clock;
+      st = comm::aggregate_distributed(*compressor, *comm, grad, 0, out, ao);
+      return Sample{clock.ms(), 1e3 * st.encode_s, clock.cpu_ms()};
     };
 
-    // Warm-up; the first ternary rep (accumulator zeroed) also checks exactness on every rank.
+    // Warm-up; the first call's result must be the same on every rank (and for every terngrad
+    // algorithm: integer code sums are exact in any order).
     float warm_ms = 0;
     for (int w = 0; w < o.warmup; ++w) {
-      if (!fp32 && w == 0 && !o.product) std::fill(acc.begin(), acc.end(), 0);
-      warm_ms = static_cast<float>(timed());
-      if (!fp32 && w == 0) {
-        const uint64_t h = o.product
-                               ? hash_i32(reinterpret_cast<const int32_t*>(out.data<float>()), n)
-                               : hash_i32(acc.data(), n);
-        std::vector<uint64_t> all(P);
-        comm->allgather(&h, all.data(), sizeof(h));
-        for (int r = 0; r < P; ++r)
-          TG_CHECK(all[r] == all[0], algo_name, ": rank ", r,
-                   "'s aggregated codes differ from rank 0's (hash ", all[r], " vs ", all[0], ")");
-        if (!have_reference) {
-          reference_hash = h;
-          have_reference = true;
-        }
-        TG_CHECK(h == reference_hash, algo_name,
-                 ": aggregated codes differ from the first ternary algorithm's (not exact)");
-      }
-      picks.clear();
+      warm_ms = static_cast<float>(exchange().ms);
+      if (w > 0) continue;
+      const uint64_t h = fnv1a(out.data<float>(), n * sizeof(float));
+      std::vector<uint64_t> all(P);
+      comm->allgather(&h, all.data(), sizeof(h));
+      for (int r = 0; r < P; ++r)
+        TG_CHECK(all[r] == h, c.label, ": rank ", r, "'s averaged gradient differs from rank ",
+                 comm->rank(), "'s (hash ", all[r], " vs ", h, ")");
+      if (c.method == "terngrad" && !terngrad_hash) terngrad_hash = h;
+      TG_CHECK(c.method != "terngrad" || h == *terngrad_hash, c.label,
+               ": averaged gradient differs from the first terngrad algorithm's (not exact)");
     }
     // Small cases repeat until ~kSmallCaseSeconds; rank 0 decides so every rank runs as many.
     comm->allreduce(&warm_ms, 1, DType::f32, comm::ReduceOp::max);
@@ -476,66 +356,67 @@ int worker_main(const Options& o) {
                         std::max(o.reps, kMaxReps));
     comm->broadcast(&reps, sizeof(reps), 0);
 
-    std::vector<double> ms(reps), xchg(reps);  // whole call; minus the encode phase
-    comm::WireBytes wire{};
-    cpu_ms = 0;
-    for (int i = 0; i < reps; ++i) {
-      const comm::WireBytes before = comm->wire();
-      ms[i] = timed();
-      xchg[i] = ms[i] - 1e3 * encode_s;
-      if (i == 0) {
-        wire = comm->wire();
-        wire.sent -= before.sent;
-        wire.received -= before.received;
-      }
-      if (lead && ms[i] > 500)
-        std::fprintf(stderr, "%s %s rep %d/%d: %.0f ms (rank 0)\n", tag.c_str(), algo_name.c_str(),
-                     i + 1, reps, ms[i]);
-    }
+    std::vector<Sample> mine(reps);
+    for (Sample& s : mine) s = exchange();
+    const comm::WireBytes wire = st.wire;  // one call's bytes (the same every call)
 
-    // Per rep the slowest rank's time; wire bytes of every rank.
-    std::vector<double> all_ms(static_cast<size_t>(reps) * P), all_xchg(all_ms.size());
-    comm->allgather(ms.data(), all_ms.data(), reps * sizeof(double));
-    comm->allgather(xchg.data(), all_xchg.data(), reps * sizeof(double));
-    const uint64_t mine[2] = {wire.sent, wire.received};
+    // Every rank's samples and wire bytes to everyone; rank 0 reports.
+    std::vector<Sample> all(static_cast<size_t>(reps) * P);
+    comm->allgather(mine.data(), all.data(), reps * sizeof(Sample));
+    const uint64_t my_wire[2] = {wire.sent, wire.received};
     std::vector<uint64_t> all_wire(2 * P);
-    comm->allgather(mine, all_wire.data(), sizeof(mine));
-    float cpu_mean = static_cast<float>(cpu_ms / reps / P);
-    comm->allreduce(&cpu_mean, 1, DType::f32, comm::ReduceOp::sum);
-    if (lead) {
-      std::vector<double> slowest(reps, 0.0), slowest_xchg(reps, 0.0);
-      for (int r = 0; r < P; ++r)
-        for (int i = 0; i < reps; ++i) {
-          slowest[i] = std::max(slowest[i], all_ms[static_cast<size_t>(r) * reps + i]);
-          slowest_xchg[i] = std::max(slowest_xchg[i], all_xchg[static_cast<size_t>(r) * reps + i]);
-        }
-      uint64_t sent_max = 0, recv_max = 0;
-      double sent_mean = 0, recv_mean = 0;
-      for (int r = 0; r < P; ++r) {
-        sent_max = std::max(sent_max, all_wire[2 * r]);
-        recv_max = std::max(recv_max, all_wire[2 * r + 1]);
-        sent_mean += static_cast<double>(all_wire[2 * r]) / P;
-        recv_mean += static_cast<double>(all_wire[2 * r + 1]) / P;
+    comm->allgather(my_wire, all_wire.data(), sizeof(my_wire));
+    if (!lead) continue;
+    std::vector<double> slowest(reps, 0.0), slowest_xchg(reps, 0.0), slowest_enc(reps, 0.0);
+    double cpu_ms = 0;
+    for (int r = 0; r < P; ++r)
+      for (int i = 0; i < reps; ++i) {
+        const Sample& s = all[static_cast<size_t>(r) * reps + i];
+        slowest[i] = std::max(slowest[i], s.ms);
+        slowest_xchg[i] = std::max(slowest_xchg[i], s.ms - s.encode_ms);
+        slowest_enc[i] = std::max(slowest_enc[i], s.encode_ms);
+        cpu_ms += s.cpu_ms / reps / P;
       }
-      std::string pick_str;
-      for (const auto& [k, v] : picks)
-        pick_str += (pick_str.empty() ? "" : ";") + k + "=" + std::to_string(v / reps);
-      if (pick_str.empty()) pick_str = "-";
-      results << algo_name << ' ' << pct(slowest, 0.5) << ' ' << pct(slowest, 0.1) << ' '
-              << pct(slowest, 0.9) << ' ' << reps << ' ' << all_wire[0] << ' ' << all_wire[1] << ' '
-              << sent_max << ' ' << recv_max << ' ' << static_cast<uint64_t>(sent_mean) << ' '
-              << static_cast<uint64_t>(recv_mean) << ' ' << cpu_mean << ' ' << pick_str << ' '
-              << pct(slowest_xchg, 0.5) << '\n';
-      results.flush();
-      std::fprintf(stderr, "%s %-16s median %9.2f ms  (%d reps)  sent max %.2f MB\n", tag.c_str(),
-                   algo_name.c_str(), pct(slowest, 0.5), reps, sent_max / 1e6);
+    uint64_t sent_max = 0, recv_max = 0;
+    double sent_mean = 0, recv_mean = 0;
+    for (int r = 0; r < P; ++r) {
+      sent_max = std::max(sent_max, all_wire[2 * r]);
+      recv_max = std::max(recv_max, all_wire[2 * r + 1]);
+      sent_mean += static_cast<double>(all_wire[2 * r]) / P;
+      recv_mean += static_cast<double>(all_wire[2 * r + 1]) / P;
     }
+    const Timing t = summarize(slowest);
+    const double xchg = percentile(slowest_xchg, 0.5), enc = percentile(slowest_enc, 0.5);
+    if (c.method == "none") ref = {t.median_ms, sent_max};
+    const double bytes_x = sent_max ? static_cast<double>(ref.sent_max) / sent_max : 0;
+    const double speedup = ref.median_ms / t.median_ms, xchg_x = ref.median_ms / xchg;
+
+    JsonLine line;
+    line.add("bench", "comm").add("net", net.substr(0, net.rfind("_P"))).add("params", n);
+    line.add("tensors", layout.size()).add("procs", P);
+    line.add("layout", "per-tensor").add("path", "product").add("method", c.method);
+    line.add("chunk_bytes", o.chunk_bytes).add("overlap", o.overlap ? "on" : "off");
+    line.add("link", o.link).add("format", o.format).add("algo", c.label);
+    if (st.ternary_path && c.algo == comm::TernaryAlgorithm::automatic)
+      line.add("auto_picks", std::string(comm::name(st.bucket_algorithm)) + "=1");
+    line.add_timing(t);
+    line.add("sent_rank0", all_wire[0]).add("recv_rank0", all_wire[1]);
+    line.add("sent_max", sent_max).add("recv_max", recv_max);
+    line.add("sent_mean", std::llround(sent_mean)).add("recv_mean", std::llround(recv_mean));
+    line.add("cpu_ms_per_rank", cpu_ms).add("xchg_ms", xchg).add("encode_ms", enc);
+    line.add("bytes_ratio_vs_fp32", bytes_x).add("speedup_vs_fp32", speedup);
+    line.add("xchg_speedup_vs_fp32", xchg_x);
+    line.add("load1", load[0]).add("cpu", cpu_model());
+    line.print();
+    std::fprintf(stderr, "%-12s %-16s %9.2f %9.2f %9.2f %9.2f %4d %10.3f %7.2f %7.2f %7.2f %8.1f\n",
+                 net.c_str(), c.label.c_str(), t.median_ms, t.p90_ms, xchg, enc, reps,
+                 static_cast<double>(sent_max) / 1e6, bytes_x, speedup, xchg_x, cpu_ms);
   }
   comm->barrier();
   return 0;
 }
 
-// ---- orchestration: signals, commands, network namespaces -------------------------------------
+// ---- launcher: signals, network namespaces, processes ------------------------------------------
 
 std::atomic<int> g_signal{0};
 
@@ -661,15 +542,16 @@ class NetLab {
 
   // Namespaces and bridges of earlier runs whose process is gone (killed with SIGKILL).
   void remove_stale() const {
-    std::string out;
+    auto dead = [](const std::string& pid) {
+      return !pid.empty() && pid.find_first_not_of("0123456789") == std::string::npos &&
+             ::kill(std::stoi(pid), 0) != 0 && errno == ESRCH;
+    };
+    std::string out, line;
     if (run_cmd(ip_ + " netns list", false, &out) == 0) {
       std::istringstream is(out);
-      std::string line;
       while (std::getline(is, line)) {
         const std::string name = line.substr(0, line.find(' '));
-        if (name.rfind("tgbench", 0) != 0) continue;
-        const std::string pid = name.substr(7, name.find('_') - 7);
-        if (!pid.empty() && ::kill(std::stoi(pid), 0) != 0 && errno == ESRCH) {
+        if (name.rfind("tgbench", 0) == 0 && dead(name.substr(7, name.find('_') - 7))) {
           std::fprintf(stderr, "netns: removing %s left by a dead run\n", name.c_str());
           run_cmd(ip_ + " netns del " + name, false);
         }
@@ -677,14 +559,11 @@ class NetLab {
     }
     if (run_cmd(ip_ + " -o link show type bridge", false, &out) == 0) {
       std::istringstream is(out);
-      std::string line;
       while (std::getline(is, line)) {
         const size_t a = line.find(": tgb"), b = line.find("br:");
         if (a == std::string::npos || b == std::string::npos || b < a) continue;
         const std::string pid = line.substr(a + 5, b - a - 5);
-        if (!pid.empty() && pid.find_first_not_of("0123456789") == std::string::npos &&
-            ::kill(std::stoi(pid), 0) != 0 && errno == ESRCH)
-          run_cmd(ip_ + " link del tgb" + pid + "br", false);
+        if (dead(pid)) run_cmd(ip_ + " link del tgb" + pid + "br", false);
       }
     }
   }
@@ -704,109 +583,75 @@ class NetLab {
   bool bridge_made_ = false;
 };
 
-// ---- orchestration: cases ---------------------------------------------------------------------
-
-std::vector<Slot> net_layout(const std::string& name) {
-  std::unique_ptr<Net> net = make_net(name, NetOptions{}, Device::cpu());
-  std::vector<Slot> layout;
-  for (const auto& e : net->arena().entries()) layout.push_back({e.name, e.numel});
-  return layout;
-}
-
-// ternarize_pack of every tensor in this one process (uncontended), ms.
-double encode_ms(const std::vector<Slot>& layout, tern::PackFormat fmt) {
-  std::vector<float> g(total_numel(layout));
-  fill_gradient(layout, 0, g.data());
-  const std::vector<float> s = local_scalers(layout, g.data());
-  const std::vector<size_t> coff = code_offsets(layout, fmt);
-  std::vector<uint8_t> codes(coff.back());
-  const Timing t = time_it([&] { ternarize_all(layout, g.data(), s, 0, fmt, coff, codes.data()); },
-                           [] {}, 0.2, 1, 3);
-  return t.median_ms;
-}
-
-struct Row {
-  std::string net, algo, picks;
-  int procs = 0, reps = 0;
-  double median = 0, p10 = 0, p90 = 0, load = 0, cpu_ms = 0;
-  double xchg = 0, xchg_speedup = 0;  // median of (call - encode phase), fp32 / that
-  uint64_t sent0 = 0, recv0 = 0, sent_max = 0, recv_max = 0, sent_mean = 0, recv_mean = 0;
-  double bytes_ratio = 0, speedup = 0;
-};
-
-// Forks P workers (exec of this binary with --worker), in the namespaces when `lab` is set, and
-// waits; if one fails the others are terminated. Throws naming the failed rank.
-void run_workers(const Options& o, const std::string& dir, int P, const NetLab* lab) {
+// Starts P ranks: fork + exec of this binary with the user's arguments plus "--worker DIR RANK P
+// HOST" (exec, not a bare fork: the parent has run OpenMP code, which a forked child cannot
+// reuse), each in its namespace when `lab` is set, and waits. When one fails the others get
+// SIGTERM; throws naming the first failed rank.
+void run_ranks(const std::vector<std::string>& argv, const std::string& dir, int P,
+               const NetLab* lab) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const std::string omp = std::to_string(std::max(1, cores / P));
-  // The binary's own path (exec'ing /proc/self/exe directly would name the workers "exe").
   static const std::string self = fs::read_symlink("/proc/self/exe").string();
   std::vector<pid_t> pids(P, -1);
-  for (int r = 0; r < P; ++r) {
-    std::vector<std::string> args = {"bench_comm",    "--worker",
-                                     "--rank",        std::to_string(r),
-                                     "--size",        std::to_string(P),
-                                     "--dir",         dir,
-                                     "--host",        lab ? NetLab::address(r) : "127.0.0.1",
-                                     "--algos",       join(o.algos, ','),
-                                     "--reps",        std::to_string(o.reps),
-                                     "--warmup",      std::to_string(o.warmup),
-                                     "--format",      o.format,
-                                     "--path",        o.product ? "product" : "collectives",
-                                     "--chunk-bytes", std::to_string(o.chunk_bytes),
-                                     "--timeout-s",   std::to_string(o.timeout_s)};
-    if (!o.overlap) args.push_back("--no-overlap");
-    std::fflush(nullptr);
-    const pid_t pid = ::fork();
-    TG_CHECK(pid >= 0, "fork failed: ", std::strerror(errno));
-    if (pid == 0) {
-      if (lab) {
-        const std::string path = "/run/netns/" + lab->ns(r);
-        const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd < 0 || ::setns(fd, CLONE_NEWNET) != 0) {
-          std::fprintf(stderr, "rank %d: cannot enter network namespace %s: %s\n", r, path.c_str(),
-                       std::strerror(errno));
-          ::_exit(126);
-        }
-      }
-      ::setenv("OMP_NUM_THREADS", omp.c_str(), 0);
-      ::setenv("OMP_WAIT_POLICY", "passive", 0);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(self.c_str(), argv.data());
-      std::fprintf(stderr, "rank %d: exec %s failed: %s\n", r, self.c_str(), std::strerror(errno));
-      ::_exit(127);
-    }
-    pids[r] = pid;
-  }
-  std::string failure;
-  int live = P;
   auto terminate_all = [&] {
     for (pid_t p : pids)
       if (p > 0) ::kill(p, SIGTERM);
   };
+  std::string failure;
+  int live = 0;
+  for (int r = 0; r < P; ++r) {
+    std::vector<std::string> args = argv;
+    for (const std::string& a : {std::string("--worker"), dir, std::to_string(r), std::to_string(P),
+                                 lab ? NetLab::address(r) : "127.0.0.1"})
+      args.push_back(a);
+    std::vector<char*> cargs;
+    for (auto& a : args) cargs.push_back(a.data());
+    cargs.push_back(nullptr);
+    const std::string ns_path = lab ? "/run/netns/" + lab->ns(r) : "";
+    std::fflush(nullptr);
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      failure = "fork of rank " + std::to_string(r) + " failed: " + std::strerror(errno);
+      terminate_all();
+      break;
+    }
+    if (pid == 0) {
+      if (lab) {
+        const int fd = ::open(ns_path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || ::setns(fd, CLONE_NEWNET) != 0) {
+          std::fprintf(stderr, "rank %d: cannot enter %s: %s\n", r, ns_path.c_str(),
+                       std::strerror(errno));
+          ::_exit(126);
+        }
+      }
+      for (const auto& [var, val] :
+           {std::pair{"OMP_NUM_THREADS", omp.c_str()}, std::pair{"OMP_WAIT_POLICY", "passive"}}) {
+        const char* set = std::getenv(var);
+        if (!set || !*set) ::setenv(var, val, 1);  // empty counts as unset (libgomp rejects it)
+      }
+      ::execv(self.c_str(), cargs.data());
+      std::fprintf(stderr, "rank %d: exec %s failed: %s\n", r, self.c_str(), std::strerror(errno));
+      ::_exit(127);
+    }
+    pids[r] = pid;
+    ++live;
+  }
   while (live > 0) {
     int st = 0;
     const pid_t pid = ::waitpid(-1, &st, 0);
-    if (pid < 0) {
-      if (errno == EINTR && g_signal.load()) {
-        terminate_all();
-        while (::waitpid(-1, nullptr, 0) > 0 || errno == EINTR) {
-        }
-        check_signal();
+    if (pid < 0 && errno == EINTR && g_signal.load()) {
+      terminate_all();
+      while (::waitpid(-1, nullptr, 0) > 0 || errno == EINTR) {
       }
-      if (errno == ECHILD) break;
-      continue;
+      check_signal();
     }
+    if (pid < 0 && errno == ECHILD) break;
     const auto it = std::find(pids.begin(), pids.end(), pid);
-    if (it == pids.end()) continue;
-    const int r = static_cast<int>(it - pids.begin());
+    if (pid < 0 || it == pids.end()) continue;
     *it = -1;
     --live;
-    const bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
-    if (!ok && failure.empty()) {
-      failure = "rank " + std::to_string(r) +
+    if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0) && failure.empty()) {
+      failure = "rank " + std::to_string(it - pids.begin()) +
                 (WIFEXITED(st) ? " exited with status " + std::to_string(WEXITSTATUS(st))
                                : std::string(" was killed by ") + strsignal(WTERMSIG(st)));
       terminate_all();
@@ -816,142 +661,61 @@ void run_workers(const Options& o, const std::string& dir, int P, const NetLab* 
   TG_CHECK(failure.empty(), dir, ": ", failure, " (its error is printed above)");
 }
 
-std::vector<Row> read_results(const std::string& path, const std::string& net, int P) {
-  std::ifstream in(path);
-  TG_CHECK(in, "no results in ", path);
-  std::vector<Row> rows;
-  Row r;
-  while (in >> r.algo >> r.median >> r.p10 >> r.p90 >> r.reps >> r.sent0 >> r.recv0 >> r.sent_max >>
-         r.recv_max >> r.sent_mean >> r.recv_mean >> r.cpu_ms >> r.picks >> r.xchg) {
-    r.net = net;
-    r.procs = P;
-    rows.push_back(r);
-  }
-  return rows;
-}
-
-double mb(uint64_t b) {
-  return static_cast<double>(b) / 1e6;
-}
-
-void print_table(const std::vector<Row>& rows, const std::string& link) {
-  std::fprintf(stderr,
-               "\n%-8s %2s %-16s %10s %10s %10s %9s %4s %11s %11s %8s %8s %8s %9s %5s  %s\n", "net",
-               "P", "algo", "median_ms", "p10_ms", "p90_ms", "xchg_ms", "reps", "sentmax_MB",
-               "recvmax_MB", "bytes_x", "speedup", "xchg_x", "cpu_ms", "load", "auto picks");
-  for (const Row& r : rows)
-    std::fprintf(stderr,
-                 "%-8s %2d %-16s %10.2f %10.2f %10.2f %9.2f %4d %11.3f %11.3f %8.2f %8.2f %8.2f "
-                 "%9.1f %5.2f  %s\n",
-                 r.net.c_str(), r.procs, r.algo.c_str(), r.median, r.p10, r.p90, r.xchg, r.reps,
-                 mb(r.sent_max), mb(r.recv_max), r.bytes_ratio, r.speedup, r.xchg_speedup, r.cpu_ms,
-                 r.load, r.picks == "-" ? "" : r.picks.c_str());
-  std::fprintf(stderr,
-               "(link %s; bytes_x = fp32 sent / this sent, busiest rank; speedup = fp32 median / "
-               "this median; xchg = the call minus its encode phase, xchg_x = fp32 median / "
-               "xchg median; cpu_ms = CPU time per exchange per rank, mean over ranks)\n",
-               link.c_str());
-}
-
-int orchestrate(const Options& o) {
+int launch(const Options& o, const std::vector<std::string>& argv) {
   install_signal_handlers();
-  const tern::PackFormat fmt = parse_format(o.format);
-  for (const auto& name : o.nets) {  // fail fast on an unknown net
-    const auto names = net_names();
+  const auto names = net_names();
+  for (const auto& name : o.nets)  // fail fast on an unknown net
     TG_CHECK(std::find(names.begin(), names.end(), name) != names.end(), "--nets: unknown net '",
              name, "'; known: ", join(names, ','));
-  }
   std::unique_ptr<NetLab> lab;
-  if (o.link != "loopback") {
+  if (o.link != "loopback")
     lab = std::make_unique<NetLab>(*std::max_element(o.procs.begin(), o.procs.end()), o.link);
-  }
   char tmpl[] = "/tmp/bench_comm.XXXXXX";
   TG_CHECK(::mkdtemp(tmpl), "mkdtemp failed: ", std::strerror(errno));
-  const std::string root = tmpl;
   struct RemoveDir {
     std::string d;
     ~RemoveDir() {
       std::error_code ec;
       fs::remove_all(d, ec);
     }
-  } remove_root{root};
+  } root{tmpl};
 
-  const std::string cpu = cpu_model();
-  std::fprintf(stderr, "bench_comm: %s, %u cores, link %s, format %s, store %s\n", cpu.c_str(),
-               std::thread::hardware_concurrency(), o.link.c_str(), o.format.c_str(), root.c_str());
-  std::vector<Row> all;
+  std::fprintf(stderr, "bench_comm: %s, %u cores, link %s, format %s, store %s\n",
+               cpu_model().c_str(), std::thread::hardware_concurrency(), o.link.c_str(),
+               o.format.c_str(), root.d.c_str());
   int failures = 0;
   for (const auto& net : o.nets) {
     check_signal();
-    std::vector<Slot> layout = net_layout(net);
-    const int64_t n = total_numel(layout);
-    if (o.flat) layout = {{"flat", n}};
-    const double enc = encode_ms(layout, fmt);
-    std::fprintf(stderr, "%s: %lld parameters in %zu tensors; ternarize+pack all: %.2f ms\n",
-                 net.c_str(), static_cast<long long>(n), layout.size(), enc);
+    std::string layout;
+    int64_t params = 0, tensors = 0;
+    const std::unique_ptr<Net> model = make_net(net, NetOptions{}, Device::cpu());
+    for (const auto& e : model->arena().entries()) {
+      layout += e.name + ' ' + std::to_string(e.offset) + ' ' + std::to_string(e.numel) + '\n';
+      params += e.numel;
+      ++tensors;
+    }
+    std::fprintf(stderr, "%s: %lld parameters in %lld tensors\n", net.c_str(),
+                 static_cast<long long>(params), static_cast<long long>(tensors));
     for (int P : o.procs) {
       check_signal();
-      const std::string dir = root + "/" + net + "_P" + std::to_string(P);
+      const std::string dir = root.d + "/" + net + "_P" + std::to_string(P);
       fs::create_directories(dir);
-      {
-        std::ofstream out(dir + "/layout.txt");
-        for (const auto& s : layout) out << s.name << ' ' << s.numel << '\n';
-      }
-      double load[3] = {0, 0, 0};
-      ::getloadavg(load, 3);
-      std::vector<Row> rows;
+      std::ofstream(dir + "/layout.txt") << layout;
       try {
-        run_workers(o, dir, P, lab.get());
-        rows = read_results(dir + "/results.txt", net, P);
+        run_ranks(argv, dir, P, lab.get());
       } catch (const Interrupted&) {
         throw;
       } catch (const std::exception& e) {
         std::fprintf(stderr, "FAILED %s P=%d: %s\n", net.c_str(), P, e.what());
         ++failures;
-        continue;
       }
-      const Row* fp = nullptr;
-      for (const Row& r : rows)
-        if (r.algo == "fp32") fp = &r;
-      for (Row& r : rows) {
-        r.load = load[0];
-        if (fp) {
-          r.bytes_ratio = r.sent_max ? static_cast<double>(fp->sent_max) / r.sent_max : 0;
-          r.speedup = r.median > 0 ? fp->median / r.median : 0;
-          r.xchg_speedup = r.xchg > 0 ? fp->median / r.xchg : 0;
-        }
-        JsonLine line;
-        line.add("bench", "comm").add("net", net).add("params", static_cast<long long>(n));
-        line.add("tensors", static_cast<int>(layout.size())).add("procs", P);
-        line.add("layout", o.flat ? "flat" : "per-tensor");
-        line.add("path", o.product ? "product" : "collectives");
-        if (o.product) line.add("chunk_bytes", static_cast<long long>(o.chunk_bytes));
-        if (o.product) line.add("overlap", o.overlap ? "on" : "off");
-        line.add("link", o.link).add("format", o.format).add("algo", r.algo);
-        if (r.picks != "-") line.add("auto_picks", r.picks);
-        line.add_timing({r.median, r.p10, r.p90, r.reps});
-        line.add("sent_rank0", static_cast<long long>(r.sent0))
-            .add("recv_rank0", static_cast<long long>(r.recv0))
-            .add("sent_max", static_cast<long long>(r.sent_max))
-            .add("recv_max", static_cast<long long>(r.recv_max))
-            .add("sent_mean", static_cast<long long>(r.sent_mean))
-            .add("recv_mean", static_cast<long long>(r.recv_mean))
-            .add("cpu_ms_per_rank", r.cpu_ms);
-        line.add("xchg_ms", r.xchg);
-        if (fp) line.add("bytes_ratio_vs_fp32", r.bytes_ratio).add("speedup_vs_fp32", r.speedup);
-        if (fp) line.add("xchg_speedup_vs_fp32", r.xchg_speedup);
-        if (r.algo != "fp32") line.add("encode_ms", enc);
-        line.add("load1", load[0]).add("cpu", cpu);
-        line.print();
-        all.push_back(r);
-      }
-      print_table(rows, o.link);
     }
   }
-  if (o.nets.size() * o.procs.size() > 1 && !all.empty()) {
-    std::fprintf(stderr, "\n==== all cases ====");
-    print_table(all, o.link);
-  }
+  std::fprintf(stderr,
+               "(link %s; bytes_x = fp32 sent / this sent, busiest rank; speedup = fp32 median / "
+               "this median; xchg = the call minus its encode phase, xchg_x = fp32 median / xchg "
+               "median; cpu_ms = CPU time per call per rank, mean over ranks)\n",
+               o.link.c_str());
   return failures ? 1 : 0;
 }
 
@@ -963,9 +727,9 @@ int main(int argc, char** argv) {
   try {
     const Options o = parse_args(argc, argv);
     if (o.worker) return worker_main(o);
-    return orchestrate(o);
+    return launch(o, std::vector<std::string>(argv, argv + argc));
   } catch (const Interrupted& e) {
-    std::fprintf(stderr, "bench_comm: %s; workers stopped, namespaces and temp files removed\n",
+    std::fprintf(stderr, "bench_comm: %s; ranks stopped, namespaces and temp files removed\n",
                  e.what());
     return 130;
   } catch (const std::exception& e) {

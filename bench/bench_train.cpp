@@ -52,7 +52,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -87,13 +86,8 @@ struct Case {
   int warmup = 3, min_steps = 5, profiled = 5;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+double median(const std::vector<double>& v) {
+  return percentile(v, 0.5);
 }
 
 // The machine's large-matrix sgemm rate (GFLOP/s) on `dev`: the yardstick.
@@ -136,12 +130,10 @@ std::vector<double> time_compress_rounds(tern::Compressor& comp, const Tensor& g
   Tensor out = Tensor::empty({g.numel()}, DType::f32, d);
   for (int r = -1; r < reps; ++r) {  // r = -1: warm-up (first touch of the buffers)
     sync();
-    double t = now_s();
+    Stopwatch clock;
     auto lap = [&](int i) {
       sync();
-      const double n = now_s();
-      ms[i].push_back((n - t) * 1e3);
-      t = n;
+      ms[i].push_back(clock.lap_ms());
     };
     std::vector<float> shared(static_cast<size_t>(comp.num_meta()), 0.0f), meta(shared.size());
     for (int w = 0; w < workers; ++w) {
@@ -157,15 +149,13 @@ std::vector<double> time_compress_rounds(tern::Compressor& comp, const Tensor& g
     for (int w = 0; w < workers; ++w) {
       comp.encode(g, shared.data(), step, w, msg);
       sync();
-      const double mid = now_s();
-      enc += mid - t;
+      enc += clock.lap_ms();
       comp.accumulate(msg, shared.data(), step, acc);
       sync();
-      t = now_s();
-      accu += t - mid;
+      accu += clock.lap_ms();
     }
-    ms[2].push_back(enc * 1e3);
-    ms[3].push_back(accu * 1e3);
+    ms[2].push_back(enc);
+    ms[3].push_back(accu);
     comp.finalize(acc, shared.data(), step, workers, out);
     lap(4);
     if (r < 0)
@@ -243,8 +233,6 @@ void run_case(const Case& c, const Device& dev, double seconds, double sgemm) {
     share.push_back(t.compress_s / t.total());
     elapsed += t.total();
   }
-  std::vector<double> sorted = total;
-  std::sort(sorted.begin(), sorted.end());
   const double step_s = median(total);
 
   // Per-layer split and GEMM work from a few profiled steps.
@@ -265,8 +253,8 @@ void run_case(const Case& c, const Device& dev, double seconds, double sgemm) {
   j.add("kind", "step").add("net", c.net).add("device", dev.str());
   j.add("batch", static_cast<long long>(c.batch)).add("workers", static_cast<long long>(c.workers));
   j.add("compression", c.compression);
-  j.add("step_ms", step_s * ms).add("p10_ms", sorted[sorted.size() / 10] * ms);
-  j.add("p90_ms", sorted[sorted.size() * 9 / 10] * ms);
+  j.add("step_ms", step_s * ms).add("p10_ms", percentile(total, 0.1) * ms);
+  j.add("p90_ms", percentile(total, 0.9) * ms);
   j.add("steps", static_cast<long long>(total.size()));
   j.add("images_per_sec", c.batch / step_s);
   j.add("transfer_ms", median(xfer) * ms).add("forward_ms", median(fwd) * ms);

@@ -1,5 +1,7 @@
 #include "bench/harness.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <cmath>
 #include <sstream>
@@ -9,26 +11,65 @@
 
 namespace tg::bench {
 
+void Stopwatch::restart() {
+  start_ = lap_ = std::chrono::steady_clock::now();
+  cpu_start_ms_ = 0;
+  cpu_start_ms_ = cpu_ms();
+}
+
+double Stopwatch::ms() const {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_)
+      .count();
+}
+
+double Stopwatch::lap_ms() {
+  const auto now = std::chrono::steady_clock::now();
+  const double ms = std::chrono::duration<double, std::milli>(now - lap_).count();
+  lap_ = now;
+  return ms;
+}
+
+double Stopwatch::cpu_ms() const {
+  timespec ts{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6 - cpu_start_ms_;
+}
+
+namespace {
+// The nearest-rank rule of percentile(), on sorted, non-empty samples.
+double sorted_at(const std::vector<double>& sorted, double p) {
+  const auto last = static_cast<double>(sorted.size() - 1);
+  return sorted[static_cast<size_t>(std::clamp(p, 0.0, 1.0) * last + 0.5)];
+}
+}  // namespace
+
+double percentile(std::vector<double> samples, double p) {
+  if (samples.empty()) return 0;
+  std::sort(samples.begin(), samples.end());
+  return sorted_at(samples, p);
+}
+
+Timing summarize(std::vector<double> samples_ms) {
+  if (samples_ms.empty()) return {};
+  std::sort(samples_ms.begin(), samples_ms.end());
+  return {sorted_at(samples_ms, 0.5), sorted_at(samples_ms, 0.1), sorted_at(samples_ms, 0.9),
+          static_cast<int>(samples_ms.size())};
+}
+
 Timing time_it(const std::function<void()>& fn, const std::function<void()>& sync,
                double min_seconds, int warmup, int min_reps) {
-  using clock = std::chrono::steady_clock;
   for (int i = 0; i < warmup; ++i) fn();
   sync();
   std::vector<double> ms;
-  const auto start = clock::now();
-  while (static_cast<int>(ms.size()) < min_reps ||
-         std::chrono::duration<double>(clock::now() - start).count() < min_seconds) {
-    const auto t0 = clock::now();
+  const Stopwatch total;
+  while (static_cast<int>(ms.size()) < min_reps || total.ms() < 1e3 * min_seconds) {
+    const Stopwatch rep;
     fn();
     sync();
-    ms.push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count());
+    ms.push_back(rep.ms());
     if (ms.size() >= 10000) break;
   }
-  std::sort(ms.begin(), ms.end());
-  auto pct = [&](double p) {
-    return ms[std::min(ms.size() - 1, static_cast<size_t>(p * (ms.size() - 1) + 0.5))];
-  };
-  return {pct(0.5), pct(0.1), pct(0.9), static_cast<int>(ms.size())};
+  return summarize(std::move(ms));
 }
 
 namespace {
@@ -51,11 +92,6 @@ JsonLine& JsonLine::add(const std::string& key, double v) {
     os << "null";
   }
   fields_.emplace_back(key, os.str());
-  return *this;
-}
-
-JsonLine& JsonLine::add(const std::string& key, long long v) {
-  fields_.emplace_back(key, std::to_string(v));
   return *this;
 }
 

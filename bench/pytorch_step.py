@@ -39,8 +39,8 @@ How it matches bench_train (bench/bench_train.cpp, train/step.h)
   the optimizer runs over per-tensor parameters (torch's foreach kernels on CUDA, or --fused)
   where ours runs over one flat arena.
 * Timing: 10 warm-up steps, then steps until >= --seconds have elapsed (and >= 5 steps), each
-  timed with torch.cuda.synchronize() after it; median / p10 / p90 chosen from the sorted
-  samples as bench_train does (sorted[n/2], sorted[n/10], sorted[9n/10]).
+  timed with torch.cuda.synchronize() after it; median / p10 / p90 by the rule of bench_train
+  (bench/harness.h percentile(): the sorted sample at index round(p (n - 1))).
 * Precision: by default TF32 is OFF for both cuDNN and cuBLAS (torch enables it for cuDNN convs
   by default); our engine runs strict fp32 (CUBLAS_DEFAULT_MATH). --tf32 turns it on to show
   PyTorch's out-of-the-box numbers. torch.backends.cudnn.benchmark = True on CUDA.
@@ -332,11 +332,15 @@ def run_net(name, device, batch, seconds, args):
 
     s = sorted(times)
     n = len(s)
-    step_s = s[n // 2]
+
+    def pct(p):  # bench/harness.h percentile(): nearest rank, index round(p (n - 1))
+        return s[int(p * (n - 1) + 0.5)]
+
+    step_s = pct(0.5)
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else ""
     rec = {
         "kind": "pytorch_step", "net": name, "device": str(device), "batch": batch,
-        "step_ms": step_s * 1e3, "p10_ms": s[n // 10] * 1e3, "p90_ms": s[n * 9 // 10] * 1e3,
+        "step_ms": step_s * 1e3, "p10_ms": pct(0.1) * 1e3, "p90_ms": pct(0.9) * 1e3,
         "images_per_sec": batch / step_s, "steps": n, "params": params,
         "torch": torch.__version__, "gpu": gpu,
         "cudnn_benchmark": bool(torch.backends.cudnn.benchmark) if device.type == "cuda" else False,
