@@ -61,9 +61,6 @@
 #include <vector>
 
 #include "bench/harness.h"
-#include "train/config.h"
-#include "train/options.h"
-#include "train/step.h"
 #include "datasets/dataset.h"
 #include "nn/core/blas.h"
 #include "nn/core/cpu_env.h"
@@ -72,6 +69,9 @@
 #include "nn/core/profile.h"
 #include "nn/init/init.h"
 #include "terngrad/compressor.h"
+#include "train/config.h"
+#include "train/options.h"
+#include "train/step.h"
 
 namespace tg::bench {
 namespace {

@@ -12,14 +12,14 @@
 #include <map>
 #include <set>
 
-#include "train/config.h"
-#include "train/options.h"
-#include "train/json.h"
-#include "train/trainer.h"
 #include "nn/core/device.h"
 #include "nn/core/error.h"
 #include "nn/nets/net.h"
 #include "terngrad/convergence.h"
+#include "train/config.h"
+#include "train/json.h"
+#include "train/options.h"
+#include "train/trainer.h"
 
 namespace tg::cli {
 

@@ -15,19 +15,19 @@
 #include <string>
 #include <vector>
 
-#include "train/config.h"
 #include "cmd/convergence_check_cmd.h"
-#include "train/distributed.h"
-#include "train/json.h"
-#include "train/launch.h"
 #include "cmd/measure_bounds_cmd.h"
 #include "cmd/perf_model_cmd.h"
 #include "cmd/progress.h"
-#include "train/evaluate.h"
-#include "train/trainer.h"
 #include "datasets/fetch.h"
-#include "nn/core/error.h"
 #include "nn/core/cpu_env.h"
+#include "nn/core/error.h"
+#include "train/config.h"
+#include "train/distributed.h"
+#include "train/evaluate.h"
+#include "train/json.h"
+#include "train/launch.h"
+#include "train/trainer.h"
 
 namespace {
 

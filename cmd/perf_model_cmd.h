@@ -39,16 +39,4 @@ CLI::App* add_perf_model_command(CLI::App& app, PerfModelArgs& args);
 // file error naming the file and the key, a malformed override).
 int run_perf_model(const PerfModelArgs& args);
 
-// A cluster from a TOML file (keys: name, description, gpus_per_node, full_duplex, gpu,
-// [intra] / [inter] bandwidth_gbit and latency_us). `source` names the file in errors. Throws on
-// a syntax error (file:line:column), a missing or mistyped key (naming the key and what was
-// expected), or an unknown key (listing the known ones).
-perf::Cluster parse_cluster_toml(const std::string& text, const std::string& source);
-// `name`: a preset name, else a TOML file path; throws if it is neither.
-perf::Cluster resolve_cluster(const std::string& name);
-
-// Parameter counts per tensor of one of our nets (built on the CPU with its defaults), in arena
-// order. Throws on an unknown net, listing the known ones.
-std::vector<int64_t> net_tensor_numel(const std::string& network);
-
 }  // namespace tg::cli

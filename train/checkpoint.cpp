@@ -10,8 +10,8 @@
 #include <map>
 #include <sstream>
 
-#include "train/json.h"
 #include "nn/core/checksum.h"
+#include "train/json.h"
 
 namespace tg::train {
 

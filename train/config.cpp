@@ -18,8 +18,8 @@
 #include <type_traits>
 #include <variant>
 
-#include "train/json.h"
 #include "nn/core/error.h"
+#include "train/json.h"
 
 namespace tg::train {
 namespace {

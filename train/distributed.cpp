@@ -6,10 +6,10 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "train/json.h"
 #include "nn/core/cpu_env.h"
 #include "nn/core/cuda_runtime.h"
 #include "nn/core/error.h"
+#include "train/json.h"
 
 namespace tg::train {
 

@@ -27,11 +27,11 @@
 #include <string>
 #include <vector>
 
-#include "train/config.h"
-#include "train/launch.h"
 #include "comm/communicator.h"
 #include "comm/store.h"
 #include "nn/core/tensor.h"
+#include "train/config.h"
+#include "train/launch.h"
 
 namespace tg::train {
 

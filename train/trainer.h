@@ -20,9 +20,9 @@
 #include <memory>
 #include <string>
 
+#include "train/checkpoint.h"
 #include "train/config.h"
 #include "train/evaluate.h"
-#include "train/checkpoint.h"
 #include "train/launch.h"
 #include "train/step.h"
 #include "train/summary.h"

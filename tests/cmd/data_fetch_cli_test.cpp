@@ -6,9 +6,9 @@
 
 #include <filesystem>
 
-#include "train/json.h"
 #include "nn/core/checksum.h"
 #include "tests/cmd/cli_util.h"
+#include "train/json.h"
 
 namespace tg::testing {
 namespace {

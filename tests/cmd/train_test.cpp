@@ -9,12 +9,12 @@
 #include <filesystem>
 #include <thread>
 
-#include "train/checkpoint.h"
-#include "train/config.h"
-#include "train/json.h"
 #include "nn/core/checksum.h"
 #include "tests/cmd/cli_util.h"
 #include "tests/testing/errors.h"
+#include "train/checkpoint.h"
+#include "train/config.h"
+#include "train/json.h"
 
 namespace tg::testing {
 namespace {

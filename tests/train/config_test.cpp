@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "train/json.h"
 #include "nn/core/error.h"
 #include "tests/testing/errors.h"
 #include "tests/testing/files.h"
+#include "train/json.h"
 
 namespace tg::train {
 namespace {
