@@ -315,12 +315,12 @@ int worker_main(const Options& o) {
   for (const Case& c : make_cases(o)) {
     comm::AggregateOptions ao;
     ao.algorithm = c.algo;
-    ao.compression.method = c.method;
-    ao.compression.pack = parse_format(o.format);
     ao.chunk_bytes = o.chunk_bytes;
     ao.overlap = o.overlap;
-    const std::unique_ptr<tern::Compressor> compressor =
-        tern::make_compressor(ao.compression, layout);
+    tern::CompressionOptions co;
+    co.method = c.method;
+    co.pack = parse_format(o.format);
+    const std::unique_ptr<tern::Compressor> compressor = tern::make_compressor(co, layout);
     comm::AggregateStats st;
     struct Sample {
       double ms, encode_ms, cpu_ms;

@@ -1,17 +1,19 @@
-// aggregate_distributed (comm/aggregate.h): the generic allgather path for every compressor, the
-// exact fp32 reduce-scatter path for raw fp32, and the exact ternary path for terngrad with
-// shared scalers. One explicit device switch per kernel
-// call; temporaries are tensors from the device's caching allocator.
+// aggregate_distributed (comm/aggregate.h): the generic allgather path, the exact elementwise
+// reduce-scatter path for f32/f16 slots and the exact ternary path for shared-grid codes, picked
+// from the compressor's wire layout. Temporaries are tensors from the device's caching allocator.
 #include "comm/aggregate.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "nn/core/blas.h"
+#include "nn/core/cuda_runtime.h"
 #include "nn/core/error.h"
 #include "nn/ops/dispatch.h"
+#include "terngrad/baseline_kernels.h"
 
 namespace tg::comm {
 
@@ -31,6 +33,14 @@ WireBytes delta(const WireBytes& before, const WireBytes& after) {
   return {after.sent - before.sent, after.received - before.received};
 }
 
+void copy_bytes(const Device& d, void* dst, const void* src, int64_t n) {
+  if (n == 0) return;
+  if (d.is_cpu())
+    std::memcpy(dst, src, static_cast<size_t>(n));
+  else
+    cuda::copy_d2d(d.index, dst, src, static_cast<size_t>(n));
+}
+
 // bytes [offset, offset + n) of u8 tensor src into u8 tensor dst at dst_offset (same device).
 void copy_range(Tensor& dst, int64_t dst_offset, const Tensor& src, int64_t src_offset, int64_t n) {
   if (n == 0) return;
@@ -41,15 +51,16 @@ void copy_range(Tensor& dst, int64_t dst_offset, const Tensor& src, int64_t src_
 // Round 1, both paths: shared = elementwise max over the N workers' metas in global order (the
 // fold of aggregate_emulated), through an allgather of every rank's W * M floats.
 std::vector<float> share_meta(tern::Compressor& c, Communicator& comm,
-                              std::span<const Tensor> local_grads, AggregateStats& st) {
-  const auto m = static_cast<size_t>(c.num_meta());
+                              std::span<const Tensor> local_grads, tern::SlotRange r,
+                              AggregateStats& st) {
+  const auto m = static_cast<size_t>(c.num_meta(r));
   std::vector<float> shared(m, 0.0f);
   if (m == 0) return shared;
   const size_t w = local_grads.size();
   const size_t n = w * static_cast<size_t>(comm.size());
   auto t0 = Clock::now();
   std::vector<float> local(w * m);
-  for (size_t k = 0; k < w; ++k) c.local_meta(local_grads[k], local.data() + k * m);
+  for (size_t k = 0; k < w; ++k) c.local_meta(local_grads[k], local.data() + k * m, r);
   st.encode_s += seconds_since(t0);
 
   t0 = Clock::now();
@@ -68,60 +79,26 @@ std::vector<float> share_meta(tern::Compressor& c, Communicator& comm,
   return shared;
 }
 
-// ---- the message layout of terngrad with shared scalers (terngrad/compressor.h) --------------
-
-struct SlotFormat {
-  bool ternary = false;
-  int64_t offset = 0;  // byte offset inside one worker's message
-  int64_t bytes = 0;
-};
-
-// TernGradCompressor's own rules (terngrad/compressor.h: ternarized_slots, floating_grad_step)
-// decide which slots are ternary at `step`; a ternary slot is packed_bytes(pack, numel) bytes of
-// codes (shared scalers: no scaler in the message), any other numel raw floats.
-std::vector<SlotFormat> terngrad_message_layout(const tern::Compressor& c,
-                                                const tern::CompressionOptions& o, int64_t step) {
-  const auto& layout = c.layout();
-  const bool floating = tern::floating_grad_step(o, step);
-  const std::vector<bool> ternary = tern::ternarized_slots(layout, o);
-  std::vector<SlotFormat> out(layout.size());
-  int64_t offset = 0;
-  for (size_t t = 0; t < layout.size(); ++t) {
-    const int64_t numel = layout[t].numel;
-    SlotFormat& s = out[t];
-    s.ternary = !floating && ternary[t];
-    s.offset = offset;
-    s.bytes = s.ternary ? static_cast<int64_t>(tern::packed_bytes(o.pack, numel))
-                        : numel * static_cast<int64_t>(sizeof(float));
-    offset += s.bytes;
-  }
-  TG_CHECK(static_cast<size_t>(offset) == c.payload_bytes(step),
-           "aggregate_distributed: AggregateOptions.compression does not describe the terngrad "
-           "compressor (its messages at step ",
-           step, " are ", c.payload_bytes(step), " bytes, the options give ", offset,
-           "): pass the CompressionOptions it was made with");
-  return out;
-}
-
-// ---- the two paths ---------------------------------------------------------------------------
+// ---- the three paths -------------------------------------------------------------------------
 
 void generic_path(tern::Compressor& c, Communicator& comm, std::span<const Tensor> local_grads,
-                  int64_t step, const std::vector<float>& shared, Tensor& out, AggregateStats& st) {
+                  int64_t step, tern::SlotRange r, const std::vector<float>& shared, Tensor& out,
+                  AggregateStats& st) {
   const Device d = comm.device();
   const int64_t w = static_cast<int64_t>(local_grads.size());
   const int64_t n = w * comm.size();
-  const auto b = static_cast<int64_t>(c.payload_bytes(step));
+  const auto b = static_cast<int64_t>(c.payload_bytes(step, r));
   // Messages travel at a stride of B rounded up to 4 bytes, so every message starts as aligned
   // as aggregate_emulated's (raw floats inside a message are read as floats).
   const int64_t stride = padded4(b);
   const int64_t first = static_cast<int64_t>(comm.rank()) * w;
-  st.routes.assign(c.layout().size(), SlotRoute::message);
+  st.routes.assign(r.size(), SlotRoute::message);
 
   auto t0 = Clock::now();
   Tensor local = Tensor::zeros({w * stride}, DType::u8, d);  // zeros: the padding is defined
   for (int64_t k = 0; k < w; ++k) {
     Tensor msg = local.slice(0, k * stride, k * stride + b);
-    c.encode(local_grads[k], shared.data(), step, static_cast<int>(first + k), msg);
+    c.encode(local_grads[k], shared.data(), step, static_cast<int>(first + k), msg, r);
   }
   st.encode_s += seconds_since(t0);
 
@@ -132,87 +109,149 @@ void generic_path(tern::Compressor& c, Communicator& comm, std::span<const Tenso
   st.comm_s += seconds_since(t0);
 
   t0 = Clock::now();
-  tern::Accumulator acc = c.make_accumulator(d);
+  tern::Accumulator acc = c.make_accumulator(d, r);
   for (int64_t g = 0; g < n; ++g) {
     const Tensor msg = all.slice(0, g * stride, g * stride + b);
-    c.accumulate(msg, shared.data(), step, acc);
+    c.accumulate(msg, shared.data(), step, acc, r);
   }
-  c.finalize(acc, shared.data(), step, static_cast<int>(n), out);
+  c.finalize(acc, shared.data(), step, static_cast<int>(n), out, r);
   st.reduce_s += seconds_since(t0);
 }
 
-void fp32_path(tern::Compressor& c, Communicator& comm, std::span<const Tensor> local_grads,
-               Tensor& out, AggregateStats& st) {
+// acc[0 .. len) += the `len` values at `in` of the given coding (f32 or f16), in place.
+void add_coded(const Device& d, tern::SlotCoding coding, const uint8_t* in, int64_t len,
+               float* acc) {
+  if (len == 0) return;
+  if (coding == tern::SlotCoding::f32) {
+    axpy(d, len, 1.0f, reinterpret_cast<const float*>(in), acc);
+    return;
+  }
+  TG_DISPATCH(d, "fp16_unpack", tern::fp16_unpack_accumulate_cpu(in, len, 1.0f, acc),
+              tern::fp16_unpack_accumulate_cuda(in, len, 1.0f, acc));
+}
+
+void elementwise_path(tern::Compressor& c, Communicator& comm, std::span<const Tensor> local_grads,
+                      int64_t step, tern::SlotRange r, const std::vector<float>& shared,
+                      const tern::WireLayout& wl, bool ring, Tensor& out, AggregateStats& st) {
   const Device d = comm.device();
   const int64_t p = comm.size(), me = comm.rank();
   const int64_t w = static_cast<int64_t>(local_grads.size()), workers = w * p;
-  const int64_t n = c.total(), range = (n + p - 1) / p;  // elements each rank owns (C)
-  st.fp32_path = true;
-  st.routes.assign(c.layout().size(), SlotRoute::reduce_scatter);
+  const tern::SlotCoding coding = wl.slots.front().coding;
+  const int64_t e = coding == tern::SlotCoding::f32 ? 4 : 2;
+  const auto [e0, e1] = c.elements(r);
+  const int64_t n = e1 - e0;
+  const float inv = 1.0f / static_cast<float>(workers);
+  TG_CHECK(wl.bytes == n * e, "aggregate_distributed: ", c.name(), "'s ", tern::name(coding),
+           " message of ", n, " elements is ", wl.bytes, " bytes, expected ", n * e);
+  st.elementwise_path = true;
+  st.elementwise_bytes = static_cast<int>(e);
+
+  // One worker's message of r as bytes of e per element, in element order (the slots are
+  // contiguous in the flat gradient and back to back in the message): f32 slots are the
+  // gradient's own floats, read in place; f16 ones are encoded.
+  auto t0 = Clock::now();
+  std::vector<const uint8_t*> msg(static_cast<size_t>(w));
+  Tensor encoded;
+  if (coding == tern::SlotCoding::f32) {
+    for (int64_t k = 0; k < w; ++k)
+      msg[k] = reinterpret_cast<const uint8_t*>(local_grads[k].data<float>() + e0);
+  } else {
+    const int64_t first = me * w;
+    encoded = Tensor::empty({w * n * e}, DType::u8, d);
+    for (int64_t k = 0; k < w; ++k) {
+      Tensor m = encoded.slice(0, k * n * e, (k + 1) * n * e);
+      c.encode(local_grads[k], shared.data(), step, static_cast<int>(first + k), m, r);
+      msg[k] = encoded.data<uint8_t>() + k * n * e;
+    }
+  }
+  st.encode_s += seconds_since(t0);
+
+  if (ring && coding == tern::SlotCoding::f32) {
+    // The local workers in order, then the ring's sum over ranks, then the average.
+    st.routes.assign(r.size(), SlotRoute::ring);
+    t0 = Clock::now();
+    Tensor acc = Tensor::zeros({n}, DType::f32, d);
+    for (int64_t k = 0; k < w; ++k) add_coded(d, coding, msg[k], n, acc.data<float>());
+    st.reduce_s += seconds_since(t0);
+    t0 = Clock::now();
+    comm.allreduce(acc.data<float>(), n, DType::f32, ReduceOp::sum);
+    st.comm_s += seconds_since(t0);
+    t0 = Clock::now();
+    Tensor o = out.slice(0, e0, e1);
+    o.zero_();
+    axpy(d, n, inv, acc.data<float>(), o.data<float>());
+    st.reduce_s += seconds_since(t0);
+    return;
+  }
+  st.routes.assign(r.size(), SlotRoute::reduce_scatter);
+  const int64_t range = (n + p - 1) / p;  // elements each rank owns (C)
   auto span_of = [&](int64_t q) { return std::clamp<int64_t>(n - q * range, 0, range); };
 
   // send[q][k] = local worker k's range q (zero beyond n); recv[r][k] = rank r's worker k's range
   // of this rank: global worker r * W + k.
-  auto t0 = Clock::now();
-  Tensor send = Tensor::zeros({p * w * range}, DType::f32, d);
+  t0 = Clock::now();
+  const int64_t block = range * e;  // bytes of one worker's range
+  Tensor send = Tensor::zeros({p * w * block}, DType::u8, d);
   for (int64_t q = 0; q < p; ++q)
     for (int64_t k = 0; k < w; ++k) {
-      const int64_t len = span_of(q);
+      const int64_t len = span_of(q) * e;
       if (len == 0) continue;
-      const int64_t at = (q * w + k) * range;
-      send.slice(0, at, at + len).copy_from(local_grads[k].slice(0, q * range, q * range + len));
+      copy_bytes(d, send.data<uint8_t>() + (q * w + k) * block, msg[k] + q * block, len);
     }
   st.encode_s += seconds_since(t0);
 
   t0 = Clock::now();
-  Tensor recv = Tensor::empty({p * w * range}, DType::f32, d);
-  comm.alltoall(send.data<float>(), recv.data<float>(), static_cast<size_t>(w * range) * 4);
+  Tensor recv = Tensor::empty({p * w * block}, DType::u8, d);
+  comm.alltoall(send.data<uint8_t>(), recv.data<uint8_t>(), static_cast<size_t>(w * block));
   st.comm_s += seconds_since(t0);
 
   t0 = Clock::now();
   Tensor acc = Tensor::zeros({range}, DType::f32, d), mine = Tensor::zeros({range}, DType::f32, d);
   const int64_t len = span_of(me);  // the padding of a short last range stays 0
   for (int64_t g = 0; g < workers; ++g)
-    axpy(d, len, 1.0f, recv.data<float>() + g * range, acc.data<float>());
-  axpy(d, len, 1.0f / static_cast<float>(workers), acc.data<float>(), mine.data<float>());
+    add_coded(d, coding, recv.data<uint8_t>() + g * block, len, acc.data<float>());
+  axpy(d, len, inv, acc.data<float>(), mine.data<float>());
   st.reduce_s += seconds_since(t0);
 
   t0 = Clock::now();
   Tensor all = Tensor::empty({p * range}, DType::f32, d);
   comm.allgather(mine.data<float>(), all.data<float>(), static_cast<size_t>(range) * 4);
-  out.copy_from(all.slice(0, 0, n));
+  out.slice(0, e0, e1).copy_from(all.slice(0, 0, n));
   st.comm_s += seconds_since(t0);
 }
 
 void ternary_path(tern::Compressor& c, Communicator& comm, std::span<const Tensor> local_grads,
-                  int64_t step, const std::vector<float>& shared, const AggregateOptions& o,
-                  Tensor& out, AggregateStats& st) {
+                  int64_t step, tern::SlotRange r, const std::vector<float>& shared,
+                  const tern::WireLayout& wl, const AggregateOptions& o, Tensor& out,
+                  AggregateStats& st) {
   const Device d = comm.device();
   const auto& layout = c.layout();
   const int w = static_cast<int>(local_grads.size());
   const int64_t n = static_cast<int64_t>(w) * comm.size();
   const int64_t first = static_cast<int64_t>(comm.rank()) * w;
-  const tern::PackFormat f = o.compression.pack;
-  const std::vector<SlotFormat> fmt = terngrad_message_layout(c, o.compression, step);
-  const auto b = static_cast<int64_t>(c.payload_bytes(step));
+  const tern::PackFormat f = wl.pack;
+  const std::vector<tern::SlotWire>& fmt = wl.slots;  // fmt[t - r.first]: slot t
+  const int64_t b = wl.bytes;
+  const size_t slots = r.size();
   TG_CHECK(o.chunk_bytes >= 0,
            "aggregate_distributed: AggregateOptions.chunk_bytes = ", o.chunk_bytes,
            " (expected >= 0; 0 = one call for the whole bucket)");
   st.ternary_path = true;
+  auto is_ternary = [&](size_t i) { return fmt[i].coding == tern::SlotCoding::ternary; };
 
-  // The bucket: every ternary slot, in layout order; the gathered block: every raw fp32 slot.
+  // The bucket: every ternary slot, in layout order; the gathered block: every f32 slot.
   // Every rank derives both, and resolves `automatic`, from the same sizes, so all agree.
   std::vector<int64_t> bucket_numel;
-  std::vector<int64_t> block_offset(layout.size(), -1);
+  std::vector<int64_t> block_offset(slots, -1);
   int64_t g_bytes = 0;
-  for (size_t t = 0; t < layout.size(); ++t) {
-    if (fmt[t].ternary) {
+  for (size_t i = 0; i < slots; ++i) {
+    if (is_ternary(i)) {
       ++st.ternary_slots;
-      bucket_numel.push_back(layout[t].numel);
+      bucket_numel.push_back(layout[r.first + i].numel);
     } else {
       ++st.raw_slots;
-      block_offset[t] = g_bytes;
-      g_bytes += fmt[t].bytes;  // numel floats: the block stays 4-byte aligned
+      block_offset[i] = g_bytes;
+      g_bytes += fmt[i].bytes;  // numel floats: the block stays 4-byte aligned
     }
   }
   const TernaryPipeline pipeline{o.chunk_bytes, o.overlap};
@@ -228,9 +267,9 @@ void ternary_path(tern::Compressor& c, Communicator& comm, std::span<const Tenso
   if (st.bucket_algorithm == TernaryAlgorithm::ps) bucket_route = SlotRoute::ps;
   if (st.bucket_algorithm == TernaryAlgorithm::packed_allreduce)
     bucket_route = SlotRoute::packed_allreduce;
-  st.routes.assign(layout.size(), SlotRoute::gathered);
-  for (size_t t = 0; t < layout.size(); ++t)
-    if (fmt[t].ternary) st.routes[t] = bucket_route;
+  st.routes.assign(slots, SlotRoute::gathered);
+  for (size_t i = 0; i < slots; ++i)
+    if (is_ternary(i)) st.routes[i] = bucket_route;
 
   // Encode the W messages. With no raw slot a message IS the bucket (slots back to back, each
   // packed_bytes long); otherwise cut the codes and the raw floats apart.
@@ -238,7 +277,7 @@ void ternary_path(tern::Compressor& c, Communicator& comm, std::span<const Tenso
   Tensor msgs = Tensor::empty({w * b}, DType::u8, d);
   for (int k = 0; k < w; ++k) {
     Tensor msg = msgs.slice(0, k * b, (k + 1) * b);
-    c.encode(local_grads[k], shared.data(), step, static_cast<int>(first + k), msg);
+    c.encode(local_grads[k], shared.data(), step, static_cast<int>(first + k), msg, r);
   }
   Tensor bucket = msgs;
   Tensor block;
@@ -247,28 +286,26 @@ void ternary_path(tern::Compressor& c, Communicator& comm, std::span<const Tenso
     block = Tensor::empty({w * g_bytes}, DType::u8, d);
     for (int k = 0; k < w; ++k) {
       int64_t at = k * st.bucket_bytes;
-      for (size_t t = 0; t < layout.size(); ++t) {
-        if (fmt[t].ternary) {
-          copy_range(bucket, at, msgs, k * b + fmt[t].offset, fmt[t].bytes);
-          at += fmt[t].bytes;
+      for (size_t i = 0; i < slots; ++i) {
+        if (is_ternary(i)) {
+          copy_range(bucket, at, msgs, k * b + fmt[i].offset, fmt[i].bytes);
+          at += fmt[i].bytes;
         } else {
-          copy_range(block, k * g_bytes + block_offset[t], msgs, k * b + fmt[t].offset,
-                     fmt[t].bytes);
+          copy_range(block, k * g_bytes + block_offset[i], msgs, k * b + fmt[i].offset,
+                     fmt[i].bytes);
         }
       }
     }
   }
   st.encode_s += seconds_since(t0);
 
-  tern::Accumulator acc = c.make_accumulator(d);
-  int32_t* ints = acc.ints.data<int32_t>();
-  float* floats = acc.floats.data<float>();
+  tern::Accumulator acc = c.make_accumulator(d, r);
 
   // The bucket in one collective (per chunk), then the raw block in one allgather.
   t0 = Clock::now();
   std::vector<int32_t*> slot_acc;
-  for (size_t t = 0; t < layout.size(); ++t)
-    if (fmt[t].ternary) slot_acc.push_back(ints + layout[t].offset);
+  for (size_t i = 0; i < slots; ++i)
+    if (is_ternary(i)) slot_acc.push_back(acc.int_at(layout[r.first + i].offset));
   ternary_aggregate_bucket(comm, st.bucket_algorithm, bucket.data<uint8_t>(), w, bucket_numel, f,
                            slot_acc, pipeline);
   Tensor all;
@@ -283,14 +320,14 @@ void ternary_path(tern::Compressor& c, Communicator& comm, std::span<const Tenso
   t0 = Clock::now();
   for (int64_t g = 0; g < n && g_bytes > 0; ++g) {
     const uint8_t* blk = all.data<uint8_t>() + g * g_bytes;
-    for (size_t t = 0; t < layout.size(); ++t) {
-      if (block_offset[t] < 0) continue;
-      const tern::GradSlot& s = layout[t];
-      axpy(d, s.numel, 1.0f, reinterpret_cast<const float*>(blk + block_offset[t]),
-           floats + s.offset);
+    for (size_t i = 0; i < slots; ++i) {
+      if (block_offset[i] < 0) continue;
+      const tern::GradSlot& s = layout[r.first + i];
+      axpy(d, s.numel, 1.0f, reinterpret_cast<const float*>(blk + block_offset[i]),
+           acc.float_at(s.offset));
     }
   }
-  c.finalize(acc, shared.data(), step, static_cast<int>(n), out);
+  c.finalize(acc, shared.data(), step, static_cast<int>(n), out, r);
   st.reduce_s += seconds_since(t0);
 }
 
@@ -302,6 +339,8 @@ const char* name(SlotRoute r) {
       return "message";
     case SlotRoute::reduce_scatter:
       return "reduce-scatter";
+    case SlotRoute::ring:
+      return "ring";
     case SlotRoute::gathered:
       return "gathered";
     case SlotRoute::ps:
@@ -328,9 +367,12 @@ std::string describe(const AggregateStats& s) {
                           gathered, " gathered raw fp32; bucket of ", s.ternary_slots, " slots, ",
                           s.bucket_bytes, " B per worker, ", s.bucket_chunks, " chunk",
                           s.bucket_chunks == 1 ? "" : "s");
-  } else if (s.fp32_path) {
-    line = detail::concat("fp32 reduce-scatter + allgather of ", s.routes.size(),
-                          " slots, summed in worker order");
+  } else if (s.elementwise_path) {
+    const bool ring = !s.routes.empty() && s.routes.front() == SlotRoute::ring;
+    line = ring ? detail::concat("f32 ring allreduce of ", s.routes.size(), " slots")
+                : detail::concat(s.elementwise_bytes == 4 ? "f32" : "f16",
+                                 " reduce-scatter + allgather of ", s.routes.size(),
+                                 " slots, summed in worker order");
   } else {
     line = detail::concat("generic allgather of ", s.routes.size(), " slots");
   }
@@ -339,7 +381,7 @@ std::string describe(const AggregateStats& s) {
 
 AggregateStats aggregate_distributed(tern::Compressor& c, Communicator& comm,
                                      std::span<const Tensor> local_grads, int64_t step, Tensor& out,
-                                     const AggregateOptions& options) {
+                                     const AggregateOptions& options, tern::SlotRange r) {
   const Device d = comm.device();
   TG_CHECK(!local_grads.empty(), "aggregate_distributed on rank ", comm.rank(),
            ": no local worker gradients (expected W >= 1)");
@@ -354,29 +396,30 @@ AggregateStats aggregate_distributed(tern::Compressor& c, Communicator& comm,
   }
   check_tensor(out, "aggregate_distributed: out", DType::f32, d);
   TG_CHECK(out.is_contiguous() && out.numel() == c.total(),
-           "aggregate_distributed: out must be a "
-           "contiguous f32 [",
-           c.total(), "] on ", d.str(), ", got ", out.str());
+           "aggregate_distributed: out must be a contiguous f32 [", c.total(), "] on ", d.str(),
+           ", got ", out.str());
+  if (r.size() == 0) r = c.all_slots();
 
-  const bool ternary = c.name() == "terngrad" && c.num_meta() > 0 &&
-                       options.algorithm != TernaryAlgorithm::allgather;
-  if (ternary)
-    TG_CHECK(
-        options.compression.method == "terngrad" && options.compression.scaler_sharing == "max",
-        "aggregate_distributed: the ", name(options.algorithm),
-        " algorithm needs AggregateOptions.compression = the options of the terngrad "
-        "compressor (method 'terngrad', scaler_sharing 'max'), got method '",
-        options.compression.method, "', scaler_sharing '", options.compression.scaler_sharing, "'");
+  // The route, from the compressor's description of the range's message.
+  const tern::WireLayout wl = c.wire(step, r);
+  const bool ternary = options.algorithm != TernaryAlgorithm::allgather &&
+                       wl.any(tern::SlotCoding::ternary) &&
+                       std::all_of(wl.slots.begin(), wl.slots.end(), [](const tern::SlotWire& s) {
+                         return s.coding == tern::SlotCoding::ternary ||
+                                s.coding == tern::SlotCoding::f32;
+                       });
+  const bool elementwise = comm.size() > 1 && !wl.slots.empty() &&
+                           (wl.uniform(tern::SlotCoding::f32) || wl.uniform(tern::SlotCoding::f16));
 
   AggregateStats st;
   const WireBytes before = comm.wire();
-  const std::vector<float> shared = share_meta(c, comm, local_grads, st);
+  const std::vector<float> shared = share_meta(c, comm, local_grads, r, st);
   if (ternary)
-    ternary_path(c, comm, local_grads, step, shared, options, out, st);
-  else if (c.elementwise_fp32() && comm.size() > 1)
-    fp32_path(c, comm, local_grads, out, st);
+    ternary_path(c, comm, local_grads, step, r, shared, wl, options, out, st);
+  else if (elementwise)
+    elementwise_path(c, comm, local_grads, step, r, shared, wl, options.float_ring, out, st);
   else
-    generic_path(c, comm, local_grads, step, shared, out, st);
+    generic_path(c, comm, local_grads, step, r, shared, out, st);
   st.wire = delta(before, comm.wire());
   return st;
 }

@@ -85,23 +85,29 @@ void check_worker(const Compressor& c, const char* what, int worker) {
   TG_CHECK(worker >= 0, c.name(), " ", what, ": worker must be >= 0, got ", worker);
 }
 
-// out = acc.floats / workers over the whole buffer.
-void finalize_floats(const Accumulator& acc, int workers, Tensor& out) {
-  out.zero_();
-  axpy(out.device(), out.numel(), 1.0f / static_cast<float>(workers), acc.floats.data<float>(),
-       out.data<float>());
-}
-
-// The same for the elements [offset, offset + n) only (0 + x / workers: the same bits).
-void finalize_floats_slot(const Accumulator& acc, int workers, int64_t offset, int64_t n,
-                          Tensor& out) {
+// out = 0 + acc.floats / workers at the elements [offset, offset + n): per element the same bits
+// whether a call covers one slot, a range or the whole buffer.
+void finalize_floats(const Accumulator& acc, int workers, int64_t offset, int64_t n, Tensor& out) {
   const Device d = out.device();
   float* o = out.data<float>() + offset;
+  if (n == 0) return;
   if (d.is_cpu())
     std::memset(o, 0, n * sizeof(float));
   else
     cuda::memset_async(d.index, o, 0, n * sizeof(float));
-  axpy(d, n, 1.0f / static_cast<float>(workers), acc.floats.data<float>() + offset, o);
+  axpy(d, n, 1.0f / static_cast<float>(workers), acc.float_at(offset), o);
+}
+
+// The message layout of range r when every slot t is `bytes(t)` long with coding `coding(t)`.
+template <class Bytes, class Coding>
+WireLayout layout_of(SlotRange r, Bytes bytes, Coding coding) {
+  WireLayout w;
+  for (size_t t = r.first; t < r.last; ++t) {
+    const auto b = static_cast<int64_t>(bytes(t));
+    w.slots.push_back({coding(t), w.bytes, b});
+    w.bytes += b;
+  }
+  return w;
 }
 
 // ---- none: raw fp32 --------------------------------------------------------------------------
@@ -110,20 +116,29 @@ class NoneCompressor final : public Compressor {
  public:
   explicit NoneCompressor(std::vector<GradSlot> layout) : Compressor(std::move(layout)) {}
   std::string name() const override { return "none"; }
-  size_t payload_bytes(int64_t) const override { return fp32_bytes(); }
-  void encode(const Tensor& g, const float*, int64_t step, int, Tensor& msg) override {
-    check_buffers(*this, g, msg, payload_bytes(step));
-    copy_bytes(g.device(), msg.raw_data(), g.raw_data(), fp32_bytes());
+
+ protected:
+  WireLayout wire_range(int64_t, SlotRange r) const override {
+    return layout_of(
+        r, [&](size_t t) { return layout_[t].numel * sizeof(float); },
+        [](size_t) { return SlotCoding::f32; });
   }
-  void accumulate(const Tensor& msg, const float*, int64_t, Accumulator& acc) const override {
-    axpy(msg.device(), total_, 1.0f, reinterpret_cast<const float*>(msg.data<uint8_t>()),
-         acc.floats.data<float>());
+  void encode_range(const Tensor& g, const float*, int64_t, int, SlotRange r,
+                    Tensor& msg) override {
+    const auto [b, e] = elements(r);
+    copy_bytes(g.device(), msg.raw_data(), g.data<float>() + b, (e - b) * sizeof(float));
   }
-  void finalize(const Accumulator& acc, const float*, int64_t, int workers,
-                Tensor& out) const override {
-    finalize_floats(acc, workers, out);
+  void accumulate_range(const Tensor& msg, const float*, int64_t, SlotRange r,
+                        Accumulator& acc) const override {
+    const auto [b, e] = elements(r);
+    axpy(msg.device(), e - b, 1.0f, reinterpret_cast<const float*>(msg.data<uint8_t>()),
+         acc.float_at(b));
   }
-  bool elementwise_fp32() const override { return true; }
+  void finalize_range(const Accumulator& acc, const float*, int64_t, int workers, SlotRange r,
+                      Tensor& out) const override {
+    const auto [b, e] = elements(r);
+    finalize_floats(acc, workers, b, e - b, out);
+  }
 };
 
 // ---- terngrad --------------------------------------------------------------------------------
@@ -136,20 +151,22 @@ class TernGradCompressor final : public Compressor {
   }
   std::string name() const override { return "terngrad"; }
   bool shared() const { return o_.scaler_sharing == "max"; }
-  int64_t num_meta() const override { return shared() ? static_cast<int64_t>(layout_.size()) : 0; }
+  int64_t meta_per_slot() const override { return shared() ? 1 : 0; }
 
+ protected:
   // The reference code's floating_grad_epoch: the last epoch of every F-epoch window is fp32.
   bool floating(int64_t step) const { return floating_grad_step(o_, step); }
   bool ternary(size_t t, int64_t step) const { return ternary_[t] && !floating(step); }
 
   float scaler_of(const TensorStats& st) const { return terngrad_scaler(st, o_.clip); }
 
-  void local_meta(const Tensor& g, float* meta) const override {
+  void local_meta_range(const Tensor& g, SlotRange r, float* meta) const override {
     if (!shared()) return;
     const float* p = g.data<float>();
-    for (size_t t = 0; t < layout_.size(); ++t)
-      meta[t] = ternary_[t] ? scaler_of(stats(g.device(), p + layout_[t].offset, layout_[t].numel))
-                            : 0.0f;
+    for (size_t t = r.first; t < r.last; ++t)
+      meta[t - r.first] =
+          ternary_[t] ? scaler_of(stats(g.device(), p + layout_[t].offset, layout_[t].numel))
+                      : 0.0f;
   }
 
   size_t slot_bytes(size_t t, int64_t step) const {
@@ -157,19 +174,23 @@ class TernGradCompressor final : public Compressor {
     if (!ternary(t, step)) return static_cast<size_t>(n) * sizeof(float);
     return packed_bytes(o_.pack, n) + (shared() ? 0 : sizeof(float));
   }
-  size_t payload_bytes(int64_t step) const override {
-    size_t b = 0;
-    for (size_t t = 0; t < layout_.size(); ++t) b += slot_bytes(t, step);
-    return b;
+  WireLayout wire_range(int64_t step, SlotRange r) const override {
+    WireLayout w = layout_of(
+        r, [&](size_t t) { return slot_bytes(t, step); },
+        [&](size_t t) {
+          if (!ternary(t, step)) return SlotCoding::f32;
+          return shared() ? SlotCoding::ternary : SlotCoding::opaque;
+        });
+    w.pack = o_.pack;
+    return w;
   }
 
-  void encode(const Tensor& g, const float* shared_meta, int64_t step, int worker,
-              Tensor& msg) override {
-    check_buffers(*this, g, msg, payload_bytes(step));
+  void encode_range(const Tensor& g, const float* shared_meta, int64_t step, int worker,
+                    SlotRange r, Tensor& msg) override {
     const Device d = g.device();
     const float* p = g.data<float>();
     uint8_t* m = msg.data<uint8_t>();
-    for (size_t t = 0; t < layout_.size(); ++t) {
+    for (size_t t = r.first; t < r.last; ++t) {
       const GradSlot& sl = layout_[t];
       if (!ternary(t, step)) {
         copy_bytes(d, m, p + sl.offset, sl.numel * sizeof(float));
@@ -177,7 +198,7 @@ class TernGradCompressor final : public Compressor {
         float s = 0;
         uint8_t* codes = m;
         if (shared()) {
-          s = shared_meta[t];
+          s = shared_meta[t - r.first];
         } else {
           s = scaler_of(stats(d, p + sl.offset, sl.numel));
           write_float(d, m, s);
@@ -192,11 +213,10 @@ class TernGradCompressor final : public Compressor {
     }
   }
 
-  void accumulate(const Tensor& msg, const float*, int64_t step, Accumulator& acc) const override {
+  void accumulate_range(const Tensor& msg, const float*, int64_t step, SlotRange r,
+                        Accumulator& acc) const override {
     const Device d = msg.device();
     const uint8_t* m = msg.data<uint8_t>();
-    int32_t* ints = acc.ints.data<int32_t>();
-    float* floats = acc.floats.data<float>();
     Tensor tmp_i, tmp_f;  // scratch, made on first use, sized for the largest slot
     auto scratch = [&] {
       if (tmp_i.defined()) return;
@@ -205,7 +225,7 @@ class TernGradCompressor final : public Compressor {
       tmp_i = Tensor::empty({largest}, DType::i32, d);
       tmp_f = Tensor::empty({largest}, DType::f32, d);
     };
-    for (size_t t = 0; t < layout_.size(); ++t) {
+    for (size_t t = r.first; t < r.last; ++t) {
       const GradSlot& sl = layout_[t];
       if (!ternary(t, step)) {
         // Raw floats follow code slots of any byte length, so they may sit at an address that is
@@ -216,9 +236,9 @@ class TernGradCompressor final : public Compressor {
           copy_bytes(d, tmp_f.data<float>(), m, sl.numel * sizeof(float));
           src = tmp_f.data<float>();
         }
-        axpy(d, sl.numel, 1.0f, src, floats + sl.offset);
+        axpy(d, sl.numel, 1.0f, src, acc.float_at(sl.offset));
       } else if (shared()) {
-        unpack(d, m, sl.numel, o_.pack, ints + sl.offset);  // exact integer code sums
+        unpack(d, m, sl.numel, o_.pack, acc.int_at(sl.offset));  // exact integer code sums
       } else {
         // Own scalers (the no-sharing ablation): codes of different workers are on different
         // grids, so they are summed as floats s_w * code (in message order).
@@ -228,25 +248,26 @@ class TernGradCompressor final : public Compressor {
         codes.zero_();
         unpack(d, m + sizeof(float), sl.numel, o_.pack, tmp_i.data<int32_t>());
         scale_ints(d, tmp_i.data<int32_t>(), sl.numel, s, tmp_f.data<float>());
-        axpy(d, sl.numel, 1.0f, tmp_f.data<float>(), floats + sl.offset);
+        axpy(d, sl.numel, 1.0f, tmp_f.data<float>(), acc.float_at(sl.offset));
       }
       m += slot_bytes(t, step);
     }
   }
 
-  void finalize(const Accumulator& acc, const float* shared_meta, int64_t step, int workers,
-                Tensor& out) const override {
-    if (!shared()) return finalize_floats(acc, workers, out);  // every slot summed as floats
+  void finalize_range(const Accumulator& acc, const float* shared_meta, int64_t step, int workers,
+                      SlotRange r, Tensor& out) const override {
     // Shared scalers: ternary slots are (s / N) * integer sums, the rest (raw slots, or every
-    // slot in a floating-gradient epoch) float sums; each slot written once.
+    // slot in a floating-gradient epoch) float sums; each slot written once. Own scalers: every
+    // slot was summed as floats.
     const Device d = out.device();
-    for (size_t t = 0; t < layout_.size(); ++t) {
+    for (size_t t = r.first; t < r.last; ++t) {
       const GradSlot& sl = layout_[t];
-      if (ternary(t, step))
-        scale_ints(d, acc.ints.data<int32_t>() + sl.offset, sl.numel,
-                   shared_meta[t] / static_cast<float>(workers), out.data<float>() + sl.offset);
+      if (shared() && ternary(t, step))
+        scale_ints(d, acc.int_at(sl.offset), sl.numel,
+                   shared_meta[t - r.first] / static_cast<float>(workers),
+                   out.data<float>() + sl.offset);
       else
-        finalize_floats_slot(acc, workers, sl.offset, sl.numel, out);
+        finalize_floats(acc, workers, sl.offset, sl.numel, out);
     }
   }
 
@@ -263,19 +284,20 @@ class BaselineCompressor final : public Compressor {
       : Compressor(std::move(layout)), o_(o) {}
   std::string name() const override { return o_.method; }
 
+ protected:
   size_t slot_bytes(const GradSlot& sl) const {
     if (o_.method == "fp16") return fp16_packed_bytes(sl.numel);
     if (o_.method == "qsgd") return qsgd_packed_bytes(sl.numel, o_.qsgd_levels, o_.qsgd_bucket);
     return onebit_packed_bytes(sl.numel);
   }
-  size_t payload_bytes(int64_t) const override {
-    size_t b = 0;
-    for (const GradSlot& sl : layout_) b += slot_bytes(sl);
-    return b;
+  WireLayout wire_range(int64_t, SlotRange r) const override {
+    const SlotCoding coding = o_.method == "fp16" ? SlotCoding::f16 : SlotCoding::opaque;
+    return layout_of(
+        r, [&](size_t t) { return slot_bytes(layout_[t]); }, [&](size_t) { return coding; });
   }
 
-  void encode(const Tensor& g, const float*, int64_t step, int worker, Tensor& msg) override {
-    check_buffers(*this, g, msg, payload_bytes(step));
+  void encode_range(const Tensor& g, const float*, int64_t step, int worker, SlotRange r,
+                    Tensor& msg) override {
     const Device d = g.device();
     const float* p = g.data<float>();
     uint8_t* m = msg.data<uint8_t>();
@@ -283,14 +305,14 @@ class BaselineCompressor final : public Compressor {
     if (o_.method == "onebit") {
       check_worker(*this, "encode", worker);
       if (residuals_.size() <= static_cast<size_t>(worker)) residuals_.resize(worker + 1);
-      Tensor& r = residuals_[worker];
-      if (!r.defined())
-        r = Tensor::zeros({total_}, DType::f32, d);
-      else if (r.device() != d)
-        r = r.to(d);  // restored by load_state (from a checkpoint on the host): moved once
-      residual = r.data<float>();
+      Tensor& res = residuals_[worker];
+      if (!res.defined())
+        res = Tensor::zeros({total_}, DType::f32, d);
+      else if (res.device() != d)
+        res = res.to(d);  // restored by load_state (from a checkpoint on the host): moved once
+      residual = res.data<float>();
     }
-    for (size_t t = 0; t < layout_.size(); ++t) {
+    for (size_t t = r.first; t < r.last; ++t) {
       const GradSlot& sl = layout_[t];
       const float* gs = p + sl.offset;
       if (o_.method == "fp16") {
@@ -310,12 +332,13 @@ class BaselineCompressor final : public Compressor {
     }
   }
 
-  void accumulate(const Tensor& msg, const float*, int64_t, Accumulator& acc) const override {
+  void accumulate_range(const Tensor& msg, const float*, int64_t, SlotRange r,
+                        Accumulator& acc) const override {
     const Device d = msg.device();
     const uint8_t* m = msg.data<uint8_t>();
-    float* floats = acc.floats.data<float>();
-    for (const GradSlot& sl : layout_) {
-      float* a = floats + sl.offset;
+    for (size_t t = r.first; t < r.last; ++t) {
+      const GradSlot& sl = layout_[t];
+      float* a = acc.float_at(sl.offset);
       if (o_.method == "fp16") {
         TG_DISPATCH(d, "fp16_unpack", fp16_unpack_accumulate_cpu(m, sl.numel, 1.0f, a),
                     fp16_unpack_accumulate_cuda(m, sl.numel, 1.0f, a));
@@ -331,11 +354,13 @@ class BaselineCompressor final : public Compressor {
     }
   }
 
-  void finalize(const Accumulator& acc, const float*, int64_t, int workers,
-                Tensor& out) const override {
-    finalize_floats(acc, workers, out);
+  void finalize_range(const Accumulator& acc, const float*, int64_t, int workers, SlotRange r,
+                      Tensor& out) const override {
+    const auto [b, e] = elements(r);
+    finalize_floats(acc, workers, b, e - b, out);
   }
 
+ public:
   NamedTensors state(int worker) const override {
     if (o_.method != "onebit") return Compressor::state(worker);
     check_worker(*this, "state", worker);
@@ -385,6 +410,87 @@ Compressor::Compressor(std::vector<GradSlot> layout) : layout_(std::move(layout)
   total_ = expect;
 }
 
+const char* name(SlotCoding c) {
+  switch (c) {
+    case SlotCoding::f32:
+      return "f32";
+    case SlotCoding::f16:
+      return "f16";
+    case SlotCoding::ternary:
+      return "ternary";
+    case SlotCoding::opaque:
+      return "opaque";
+  }
+  return "?";
+}
+
+bool WireLayout::uniform(SlotCoding c) const {
+  return std::all_of(slots.begin(), slots.end(), [c](const SlotWire& s) { return s.coding == c; });
+}
+
+bool WireLayout::any(SlotCoding c) const {
+  return std::any_of(slots.begin(), slots.end(), [c](const SlotWire& s) { return s.coding == c; });
+}
+
+SlotRange Compressor::resolve(SlotRange r) const {
+  if (r.first == 0 && r.last == 0) return all_slots();
+  TG_CHECK(r.first < r.last && r.last <= layout_.size(), name(), ": slot range [", r.first, ", ",
+           r.last, ") is not a non-empty range of the ", layout_.size(), " slots");
+  return r;
+}
+
+std::pair<int64_t, int64_t> Compressor::elements(SlotRange r) const {
+  r = resolve(r);
+  if (r.size() == 0) return {0, 0};
+  return {layout_[r.first].offset, layout_[r.last - 1].offset + layout_[r.last - 1].numel};
+}
+
+int64_t Compressor::num_meta(SlotRange r) const {
+  return meta_per_slot() * static_cast<int64_t>(resolve(r).size());
+}
+
+void Compressor::local_meta(const Tensor& g, float* meta, SlotRange r) const {
+  r = resolve(r);
+  check_tensor(g, "gradient", DType::f32, g.device());
+  TG_CHECK(g.is_contiguous() && g.numel() == total_, name(),
+           ": gradient must be a contiguous f32 [", total_, "], got ", g.str());
+  local_meta_range(g, r, meta);
+}
+
+WireLayout Compressor::wire(int64_t step, SlotRange r) const {
+  return wire_range(step, resolve(r));
+}
+
+size_t Compressor::payload_bytes(int64_t step, SlotRange r) const {
+  return static_cast<size_t>(wire(step, r).bytes);
+}
+
+void Compressor::encode(const Tensor& g, const float* shared, int64_t step, int worker,
+                        Tensor& msg, SlotRange r) {
+  r = resolve(r);
+  check_buffers(*this, g, msg, payload_bytes(step, r));
+  encode_range(g, shared, step, worker, r, msg);
+}
+
+void Compressor::accumulate(const Tensor& msg, const float* shared, int64_t step,
+                            Accumulator& acc, SlotRange r) const {
+  r = resolve(r);
+  const size_t bytes = payload_bytes(step, r);
+  TG_CHECK(msg.dtype() == DType::u8 && msg.is_contiguous() &&
+               static_cast<size_t>(msg.numel()) == bytes,
+           name(), ": message must be a contiguous u8 [", bytes, "], got ", msg.str());
+  accumulate_range(msg, shared, step, r, acc);
+}
+
+void Compressor::finalize(const Accumulator& acc, const float* shared, int64_t step, int workers,
+                          Tensor& out, SlotRange r) const {
+  r = resolve(r);
+  TG_CHECK(workers >= 1, name(), " finalize: workers must be >= 1, got ", workers);
+  TG_CHECK(out.dtype() == DType::f32 && out.is_contiguous() && out.numel() == total_, name(),
+           " finalize: out must be a contiguous f32 [", total_, "], got ", out.str());
+  finalize_range(acc, shared, step, workers, r, out);
+}
+
 NamedTensors Compressor::state(int worker) const {
   check_worker(*this, "state", worker);
   return {};
@@ -396,8 +502,10 @@ void Compressor::load_state(int worker, const NamedTensors& state) {
            ": the method keeps no state, got ", entry_names(state));
 }
 
-Accumulator Compressor::make_accumulator(const Device& device) const {
-  return {Tensor::zeros({total_}, DType::i32, device), Tensor::zeros({total_}, DType::f32, device)};
+Accumulator Compressor::make_accumulator(const Device& device, SlotRange r) const {
+  const auto [b, e] = elements(r);
+  return {Tensor::zeros({e - b}, DType::i32, device), Tensor::zeros({e - b}, DType::f32, device),
+          b};
 }
 
 std::vector<std::string> compressor_names() { return {"none", "fp16", "terngrad", "qsgd", "onebit"}; }
@@ -424,30 +532,31 @@ std::unique_ptr<Compressor> make_compressor(const CompressionOptions& o,
   TG_THROW("unknown compression.method '", o.method, "' (known: ", known, ")");
 }
 
-std::vector<float> shared_meta(const Compressor& c, std::span<const Tensor> worker_grads) {
-  std::vector<float> shared(static_cast<size_t>(c.num_meta()), 0.0f), meta(shared.size());
+std::vector<float> shared_meta(const Compressor& c, std::span<const Tensor> worker_grads,
+                               SlotRange r) {
+  std::vector<float> shared(static_cast<size_t>(c.num_meta(r)), 0.0f), meta(shared.size());
   for (size_t w = 0; w < worker_grads.size(); ++w) {
-    c.local_meta(worker_grads[w], meta.data());
+    c.local_meta(worker_grads[w], meta.data(), r);
     for (size_t i = 0; i < meta.size(); ++i) shared[i] = w == 0 ? meta[i] : std::max(shared[i], meta[i]);
   }
   return shared;
 }
 
 void aggregate_emulated(Compressor& c, std::span<const Tensor> worker_grads, int64_t step,
-                        Tensor& out) {
+                        Tensor& out, SlotRange r) {
   const int n = static_cast<int>(worker_grads.size());
   TG_CHECK(n >= 1, "aggregate_emulated: no worker gradients");
   const Device d = worker_grads[0].device();
   // Round 1: scaler candidates, shared as the elementwise max over workers.
-  const std::vector<float> shared = shared_meta(c, worker_grads);
+  const std::vector<float> shared = shared_meta(c, worker_grads, r);
   // Rounds 2 and 3: each worker's message, accumulated in worker order.
   Accumulator acc = c.make_accumulator(d);
-  Tensor msg = Tensor::empty({static_cast<int64_t>(c.payload_bytes(step))}, DType::u8, d);
+  Tensor msg = Tensor::empty({static_cast<int64_t>(c.payload_bytes(step, r))}, DType::u8, d);
   for (int w = 0; w < n; ++w) {
-    c.encode(worker_grads[w], shared.data(), step, w, msg);
-    c.accumulate(msg, shared.data(), step, acc);
+    c.encode(worker_grads[w], shared.data(), step, w, msg, r);
+    c.accumulate(msg, shared.data(), step, acc, r);
   }
-  c.finalize(acc, shared.data(), step, n, out);
+  c.finalize(acc, shared.data(), step, n, out, r);
 }
 
 float terngrad_scaler(const TensorStats& st, double clip) {

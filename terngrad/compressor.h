@@ -54,36 +54,91 @@ struct GradSlot {
 // Named tensors, as optimizers and checkpoints hold them.
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
-// Sums of decoded messages: integer code sums for grid-aligned slots, floats for the rest.
+// Sums of decoded messages: integer code sums for grid-aligned slots, floats for the rest, over
+// the elements [origin, origin + ints.numel()) of the flat gradient (one slot range's).
 struct Accumulator {
-  Tensor ints;    // i32 [total]
-  Tensor floats;  // f32 [total]
+  Tensor ints;      // i32
+  Tensor floats;    // f32
+  int64_t origin = 0;
+  // The sums of flat-gradient element `element` (which must lie in the accumulator's range).
+  int32_t* int_at(int64_t element) { return ints.data<int32_t>() + (element - origin); }
+  float* float_at(int64_t element) { return floats.data<float>() + (element - origin); }
+  const int32_t* int_at(int64_t element) const { return ints.data<int32_t>() + (element - origin); }
+  const float* float_at(int64_t element) const {
+    return floats.data<float>() + (element - origin);
+  }
 };
 
+// A contiguous run of slots [first, last) of a compressor's layout: what one bucket of a
+// data-parallel step compresses and moves (comm/reducer.h). Every slot is compressed on its own,
+// so running the rounds over the buckets of a layout gives the same bits as over the whole.
+struct SlotRange {
+  size_t first = 0, last = 0;
+  size_t size() const { return last - first; }
+  bool operator==(const SlotRange&) const = default;
+};
+
+// How one slot travels inside a message, and how its messages sum: the description the
+// communication layer (comm/aggregate.h) picks its collectives from, without knowing the method.
+enum class SlotCoding : uint8_t {
+  // numel raw floats, summed element by element in worker order, acc = 0 + m_0 + m_1 + ..., and
+  // averaged out = 0 + acc * (1 / N): any range of elements reduces on its own with the same bits
+  f32,
+  // numel IEEE binary16 values, summed as floats the same way (acc += float(m_w)) and averaged
+  f16,
+  // packed ternary codes (WireLayout::pack) on one grid that every worker shares (the scaler is
+  // the shared meta, not in the message): integer code sums are exact in any order, and the
+  // compressor's finalize scales them once
+  ternary,
+  // only the compressor can decode or sum it (qsgd, 1-bit, ternary with per-worker scalers)
+  opaque,
+};
+const char* name(SlotCoding c);  // "f32", "f16", "ternary", "opaque"
+
+struct SlotWire {
+  SlotCoding coding = SlotCoding::opaque;
+  int64_t offset = 0;  // bytes into the range's message
+  int64_t bytes = 0;
+};
+
+// One worker's message for a slot range at one step: the slots back to back, in layout order.
+struct WireLayout {
+  std::vector<SlotWire> slots;  // one per slot of the range
+  int64_t bytes = 0;
+  PackFormat pack = PackFormat::two_bit;  // of the ternary slots
+  bool uniform(SlotCoding c) const;       // every slot has coding c (true for no slot)
+  bool any(SlotCoding c) const;
+};
+
+// Every method runs the rounds above for the whole layout or for any slot range r (default: all
+// slots): the meta of r is meta_per_slot() floats per slot of r, in slot order, and the message
+// of r is wire(step, r).bytes long. The public calls check their arguments and resolve the
+// default range; each method implements the protected *_range versions.
 class Compressor {
  public:
   virtual ~Compressor() = default;
   virtual std::string name() const = 0;
 
+  SlotRange all_slots() const { return {0, layout_.size()}; }
+
   // Floats of meta per worker (0 when the method shares nothing).
-  virtual int64_t num_meta() const { return 0; }
-  virtual void local_meta(const Tensor& g, float* meta) const {}
-  // Bytes of one worker's message at `step` (exact: what goes on the wire).
-  virtual size_t payload_bytes(int64_t step) const = 0;
-  // Worker `worker`'s message for its flat gradient g (f32 [total]) into msg (u8, on g's device,
-  // payload_bytes(step) long). May update per-worker state (1-bit SGD's residual).
-  virtual void encode(const Tensor& g, const float* shared, int64_t step, int worker,
-                      Tensor& msg) = 0;
-  virtual void accumulate(const Tensor& msg, const float* shared, int64_t step,
-                          Accumulator& acc) const = 0;
-  // out (f32 [total]) = the average over `workers` messages accumulated in acc.
-  virtual void finalize(const Accumulator& acc, const float* shared, int64_t step, int workers,
-                        Tensor& out) const = 0;
-  // True when a message is the gradient's total() floats as they are and aggregation is, element
-  // by element, acc = 0 + m_0 + m_1 + ... in worker order, then out = 0 + acc * (1 / workers)
-  // (axpy): any range of elements can then be reduced on its own with the same bits, which is
-  // what an exact reduce-scatter needs (comm/aggregate.h). The "none" method.
-  virtual bool elementwise_fp32() const { return false; }
+  virtual int64_t meta_per_slot() const { return 0; }
+  int64_t num_meta(SlotRange r = {}) const;
+  void local_meta(const Tensor& g, float* meta, SlotRange r = {}) const;
+  // The message layout of range r at `step` (exact: what goes on the wire).
+  WireLayout wire(int64_t step, SlotRange r = {}) const;
+  size_t payload_bytes(int64_t step, SlotRange r = {}) const;
+  // Worker `worker`'s message for the slots r of its flat gradient g (f32 [total]) into msg (u8,
+  // on g's device, payload_bytes(step, r) long). May update per-worker state (1-bit SGD's
+  // residual, for the slots of r).
+  void encode(const Tensor& g, const float* shared, int64_t step, int worker, Tensor& msg,
+              SlotRange r = {});
+  // Adds the message of range r into acc (whole-layout buffers; r's slots only).
+  void accumulate(const Tensor& msg, const float* shared, int64_t step, Accumulator& acc,
+                  SlotRange r = {}) const;
+  // out (f32 [total]) at r's slots = the average over `workers` messages accumulated in acc.
+  void finalize(const Accumulator& acc, const float* shared, int64_t step, int workers, Tensor& out,
+                SlotRange r = {}) const;
 
   // Per-worker state carried from one encode to the next, for checkpoints. Each worker (each
   // rank, when workers are processes) saves and restores only its own entries.
@@ -101,12 +156,25 @@ class Compressor {
 
   const std::vector<GradSlot>& layout() const { return layout_; }
   int64_t total() const { return total_; }
-  Accumulator make_accumulator(const Device& device) const;
+  // The elements [begin, end) of the flat gradient that range r covers.
+  std::pair<int64_t, int64_t> elements(SlotRange r) const;
+  // Zeroed sums for the elements of range r (default: all).
+  Accumulator make_accumulator(const Device& device, SlotRange r = {}) const;
   // fp32 bytes of the whole gradient: the uncompressed payload, for ratios.
   size_t fp32_bytes() const { return static_cast<size_t>(total_) * sizeof(float); }
 
  protected:
   Compressor(std::vector<GradSlot> layout);
+  // r is resolved and checked; shared/meta point at r's meta (meta_per_slot() floats per slot).
+  virtual void local_meta_range(const Tensor& g, SlotRange r, float* meta) const {}
+  virtual WireLayout wire_range(int64_t step, SlotRange r) const = 0;
+  virtual void encode_range(const Tensor& g, const float* shared, int64_t step, int worker,
+                            SlotRange r, Tensor& msg) = 0;
+  virtual void accumulate_range(const Tensor& msg, const float* shared, int64_t step, SlotRange r,
+                                Accumulator& acc) const = 0;
+  virtual void finalize_range(const Accumulator& acc, const float* shared, int64_t step,
+                              int workers, SlotRange r, Tensor& out) const = 0;
+  SlotRange resolve(SlotRange r) const;  // {} -> all slots; throws when out of the layout
   std::vector<GradSlot> layout_;
   int64_t total_ = 0;
 };
@@ -133,12 +201,14 @@ std::unique_ptr<Compressor> make_compressor(const CompressionOptions& options,
 std::vector<std::string> compressor_names();
 
 // Round 1 for N workers emulated in one process: the elementwise max over the workers of
-// local_meta (num_meta() floats; empty when the method shares nothing).
-std::vector<float> shared_meta(const Compressor& c, std::span<const Tensor> worker_grads);
+// local_meta of range r (num_meta(r) floats; empty when the method shares nothing).
+std::vector<float> shared_meta(const Compressor& c, std::span<const Tensor> worker_grads,
+                               SlotRange r = {});
 
 // The three rounds for N workers emulated in one process, workers in order 0..N-1:
-// out = the aggregated gradient. worker_grads: N flat f32 gradients on one device.
+// out = the aggregated gradient at range r's slots. worker_grads: N flat f32 gradients on one
+// device.
 void aggregate_emulated(Compressor& c, std::span<const Tensor> worker_grads, int64_t step,
-                        Tensor& out);
+                        Tensor& out, SlotRange r = {});
 
 }  // namespace tg::tern

@@ -217,8 +217,15 @@ const std::vector<KeySpec>& key_specs() {
       {"comm", "backend", member<&C::comm, &K::backend>, one_of({"auto", "gloo", "nccl"}),
        "Multi-process runs: auto = nccl for CUDA training with one GPU per rank, else gloo (TCP)"},
       {"comm", "algorithm", member<&C::comm, &K::algorithm>,
-       one_of({"auto", "ps", "allgather", "packed-allreduce"}),
-       "terngrad: how ranks sum ternary codes (all exact); auto = by a byte-count cost model"},
+       one_of({"auto", "ps", "allgather", "packed-allreduce", "ring"}),
+       "How ranks sum gradients. terngrad's ternary codes (all exact): auto = by a byte-count "
+       "cost model, ps, allgather, packed-allreduce. ring: fp32 gradients by a plain ring "
+       "allreduce (faster, not bit-identical to one process; codes as auto)"},
+      {"comm", "bucket_mb", member<&C::comm, &K::bucket_mb>, above(0),
+       "Gradient bucket size in MB (f32 bytes; the first bucket at most 1 MB): each bucket is "
+       "exchanged as soon as backward has produced it (PyTorch DDP's bucket_cap_mb)"},
+      {"comm", "overlap", member<&C::comm, &K::overlap>, any(),
+       "Exchange buckets while backward runs (host communicators: gloo); false = after it"},
       {"comm", "timeout", member<&C::comm, &K::timeout>, above(0),
        "Seconds a collective or the rendezvous waits for a peer before the run fails"},
       {"comm", "interface", member<&C::comm, &K::interface>, any(),

@@ -91,7 +91,9 @@ struct CompressionConfig {
 // numbers a run computes (every algorithm is exact), so they may differ on --resume.
 struct CommConfig {
   std::string backend = "auto";       // auto | gloo | nccl
-  std::string algorithm = "auto";     // terngrad: auto | ps | allgather | packed-allreduce
+  std::string algorithm = "auto";     // auto | ps | allgather | packed-allreduce | ring
+  double bucket_mb = 25.0;            // gradient bucket size (MB of f32), as PyTorch DDP
+  bool overlap = true;                // exchange buckets while backward runs
   double timeout = 45.0;              // seconds a collective or the rendezvous waits for a peer
   std::string interface = "";         // gloo: network interface to use ("" = by hostname)
   bool operator==(const CommConfig&) const = default;

@@ -20,8 +20,8 @@ void EvalResult::finish() {
   loss = examples ? loss_sum / n : 0.0;
 }
 
-EvalResult evaluate(Net& net, const data::Dataset& ds, int64_t batch_size, int64_t limit,
-                    int shard, int shards) {
+EvalResult evaluate(Net& net, const data::Dataset& ds, int64_t batch_size, int64_t limit, int shard,
+                    int shards) {
   TG_CHECK(batch_size >= 1, "evaluate: batch size must be >= 1, got ", batch_size);
   TG_CHECK(shards >= 1 && shard >= 0 && shard < shards, "evaluate: shard ", shard, " of ", shards,
            " is out of range");

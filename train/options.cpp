@@ -65,9 +65,8 @@ LrScheduleOptions lr_schedule_options(const Config& c, int64_t train_size) {
   lo.power = tc.lr_power;
   lo.decay_steps = tc.lr_decay_steps > 0 ? tc.lr_decay_steps : tc.iterations;
   if (tc.lr_policy == "exponential" && tc.lr_decay_epochs > 0)
-    lo.decay_steps = std::max<int64_t>(
-        1, static_cast<int64_t>(static_cast<double>(train_size) / tc.batch_size *
-                                tc.lr_decay_epochs));
+    lo.decay_steps = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(train_size) /
+                                                               tc.batch_size * tc.lr_decay_epochs));
   lo.decay_rate = tc.lr_decay_rate;
   lo.staircase = tc.lr_staircase;
   lo.boundaries = tc.lr_boundaries;

@@ -12,7 +12,8 @@
 namespace tg::train {
 
 TrainStep::TrainStep(Net& net, Optimizer& optimizer, Ema* ema, double weight_decay, uint64_t seed,
-                     tern::Compressor* compressor, const StepComm* group)
+                     tern::Compressor* compressor, const StepComm* group,
+                     const comm::ReducerOptions& reducer)
     : net_(net),
       optimizer_(optimizer),
       ema_(ema),
@@ -24,6 +25,22 @@ TrainStep::TrainStep(Net& net, Optimizer& optimizer, Ema* ema, double weight_dec
              "train step: a distributed step needs a communicator and a compressor");
     group_ = *group;
   }
+  if (!compressor_) return;
+  comm::ReducerOptions ro = reducer;
+  // A communicator on another device than the net (gloo with CUDA training): the gradients are
+  // staged through it after backward, so nothing overlaps. On a GPU the reducer runs the buckets
+  // in finish() too (its thread serves host communicators only).
+  staged_ = group_ && group_->comm->device() != net_.device();
+  if (staged_) ro.overlap = false;
+  reducer_ = std::make_unique<comm::Reducer>(*compressor_, group_ ? group_->comm : nullptr, ro);
+  overlap_backward_ = reducer_->overlapped();
+  const auto& entries = net_.arena().entries();
+  for (size_t i = 0; i < entries.size(); ++i)
+    slot_of_leaf_[entries[i].param.autograd_meta().get()] = i;
+}
+
+std::vector<tern::SlotRange> TrainStep::buckets() const {
+  return reducer_ ? reducer_->buckets() : std::vector<tern::SlotRange>{};
 }
 
 void TrainStep::run(const std::vector<HostBatch>& batches, int64_t step, double lr,
@@ -48,11 +65,23 @@ void TrainStep::run(const std::vector<HostBatch>& batches, int64_t step, double 
     times->*field += now - t;
     t = now;
   };
-  if (compressor_ && worker_grads_.size() != static_cast<size_t>(workers)) {
-    worker_grads_.clear();
-    for (int w = 0; w < workers; ++w)
-      worker_grads_.push_back(Tensor::empty({grads.numel()}, DType::f32, dev));
+  if (compressor_) {
+    if (worker_grads_.size() != static_cast<size_t>(workers - 1)) {
+      worker_grads_.clear();
+      for (int w = 0; w + 1 < workers; ++w)
+        worker_grads_.push_back(Tensor::empty({grads.numel()}, DType::f32, dev));
+    }
+    if (!reduced_.defined()) reduced_ = Tensor::empty({grads.numel()}, DType::f32, dev);
   }
+  // The local gradients the reducer reads: the copies, then the arena's (the last worker's).
+  std::vector<Tensor> local = worker_grads_;
+  local.push_back(grads);
+  const auto& entries = net_.arena().entries();
+  auto decay = [&](size_t i) {
+    if (weight_decay_ == 0 || !net_.decayed()[i]) return;
+    Tensor g = entries[i].param.grad();
+    add_(g, entries[i].param, static_cast<float>(weight_decay_));
+  };
   for (int w = 0; w < workers; ++w) {
     net_.arena().zero_grad();
     Tensor x = batches[w].x.to(dev), y = batches[w].y.to(dev);
@@ -70,55 +99,54 @@ void TrainStep::run(const std::vector<HostBatch>& batches, int64_t step, double 
     }
     add_(loss_sum, loss, inv_workers);
     lap(&StepTimes::forward_s);
-    backward(loss);
-    if (weight_decay_ > 0) {
-      const auto& entries = net_.arena().entries();
-      for (size_t i = 0; i < entries.size(); ++i) {
-        if (!net_.decayed()[i]) continue;
-        Tensor g = entries[i].param.grad();
-        add_(g, entries[i].param, static_cast<float>(weight_decay_));
-      }
+    const bool last = w + 1 == workers;
+    if (last && overlap_backward_) {
+      // Each parameter's gradient goes to the reducer (weight decay added) as soon as backward
+      // has finished it.
+      reducer_->begin(step, local, reduced_);
+      backward(loss, Tensor(), [&](const AutogradMeta& leaf) {
+        const auto it = slot_of_leaf_.find(&leaf);
+        if (it == slot_of_leaf_.end()) return;
+        decay(it->second);
+        reducer_->mark_ready(it->second);
+      });
+    } else {
+      backward(loss);
+      for (size_t i = 0; i < entries.size(); ++i) decay(i);
     }
     if (hook_) hook_(step, first_worker + w, grads);
-    if (compressor_) worker_grads_[w].copy_from(grads);
+    if (compressor_ && !last) worker_grads_[w].copy_from(grads);
     lap(&StepTimes::backward_s);
   }
-  if (compressor_ && !group_) {
-    tern::aggregate_emulated(*compressor_, worker_grads_, step, grads);
-    lap(&StepTimes::compress_s);
-  } else if (group_) {
-    aggregate_across(step);
+  if (reducer_) {
+    if (staged_) {
+      std::vector<Tensor> staged;
+      for (const Tensor& g : local) staged.push_back(g.to(group_->comm->device()));
+      Tensor out = Tensor::empty({grads.numel()}, DType::f32, group_->comm->device());
+      reducer_->begin(step, staged, out);
+      last_reduce_ = reducer_->finish();
+      reduced_.copy_from(out);
+    } else {
+      if (!overlap_backward_) reducer_->begin(step, local, reduced_);
+      last_reduce_ = reducer_->finish();
+    }
+    lap(&StepTimes::reduce_wait_s);
     if (times) {
-      // The aggregation's own split: encode + reduce is compression, the rest communication.
-      const double now = clock();
-      const double comp = last_aggregate_.encode_s + last_aggregate_.reduce_s;
-      times->compress_s += std::min(comp, now - t);
-      times->comm_s += std::max(0.0, now - t - comp);
-      times->comm_exposed_s += std::max(0.0, now - t - comp);  // nothing overlaps yet
-      t = now;
+      // The reduction's own split: encode + reduce is compression, the collectives
+      // communication; in one process all of it is compression.
+      const comm::AggregateStats& m = last_reduce_.merged;
+      if (group_) {
+        times->compress_s += m.encode_s + m.reduce_s;
+        times->comm_s += std::max(0.0, last_reduce_.busy_s - m.encode_s - m.reduce_s);
+      } else {
+        times->compress_s += last_reduce_.busy_s;
+      }
     }
   }
   Tensor params = net_.arena().params();
-  optimizer_.step(params, grads, lr);
+  optimizer_.step(params, reducer_ ? reduced_ : grads, lr);
   if (ema_) ema_->update(params, step);
   lap(&StepTimes::update_s);
-}
-
-void TrainStep::aggregate_across(int64_t step) {
-  comm::Communicator& comm = *group_->comm;
-  Tensor grads = net_.arena().grads();
-  if (comm.device() == grads.device()) {
-    last_aggregate_ = comm::aggregate_distributed(*compressor_, comm, worker_grads_, step, grads,
-                                                  group_->options);
-    return;
-  }
-  // A communicator on another device (gloo with CUDA training): stage through it.
-  std::vector<Tensor> staged;
-  for (const Tensor& g : worker_grads_) staged.push_back(g.to(comm.device()));
-  Tensor out = Tensor::empty({grads.numel()}, DType::f32, comm.device());
-  last_aggregate_ =
-      comm::aggregate_distributed(*compressor_, comm, staged, step, out, group_->options);
-  grads.copy_from(out);
 }
 
 }  // namespace tg::train

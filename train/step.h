@@ -1,25 +1,35 @@
-// One training iteration on already-loaded batches (digest §1.10), shared by `terngrad train`
-// and bench_train so the benchmark times exactly what training runs:
-//   for each emulated worker w: forward + backward on its slice (the mean loss of its own
-//   samples), grad_w += weight_decay * w for every decayed tensor (the loss term
-//   wd * ||w||^2 / 2, so compression sees it), grad_w kept aside;
-//   aggregate the workers' gradients through the compressor (terngrad/compressor.h: shared
-//   scalers, encode, exact accumulate, average) into the arena's gradient buffer;
+// One training iteration on already-loaded batches, shared by `terngrad train` and bench_train
+// so the benchmark times exactly what training runs:
+//   for each local worker w: forward + backward on its slice (the mean loss of its own samples),
+//   grad_w += weight_decay * w for every decayed tensor (the loss term wd * ||w||^2 / 2, so
+//   compression sees it);
+//   the workers' gradients reduced through the compressor by comm/reducer.h's Reducer (buckets of
+//   slots; terngrad/compressor.h: shared scalers, encode, exact accumulate, average) into a
+//   buffer of averaged gradients;
 //   optimizer step on the flat arena; EMA update.
-// One worker without compression skips the copy and the compressor (the same numbers).
-// Distributed (StepComm): this process hosts workers first .. first + W - 1 of N in all; their
-// gradients are aggregated with every other rank's through comm/aggregate.h, which is
-// bit-identical to the one-process aggregation of all N, so every rank applies the same update.
+// One worker without compression skips the compressor (the same numbers). The last local
+// worker's gradient is the arena's own buffer (no copy), the earlier workers' are copied aside.
+// Distributed (StepComm): this process hosts workers first .. first + W - 1 of N in all; each
+// bucket is aggregated with every other rank's through comm/aggregate.h, bit-identical to the
+// one-process aggregation of all N, so every rank applies the same update. On a host
+// communicator (gloo, local) with comm.overlap, a bucket's exchange starts, on the reducer's
+// thread, as soon as the last worker's backward pass has finished its slots (autograd's
+// leaf-ready callback), so the exchange of the last layers overlaps the backward pass of the
+// first ones.
 // Batch norm: each worker's forward normalizes with its own slice's batch statistics; the moving
 // averages are updated by the workers in order 0..N-1 (one shared copy).
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "comm/aggregate.h"
+#include "comm/reducer.h"
+#include "nn/autograd/tape.h"
 #include "nn/core/tensor.h"
 #include "nn/nets/net.h"
 #include "nn/optim/ema.h"
@@ -33,16 +43,15 @@ struct HostBatch {
   Tensor x, y;
 };
 
-// Wall-clock seconds per phase of one step (device synchronized between phases). compress_s is
-// the compressor's own work (scalers, encode, decode, averaging); comm_s the collectives of a
-// distributed step (0 in one process); comm_exposed_s the part of comm_s the step waited for
-// (what overlapping with backward did not hide; not part of total(), which counts comm_s).
+// Wall-clock seconds of one step (device synchronized between phases). The phases on the step's
+// own thread: transfer, forward, backward, reduce_wait (after backward, waiting for the gradient
+// reduction: all of it in one process, what the overlap did not hide in a group), update. The
+// reduction's work, wherever it ran: compress_s (the compressor's scalers, encode, decode,
+// averaging) and comm_s (the collectives; 0 in one process).
 struct StepTimes {
-  double transfer_s = 0, forward_s = 0, backward_s = 0, compress_s = 0, comm_s = 0, update_s = 0;
-  double comm_exposed_s = 0;
-  double total() const {
-    return transfer_s + forward_s + backward_s + compress_s + comm_s + update_s;
-  }
+  double transfer_s = 0, forward_s = 0, backward_s = 0, reduce_wait_s = 0, update_s = 0;
+  double compress_s = 0, comm_s = 0;
+  double total() const { return transfer_s + forward_s + backward_s + reduce_wait_s + update_s; }
 };
 
 // The data-parallel group a step runs in (absent: all workers are emulated in this process).
@@ -50,15 +59,17 @@ struct StepComm {
   comm::Communicator* comm = nullptr;
   int first_worker = 0;   // global index of this process's first worker
   int total_workers = 1;  // N, over all processes
-  comm::AggregateOptions options;
 };
 
 class TrainStep {
  public:
   // compressor: null for one worker without compression.
   // group: null for one process; else the compressor must be set.
+  // reducer: buckets, overlap and the collectives' options (comm.bucket_mb, comm.overlap,
+  // comm.algorithm).
   TrainStep(Net& net, Optimizer& optimizer, Ema* ema, double weight_decay, uint64_t seed,
-            tern::Compressor* compressor = nullptr, const StepComm* group = nullptr);
+            tern::Compressor* compressor = nullptr, const StepComm* group = nullptr,
+            const comm::ReducerOptions& reducer = {});
 
   // Runs iteration `step` with learning rate `lr` on one batch per local worker; adds each local
   // worker's loss / N to `loss_sum` (a scalar f32 on the net's device; no host sync), so the
@@ -73,8 +84,11 @@ class TrainStep {
   using GradientHook = std::function<void(int64_t step, int worker, const Tensor& grad)>;
   void set_gradient_hook(GradientHook hook) { hook_ = std::move(hook); }
 
-  // The last distributed step's aggregation (wire bytes, routes); empty in one process.
-  const comm::AggregateStats& last_aggregate() const { return last_aggregate_; }
+  // The last step's reduction (buckets, routes, wire bytes, times); empty without a compressor.
+  const comm::ReduceStats& last_reduce() const { return last_reduce_; }
+  // The reducer's buckets (empty without a compressor) and whether they overlap backward.
+  std::vector<tern::SlotRange> buckets() const;
+  bool overlapped() const { return overlap_backward_; }
 
  private:
   Net& net_;
@@ -83,12 +97,16 @@ class TrainStep {
   double weight_decay_;
   uint64_t seed_;
   tern::Compressor* compressor_;
-  void aggregate_across(int64_t step);
 
   std::optional<StepComm> group_;
   GradientHook hook_;
-  std::vector<Tensor> worker_grads_;  // one flat gradient per worker (compressed path)
-  comm::AggregateStats last_aggregate_;
+  std::unique_ptr<comm::Reducer> reducer_;
+  bool staged_ = false;             // gloo with a GPU net: gradients staged through the host
+  bool overlap_backward_ = false;   // buckets exchanged while the last worker's backward runs
+  std::unordered_map<const AutogradMeta*, size_t> slot_of_leaf_;  // arena entry of a param
+  std::vector<Tensor> worker_grads_;  // the local workers' gradients but the last (arena) one
+  Tensor reduced_;                    // the averaged gradient the optimizer applies
+  comm::ReduceStats last_reduce_;
 };
 
 }  // namespace tg::train

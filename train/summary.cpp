@@ -32,6 +32,7 @@ std::string to_json(const TrainSummary& s) {
   if (s.distributed) {
     o.add("comm_backend", s.comm_backend).add("comm_algorithm", s.comm_algorithm);
     o.add("rendezvous", s.rendezvous);
+    o.add("comm_buckets", s.buckets).add("comm_overlap", s.overlap);
   }
   // What one worker's message holds per iteration (the message plus the shared scalers it
   // contributes); fp32 is the uncompressed gradient, for the ratio.

@@ -16,8 +16,10 @@ namespace tg::train {
 // (bytes summed over ranks / (steps * N workers); 0 in one process, whose workers are emulated),
 // and where the time went (seconds averaged over ranks): compute (transfer, forward, backward,
 // update), compression (the compressor's own work), communication (the collectives, waiting for
-// peers included) and the part of communication the step waited for (exposed: what the overlap
-// with backward did not hide).
+// peers included), and comm_exposed: how long the step waited for the gradient reduction after
+// backward (what overlapping it with backward did not hide, compression included; 0 in one
+// process). Compression and communication may run during backward, so a step's wall time is
+// compute + comm_exposed in a group, compute + compression in one process.
 struct IterationCost {
   double wire_sent = 0, wire_received = 0;
   bool timed = false;  // the seconds below were measured (not every step is timed on a GPU)
@@ -34,8 +36,10 @@ struct TrainSummary {
   double images_per_sec = 0, train_seconds = 0, wall_seconds = 0;
   int64_t workers = 0, processes = 1, workers_per_process = 0, threads_per_process = 1;
   std::string compression, threads_from;
-  bool distributed = false;  // the three fields below are set
+  bool distributed = false;  // the fields below are set
   std::string comm_backend, comm_algorithm, rendezvous;
+  int64_t buckets = 0;   // the reducer's gradient buckets
+  bool overlap = false;  // exchanged while backward runs
   uint64_t payload_bytes_per_worker_per_iter = 0, fp32_bytes_per_worker_per_iter = 0;
   IterationCost per_iter;
   std::string device, device_name, model;

@@ -259,14 +259,14 @@ struct StepTotals {
     compute_s += t.transfer_s + t.forward_s + t.backward_s + t.update_s;
     compress_s += t.compress_s;
     comm_s += t.comm_s;
-    exposed_s += t.comm_exposed_s;
+    exposed_s += t.reduce_wait_s;
     ++timed_steps;
   }
   // Per worker and iteration, averaged over the ranks: collective in a group.
   IterationCost per_iter(ProcessGroup* group, int total_workers) const {
     const double timed = static_cast<double>(std::max<int64_t>(timed_steps, 1));
-    std::vector<double> v = {sent, received, compute_s / timed, compress_s / timed,
-                             comm_s / timed, exposed_s / timed};
+    std::vector<double> v = {
+        sent, received, compute_s / timed, compress_s / timed, comm_s / timed, exposed_s / timed};
     const int p = group ? group->size() : 1;
     if (group) v = group->sum(v);
     const double per = static_cast<double>(std::max<int64_t>(steps, 1)) * total_workers;
@@ -277,7 +277,7 @@ struct StepTotals {
     c.compute_s = v[2] / p;
     c.compression_s = v[3] / p;
     c.communication_s = v[4] / p;
-    c.comm_exposed_s = v[5] / p;
+    c.comm_exposed_s = group ? v[5] / p : 0.0;  // one process: no communication to wait for
     return c;
   }
 };
@@ -302,6 +302,36 @@ ThreadChoice choose_threads(int flag, int sharing) {
 
 std::string plural(int64_t n, const std::string& word) {
   return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+}
+
+// The reducer's options as the config says: buckets of comm.bucket_mb (the first at most 1 MB),
+// overlap, and the collectives' algorithm.
+comm::ReducerOptions reducer_options(const Config& c) {
+  comm::ReducerOptions o;
+  o.bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(c.comm.bucket_mb * (1 << 20)));
+  o.first_bucket_bytes = std::min<int64_t>(o.bucket_bytes, int64_t{1} << 20);
+  o.overlap = c.comm.overlap;
+  o.aggregate.float_ring = c.comm.algorithm == "ring";
+  o.aggregate.algorithm = o.aggregate.float_ring ? comm::TernaryAlgorithm::automatic
+                                                 : comm::parse_ternary_algorithm(c.comm.algorithm);
+  return o;
+}
+
+// How a step's gradients travelled, in words (a change is logged).
+std::string describe_route(const comm::ReduceStats& r) {
+  const comm::AggregateStats& m = r.merged;
+  std::string route;
+  if (m.ternary_path) route = std::string("ternary codes by ") + comm::name(m.bucket_algorithm);
+  if (m.elementwise_path) {
+    const bool ring = std::count(m.routes.begin(), m.routes.end(), comm::SlotRoute::ring) > 0;
+    route += std::string(route.empty() ? "" : " + ") +
+             (ring ? "fp32 by ring allreduce"
+                   : std::string(m.elementwise_bytes == 2 ? "fp16" : "fp32") +
+                         " by reduce-scatter + allgather");
+  }
+  if (r.buckets > r.ternary_buckets + r.elementwise_buckets)
+    route += std::string(route.empty() ? "" : " + ") + "whole messages by allgather";
+  return route + " in " + plural(r.buckets, "bucket");
 }
 
 }  // namespace
@@ -376,8 +406,9 @@ struct Trainer::State {
 // The output directory, and the checkpoint to resume from: rank 0 writes; every rank reads.
 void Trainer::State::open_output() {
   if (opt.out_dir.empty()) {
-    TG_CHECK(!opt.resume, "resume needs an output directory (the directory of the run to "
-                          "continue)");
+    TG_CHECK(!opt.resume,
+             "resume needs an output directory (the directory of the run to "
+             "continue)");
     return;
   }
   ckpt_path = (fs::path(opt.out_dir) / kCheckpointName).string();
@@ -385,13 +416,12 @@ void Trainer::State::open_output() {
   if (lead) {
     std::error_code ec;
     fs::create_directories(opt.out_dir, ec);
-    TG_CHECK(!ec && fs::is_directory(opt.out_dir), "cannot create output directory ",
-             opt.out_dir, ": ", ec.message());
+    TG_CHECK(!ec && fs::is_directory(opt.out_dir), "cannot create output directory ", opt.out_dir,
+             ": ", ec.message());
   }
   if (!opt.resume && lead)
-    TG_CHECK(!fs::exists(ckpt_path) && !fs::exists(metrics_path), "output directory ",
-             opt.out_dir, " already holds a run (",
-             fs::exists(ckpt_path) ? ckpt_path : metrics_path,
+    TG_CHECK(!fs::exists(ckpt_path) && !fs::exists(metrics_path), "output directory ", opt.out_dir,
+             " already holds a run (", fs::exists(ckpt_path) ? ckpt_path : metrics_path,
              "); pass --resume to continue it, or choose another --out");
   if (opt.resume)
     TG_CHECK(fs::exists(ckpt_path), "--resume: no checkpoint to resume from in ", opt.out_dir,
@@ -460,8 +490,6 @@ void Trainer::State::join_group() {
     sc.comm = &group->comm();
     sc.first_worker = first_worker;
     sc.total_workers = workers;
-    sc.options.algorithm = comm::parse_ternary_algorithm(cfg.comm.algorithm);
-    sc.options.compression = compression_options(cfg, train_ds->info().size);
     step_comm = sc;
   }
   threads = choose_threads(opt.threads, group ? group->local_sharing() : 1);
@@ -483,8 +511,8 @@ EvalResult Trainer::State::evaluate() {
       group->broadcast(b, 0);
     }
   EmaWeights swap(*net, ema ? &*ema : nullptr);
-  EvalResult r = tg::train::evaluate(*net, *test_ds, cfg.data.eval_batch_size,
-                                     cfg.data.eval_limit, rank, group ? world : 1);
+  EvalResult r = tg::train::evaluate(*net, *test_ds, cfg.data.eval_batch_size, cfg.data.eval_limit,
+                                     rank, group ? world : 1);
   if (group) {
     const std::vector<double> v =
         group->sum({static_cast<double>(r.correct), static_cast<double>(r.correct5), r.loss_sum,
@@ -539,14 +567,10 @@ bool Trainer::State::step_once() {
   // How the gradients travelled (comm.algorithm = auto picks per call by the byte cost model):
   // said once, and again whenever the route changes (e.g. a floating-gradient epoch).
   if (group) {
-    const comm::AggregateStats& as = train_step->last_aggregate();
-    const std::string route =
-        as.ternary_path ? std::string("ternary codes by ") + comm::name(as.bucket_algorithm)
-        : as.fp32_path  ? std::string("fp32 by reduce-scatter + allgather")
-                        : std::string("whole messages by allgather");
+    const std::string route = describe_route(train_step->last_reduce());
     if (route != last_route) {
       say("iteration " + std::to_string(step) + ": gradients travel as " + route + " (" +
-          comm::describe(as) + ")");
+          comm::describe(train_step->last_reduce().merged) + ")");
       last_route = route;
     }
   }
@@ -586,8 +610,7 @@ bool Trainer::State::step_once() {
     window_totals = StepTotals{};
   }
   if (tc.eval_every > 0 && done % tc.eval_every == 0 && done != tc.iterations) evaluate();
-  if (tc.checkpoint_every > 0 && done % tc.checkpoint_every == 0 && done != tc.iterations)
-    save();
+  if (tc.checkpoint_every > 0 && done % tc.checkpoint_every == 0 && done != tc.iterations) save();
   return stop_now;
 }
 
@@ -600,8 +623,8 @@ Trainer::Trainer(const Config& config, const TrainOptions& options)
   s.rank = options.rank.rank;
   s.lead = s.rank == 0;
   s.listener = s.lead ? options.listener : nullptr;
-  TG_CHECK(s.world >= 1 && s.rank >= 0 && s.rank < s.world, "train: rank ", s.rank, " of ",
-           s.world, " is out of range");
+  TG_CHECK(s.world >= 1 && s.rank >= 0 && s.rank < s.world, "train: rank ", s.rank, " of ", s.world,
+           " is out of range");
   s.device = rank_device(s.cfg.device, s.rank, s.world);
   check_device_usable(s.device);
   s.workers = static_cast<int>(s.cfg.workers.count);
@@ -639,10 +662,15 @@ Trainer::Trainer(const Config& config, const TrainOptions& options)
     }
     s.prefetch.emplace(*s.train_ds, *s.sampler, s.first_worker, s.local_workers, s.workers,
                        s.cfg.data.augment, s.seed, s.cfg.data.prefetch > 0);
-    s.train_step.emplace(*s.net, *s.optimizer, s.ema ? &*s.ema : nullptr,
-                         s.cfg.train.weight_decay, s.seed, s.compressor.get(),
-                         s.step_comm ? &*s.step_comm : nullptr);
+    s.train_step.emplace(*s.net, *s.optimizer, s.ema ? &*s.ema : nullptr, s.cfg.train.weight_decay,
+                         s.seed, s.compressor.get(), s.step_comm ? &*s.step_comm : nullptr,
+                         reducer_options(s.cfg));
     if (options.gradient_hook) s.train_step->set_gradient_hook(options.gradient_hook);
+    if (s.group)
+      s.say("gradients in " +
+            plural(static_cast<int64_t>(s.train_step->buckets().size()), "bucket") +
+            " (comm.bucket_mb = " + json::number(s.cfg.comm.bucket_mb) + "), exchanged " +
+            (s.train_step->overlapped() ? "while backward runs" : "after backward"));
     s.time_every_step = s.group != nullptr || s.device.is_cpu();
   });
 }
@@ -686,6 +714,8 @@ TrainSummary Trainer::run() {
       sum.comm_backend = s.group->comm().backend();
       sum.comm_algorithm = s.cfg.comm.algorithm;
       sum.rendezvous = s.opt.rank.rendezvous;
+      sum.buckets = static_cast<int64_t>(s.train_step->buckets().size());
+      sum.overlap = s.train_step->overlapped();
     }
     // What one worker's message holds per iteration: the message plus the shared scalers it
     // contributes (4 bytes each); fp32 is the uncompressed gradient.

@@ -1,5 +1,7 @@
 #include "nn/autograd/tape.h"
 
+#include <unordered_map>
+
 #include "nn/core/blas.h"
 #include "nn/core/profile.h"
 
@@ -94,6 +96,10 @@ void accumulate_grad(AutogradMeta& meta, const Tensor& g) {
 }
 
 void backward(const Tensor& root, const Tensor& seed) {
+  backward(root, seed, LeafGradReady());
+}
+
+void backward(const Tensor& root, const Tensor& seed, const LeafGradReady& ready) {
   TG_CHECK(root.defined() && root.requires_grad(),
            "backward: the root tensor does not require grad (no op on the tape produced it "
            "from a parameter)");
@@ -107,6 +113,16 @@ void backward(const Tensor& root, const Tensor& seed) {
 
   std::vector<Node> tape;
   tape.swap(t_tape);  // consume: nothing recorded during backward lands on this tape
+  // For `ready`: the leaves whose last contribution comes from node k (the earliest reader).
+  std::vector<std::vector<const AutogradMeta*>> final_at;
+  if (ready) {
+    final_at.resize(tape.size());
+    std::unordered_map<const AutogradMeta*, size_t> earliest;
+    for (size_t k = 0; k < tape.size(); ++k)
+      for (const auto& in : tape[k].inputs)
+        if (in && in->is_leaf) earliest.try_emplace(in.get(), k);
+    for (const auto& [leaf, k] : earliest) final_at[k].push_back(leaf);
+  }
   NoGradGuard no_grad;
   BackwardContext ctx;
   for (size_t k = tape.size(); k-- > 0;) {
@@ -131,6 +147,8 @@ void backward(const Tensor& root, const Tensor& seed) {
     for (auto& o : n.outputs) o->grad = Tensor();
     ctx.grad_outputs_.clear();
     n.fn = nullptr;
+    if (ready)
+      for (const AutogradMeta* leaf : final_at[k]) ready(*leaf);
   }
 }
 

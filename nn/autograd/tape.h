@@ -51,7 +51,7 @@ class BackwardContext {
   void accumulate(size_t i, const Tensor& g);
 
  private:
-  friend void backward(const Tensor&, const Tensor&);
+  friend void backward(const Tensor&, const Tensor&, const std::function<void(const AutogradMeta&)>&);
   std::vector<Tensor> grad_outputs_;
   const std::vector<std::shared_ptr<AutogradMeta>>* inputs_ = nullptr;
 };
@@ -79,6 +79,12 @@ inline void record(std::initializer_list<const Tensor*> inputs,
 // Runs the tape backward from `root`, seeding its gradient with `seed` (default: ones of
 // root's shape, so a scalar loss needs none). Consumes the whole tape.
 void backward(const Tensor& root, const Tensor& seed = Tensor());
+// The same, calling `ready(leaf)` as soon as a leaf's gradient is final: right after the last
+// node that adds into it has run (the earliest node on the tape reading it). Leaves no node reads
+// are never reported. A data-parallel reducer starts exchanging gradients from here while the
+// rest of the backward pass runs (comm/reducer.h).
+using LeafGradReady = std::function<void(const AutogradMeta& leaf)>;
+void backward(const Tensor& root, const Tensor& seed, const LeafGradReady& ready);
 
 // Number of nodes on this thread's tape; clear_tape drops them (a forward pass not followed by
 // backward, e.g. an evaluation run without NoGradGuard).

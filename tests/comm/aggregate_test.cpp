@@ -149,20 +149,24 @@ WireBytes expected_wire(const Method& m, const AggregateOptions& opt, const std:
   WireBytes total;
   if (c->num_meta() > 0) wire_model::add(total, allgather(w * c->num_meta() * sizeof(float)));
   const TernaryAlgorithm a = opt.algorithm;
-  const bool ternary_path =
-      m.o.method == "terngrad" && m.o.scaler_sharing == "max" && a != TernaryAlgorithm::allgather;
-  if (m.o.method == "none" && p > 1) {  // the fp32 path: alltoall of W ranges, allgather of one
-    const uint64_t range = 4 * static_cast<uint64_t>((c->total() + p - 1) / p);
-    wire_model::add(total,
-                    gloo ? gloo_wire::alltoall(w * range, p) : wire_model::alltoall(w * range, p));
-    wire_model::add(total, allgather(range));
+  const bool floating = step % 2 == 1 && m.o.floating_grad_epoch == 2;
+  const bool ternary_path = m.o.method == "terngrad" && m.o.scaler_sharing == "max" &&
+                            a != TernaryAlgorithm::allgather && !floating;
+  const bool all_f32 = m.o.method == "none" || (m.o.method == "terngrad" && floating);
+  if (p > 1 && (all_f32 || m.o.method == "fp16")) {
+    // The elementwise path: alltoall of W ranges of e bytes per element, allgather of one f32
+    // range.
+    const uint64_t e = m.o.method == "fp16" ? 2 : 4;
+    const auto range = static_cast<uint64_t>((c->total() + p - 1) / p);
+    wire_model::add(total, gloo ? gloo_wire::alltoall(w * e * range, p)
+                                : wire_model::alltoall(w * e * range, p));
+    wire_model::add(total, allgather(4 * range));
     return total;
   }
   if (!ternary_path) {
     wire_model::add(total, allgather(w * ((c->payload_bytes(step) + 3) / 4 * 4)));
     return total;
   }
-  const bool floating = step % 2 == 1 && m.o.floating_grad_epoch == 2;
   const auto& layout = c->layout();
   uint64_t block = 0;
   TernaryBucketShape bucket{{}, p, w, m.o.pack, backend, opt.chunk_bytes};
@@ -198,7 +202,6 @@ void run_and_check(Communicator& comm, const Method& m, const AggregateOptions& 
   auto c = tern::make_compressor(m.o, slots);
   AggregateOptions opt = pipeline;
   opt.algorithm = a;
-  opt.compression = m.o;
   for (int64_t step = 0; step < kSteps; ++step) {
     const std::vector<Tensor> grads = local_grads(*c, r, w, step);
     Tensor out = Tensor::full({c->total()}, 12345.0);
@@ -216,11 +219,15 @@ void run_and_check(Communicator& comm, const Method& m, const AggregateOptions& 
     EXPECT_EQ(st.wire.sent, model.sent) << at << " (" << describe(st) << ")";
     EXPECT_EQ(st.wire.received, model.received) << at << " (" << describe(st) << ")";
     EXPECT_EQ(st.routes.size(), c->layout().size()) << at;
-    if (m.o.method == "none") {  // raw fp32: the exact reduce-scatter path on several ranks
-      EXPECT_EQ(st.fp32_path, p > 1) << at;
+    const bool floating = step % 2 == 1 && m.o.floating_grad_epoch == 2;
+    const bool all_f32 = m.o.method == "none" || (m.o.method == "terngrad" && floating);
+    if (all_f32 || m.o.method == "fp16") {  // the exact reduce-scatter path on several ranks
+      EXPECT_EQ(st.elementwise_path, p > 1) << at;
+      EXPECT_EQ(st.elementwise_bytes, p == 1 ? 0 : m.o.method == "fp16" ? 2 : 4) << at;
       for (SlotRoute route : st.routes)
         EXPECT_EQ(route, p > 1 ? SlotRoute::reduce_scatter : SlotRoute::message) << at;
-      if (p > 1 && w == 1) {  // a ring allreduce's 2 (P - 1) / P of the bytes, plus padding
+      if (m.o.method == "none" && p > 1 && w == 1) {
+        // a ring allreduce's 2 (P - 1) / P of the bytes, plus padding
         const double ring = 2.0 * (p - 1) / p * 4 * c->total();
         EXPECT_LE(static_cast<double>(st.wire.sent), ring + 8.0 * p) << at;
       }
@@ -228,8 +235,8 @@ void run_and_check(Communicator& comm, const Method& m, const AggregateOptions& 
     EXPECT_GE(st.encode_s, 0.0);
     EXPECT_GE(st.comm_s, 0.0);
     EXPECT_GE(st.reduce_s, 0.0);
-    const bool ternary_path =
-        m.o.method == "terngrad" && m.o.scaler_sharing == "max" && a != TernaryAlgorithm::allgather;
+    const bool ternary_path = m.o.method == "terngrad" && m.o.scaler_sharing == "max" &&
+                              a != TernaryAlgorithm::allgather && !floating;
     EXPECT_EQ(st.ternary_path, ternary_path) << at;
     if (ternary_path) {
       EXPECT_EQ(st.ternary_slots + st.raw_slots, static_cast<int64_t>(c->layout().size())) << at;
@@ -292,7 +299,6 @@ TEST(AggregateRoutes, FollowTheAlgorithmAndTheExclusionRules) {
       auto c = tern::make_compressor(m.o, test_layout());
       AggregateOptions opt;
       opt.algorithm = a;
-      opt.compression = m.o;
       Tensor out = Tensor::empty({c->total()});
       stats[r] = aggregate_distributed(*c, *comms[r], local_grads(*c, r, 1, 0), 0, out, opt);
     });
@@ -427,20 +433,12 @@ TEST(AggregateErrors, NamesWhatIsWrong) {
   const std::vector<Tensor> grads = local_grads(*c, 0, 1, 0);
   Tensor out = Tensor::empty({c->total()});
 
-  // The ternary path without the compressor's options.
-  std::string e = error_of([&] { aggregate_distributed(*c, comm, grads, 0, out, {}); });
-  EXPECT_NE(e.find("AggregateOptions.compression"), std::string::npos) << e;
-  // Options that describe another message layout.
-  AggregateOptions bad;
-  bad.compression = o;
-  bad.compression.min_size = 100000;
-  e = error_of([&] { aggregate_distributed(*c, comm, grads, 0, out, bad); });
-  EXPECT_NE(e.find("does not describe the terngrad compressor"), std::string::npos) << e;
+  // The ternary path needs nothing but the compressor (its wire layout says where the codes are).
+  EXPECT_EQ(error_of([&] { aggregate_distributed(*c, comm, grads, 0, out, {}); }), "");
   // A negative chunk size.
   AggregateOptions neg;
-  neg.compression = o;
   neg.chunk_bytes = -1;
-  e = error_of([&] { aggregate_distributed(*c, comm, grads, 0, out, neg); });
+  std::string e = error_of([&] { aggregate_distributed(*c, comm, grads, 0, out, neg); });
   EXPECT_NE(e.find("chunk_bytes"), std::string::npos) << e;
   // allgather needs no options.
   AggregateOptions ag;

@@ -1,0 +1,190 @@
+#include "comm/reducer.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "nn/core/error.h"
+
+namespace tg::comm {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+std::vector<tern::SlotRange> make_buckets(const std::vector<tern::GradSlot>& layout,
+                                          int64_t bucket_bytes, int64_t first_bucket_bytes) {
+  TG_CHECK(bucket_bytes > 0 && first_bucket_bytes > 0, "reducer: bucket sizes must be > 0, got ",
+           bucket_bytes, " and ", first_bucket_bytes);
+  std::vector<tern::SlotRange> out;
+  size_t last = layout.size();  // the open bucket is [first, last)
+  int64_t bytes = 0;
+  for (size_t t = layout.size(); t-- > 0;) {
+    const int64_t b = layout[t].numel * static_cast<int64_t>(sizeof(float));
+    const int64_t cap = out.empty() ? std::min(first_bucket_bytes, bucket_bytes) : bucket_bytes;
+    if (t + 1 < last && bytes + b > cap) {  // close the open bucket before slot t
+      out.push_back({t + 1, last});
+      last = t + 1;
+      bytes = 0;
+    }
+    bytes += b;
+  }
+  if (last > 0) out.push_back({0, last});
+  return out;
+}
+
+Reducer::Reducer(tern::Compressor& compressor, Communicator* comm, ReducerOptions options)
+    : c_(compressor), comm_(comm), o_(std::move(options)) {
+  buckets_ = make_buckets(c_.layout(), o_.bucket_bytes, o_.first_bucket_bytes);
+  bucket_of_slot_.assign(c_.layout().size(), 0);
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    for (size_t t = buckets_[b].first; t < buckets_[b].last; ++t) bucket_of_slot_[t] = b;
+  if (o_.overlap && comm_ != nullptr && comm_->device().is_cpu() && buckets_.size() > 0)
+    thread_ = std::thread(&Reducer::thread_main, this, omp_get_max_threads());
+}
+
+Reducer::~Reducer() {
+  if (!thread_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void Reducer::begin(int64_t step, std::span<const Tensor> local_grads, Tensor out) {
+  TG_CHECK(!local_grads.empty(), "reducer: no local gradients");
+  std::lock_guard<std::mutex> lock(mu_);
+  TG_CHECK(launched_ == done_ && queue_.empty(), "reducer: begin() before the last step finished");
+  step_ = step;
+  grads_.assign(local_grads.begin(), local_grads.end());
+  out_ = std::move(out);
+  pending_.assign(buckets_.size(), 0);
+  for (size_t b = 0; b < buckets_.size(); ++b) pending_[b] = static_cast<int>(buckets_[b].size());
+  ready_.assign(c_.layout().size(), false);
+  launched_ = done_ = 0;
+  stats_.assign(buckets_.size(), AggregateStats{});
+  busy_s_ = 0;
+  error_ = nullptr;
+}
+
+void Reducer::mark_ready(size_t slot) {
+  TG_CHECK(slot < ready_.size(), "reducer: slot ", slot, " out of range");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ready_[slot]) return;
+    ready_[slot] = true;
+    --pending_[bucket_of_slot_[slot]];
+    if (thread_.joinable()) launch_ready_buckets();
+  }
+  cv_.notify_all();
+}
+
+void Reducer::launch_ready_buckets() {
+  while (launched_ < buckets_.size() && pending_[launched_] == 0) queue_.push_back(launched_++);
+}
+
+void Reducer::exchange(size_t b) {
+  const auto t0 = Clock::now();
+  const tern::SlotRange r = buckets_[b];
+  if (comm_ == nullptr) {
+    tern::aggregate_emulated(c_, grads_, step_, out_, r);
+  } else {
+    stats_[b] = aggregate_distributed(c_, *comm_, grads_, step_, out_, o_.aggregate, r);
+  }
+  busy_s_ += seconds_since(t0);
+}
+
+void Reducer::thread_main(int omp_threads) {
+  omp_set_num_threads(omp_threads);
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (stopping_) return;
+    const size_t b = queue_.front();
+    queue_.pop_front();
+    const bool failed = error_ != nullptr;
+    lock.unlock();
+    if (!failed) {  // after an error the communicator is broken: the rest only count as done
+      try {
+        exchange(b);
+      } catch (...) {
+        lock.lock();
+        if (!error_) error_ = std::current_exception();
+        lock.unlock();
+      }
+    }
+    lock.lock();
+    ++done_;
+    cv_.notify_all();
+  }
+}
+
+ReduceStats Reducer::finish() {
+  const auto t0 = Clock::now();
+  if (thread_.joinable()) {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (size_t t = 0; t < ready_.size(); ++t)
+      if (!ready_[t]) {
+        ready_[t] = true;
+        --pending_[bucket_of_slot_[t]];
+      }
+    launch_ready_buckets();
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return done_ == buckets_.size(); });
+    if (error_) {
+      std::exception_ptr e = error_;
+      error_ = nullptr;
+      std::rethrow_exception(e);
+    }
+  } else {
+    for (size_t b = 0; b < buckets_.size(); ++b) exchange(b);
+    launched_ = done_ = buckets_.size();
+  }
+  ReduceStats rs;
+  rs.wait_s = seconds_since(t0);
+  rs.busy_s = busy_s_;
+  rs.buckets = static_cast<int64_t>(buckets_.size());
+  AggregateStats& m = rs.merged;
+  m.routes.assign(c_.layout().size(), SlotRoute::message);
+  bool first_ternary = true;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const AggregateStats& s = stats_[b];
+    m.wire.sent += s.wire.sent;
+    m.wire.received += s.wire.received;
+    m.meta_wire.sent += s.meta_wire.sent;
+    m.meta_wire.received += s.meta_wire.received;
+    for (size_t i = 0; i < s.routes.size(); ++i) m.routes[buckets_[b].first + i] = s.routes[i];
+    m.ternary_slots += s.ternary_slots;
+    m.raw_slots += s.raw_slots;
+    m.bucket_bytes += s.bucket_bytes;
+    m.bucket_chunks += s.bucket_chunks;
+    m.encode_s += s.encode_s;
+    m.comm_s += s.comm_s;
+    m.reduce_s += s.reduce_s;
+    if (s.ternary_path) {
+      ++rs.ternary_buckets;
+      m.ternary_path = true;
+      if (first_ternary) m.bucket_algorithm = s.bucket_algorithm;
+      first_ternary = false;
+    }
+    if (s.elementwise_path) {
+      ++rs.elementwise_buckets;
+      m.elementwise_path = true;
+      m.elementwise_bytes = s.elementwise_bytes;
+    }
+  }
+  grads_.clear();
+  out_ = Tensor();
+  return rs;
+}
+
+}  // namespace tg::comm
