@@ -182,9 +182,9 @@ void run_case(const Case& c, const Device& dev, double seconds, double sgemm) {
 
   // As the Trainer: several workers, or any compression, go through the compressor's rounds.
   std::unique_ptr<tern::Compressor> comp;
-  if (c.workers > 1 || c.compression != "none")
-    comp = tern::make_compressor(train::compression_options(cfg, ds->info().size),
-                                 train::grad_layout(*net));
+  const tern::CompressionOptions copts = train::compression_options(cfg, ds->info().size);
+  if (c.workers > 1 || !tern::identity_for_one_worker(copts))
+    comp = tern::make_compressor(copts, train::grad_layout(*net));
   train::TrainStep step(*net, *opt, &ema, cfg.train.weight_decay,
                       static_cast<uint64_t>(cfg.train.seed), comp.get());
 

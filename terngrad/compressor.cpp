@@ -510,6 +510,8 @@ Accumulator Compressor::make_accumulator(const Device& device, SlotRange r) cons
 
 std::vector<std::string> compressor_names() { return {"none", "fp16", "terngrad", "qsgd", "onebit"}; }
 
+bool identity_for_one_worker(const CompressionOptions& o) { return o.method == "none"; }
+
 std::unique_ptr<Compressor> make_compressor(const CompressionOptions& o,
                                             std::vector<GradSlot> layout) {
   TG_CHECK(o.clip >= 0 && std::isfinite(o.clip), "compression.clip must be >= 0, got ", o.clip);

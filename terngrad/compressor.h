@@ -199,6 +199,9 @@ bool floating_grad_step(const CompressionOptions& o, int64_t step);
 std::unique_ptr<Compressor> make_compressor(const CompressionOptions& options,
                                             std::vector<GradSlot> layout);
 std::vector<std::string> compressor_names();
+// True when the method's average of one worker is that worker's gradient unchanged ("none"): a
+// single worker then needs no compressor at all.
+bool identity_for_one_worker(const CompressionOptions& options);
 
 // Round 1 for N workers emulated in one process: the elementwise max over the workers of
 // local_meta of range r (num_meta(r) floats; empty when the method shares nothing).

@@ -443,8 +443,9 @@ void Trainer::State::build() {
   params = net->arena().params();
   // Several workers, or any compression, go through the compressor's rounds (one worker
   // without compression is the same math without them).
-  if (workers > 1 || cfg.compression.method != "none")
-    compressor = tern::make_compressor(compression_options(cfg, train_size), grad_layout(*net));
+  const tern::CompressionOptions copts = compression_options(cfg, train_size);
+  if (workers > 1 || !tern::identity_for_one_worker(copts))
+    compressor = tern::make_compressor(copts, grad_layout(*net));
   if (cfg.train.ema_decay > 0) ema.emplace(params, cfg.train.ema_decay);
   loss_sum = Tensor::zeros({}, DType::f32, device);
 }

@@ -186,6 +186,70 @@ TEST(TrainDistributed, Fp32ReduceScatterMatchesOneProcessAtRingAllreduceBytes) {
   }
 }
 
+// The reducer's buckets and its overlap with backward never change the bits: terngrad with tiny
+// buckets, overlap on (each bucket exchanged from autograd's callback on the communication
+// thread) and off, and fp16 on its exact reduce-scatter (2 bytes per element in, f32 out), all
+// end with the one-process parameters.
+TEST(TrainDistributed, BucketsOverlapAndFp16KeepTheOneProcessBits) {
+  TempDir dir;
+  struct Case {
+    std::string method;
+    std::vector<std::string> sets;
+    bool overlap;
+  };
+  const std::vector<Case> cases = {
+      {"terngrad", {"comm.bucket_mb=0.05"}, true},
+      {"terngrad", {"comm.bucket_mb=0.05", "comm.overlap=false"}, false},
+      {"fp16", {}, true},
+  };
+  int k = 0;
+  for (const Case& c : cases) {
+    const std::string want = reference_sha(2, c.method);
+    const std::string out = dir / ("case" + std::to_string(k++));
+    std::vector<std::string> extra = {"--nproc", "2"};
+    for (const std::string& kv : c.sets) extra.insert(extra.end(), {"--set", kv});
+    const std::string what = c.method + (c.overlap ? " overlapped" : " after backward");
+    const CliResult r = run_cli(plus(lenet_args(out, 2, c.method), extra));
+    expect_ok(r, what);
+    if (r.exit_code != 0) continue;
+    const json::Value s = summary_of(out);
+    EXPECT_EQ(s["params_sha256"].as_string(), want) << what;
+    EXPECT_EQ(s["comm_overlap"].b, c.overlap) << what;
+    EXPECT_GE(s["comm_buckets"].as_number(), c.sets.empty() ? 2 : 5) << what;
+    EXPECT_TRUE(contains(r.err, c.overlap ? "exchanged while backward runs"
+                                          : "exchanged after backward"))
+        << r.err;
+    EXPECT_GE(s["comm_exposed_seconds_per_iter"].as_number(), 0.0) << what;
+    if (c.method == "fp16") {
+      EXPECT_TRUE(contains(r.err, "fp16 by reduce-scatter + allgather")) << r.err;
+      // P = 2, W = 1: half of the f16 gradient out, half of the f32 average back: 3/4 of the
+      // fp32 bytes per worker (plus padding of the ranges per bucket and a few control bytes).
+      const double fp32 = s["fp32_bytes_per_worker_per_iter"].as_number();
+      const double sent = s["wire_bytes_sent_per_worker_per_iter"].as_number();
+      EXPECT_GE(sent, 0.75 * fp32) << what;
+      EXPECT_LE(sent, 0.75 * fp32 * 1.001 + 256) << what;
+    }
+  }
+}
+
+// comm.algorithm = ring: fp32 by a plain ring allreduce, opt-in, with a ring's bytes (2 (P - 1) / P
+// of the gradient per rank); it trains.
+TEST(TrainDistributed, RingAllreduceIsOptIn) {
+  TempDir dir;
+  const std::string out = dir / "ring";
+  const CliResult r = run_cli(
+      plus(lenet_args(out, 2, "none"), {"--nproc", "2", "--set", "comm.algorithm=ring"}));
+  expect_ok(r, "ring");
+  if (r.exit_code != 0) return;
+  EXPECT_TRUE(contains(r.err, "fp32 by ring allreduce")) << r.err;
+  const json::Value s = summary_of(out);
+  const double fp32 = s["fp32_bytes_per_worker_per_iter"].as_number();
+  const double sent = s["wire_bytes_sent_per_worker_per_iter"].as_number();
+  EXPECT_GE(sent, fp32) << "a ring over P = 2 sends the whole gradient once";
+  EXPECT_LE(sent, fp32 * 1.001 + 256);
+  EXPECT_GT(s["test_accuracy"].as_number(), 0.5);
+}
+
 // True while `pid` runs (not exited, not a zombie waiting to be reaped).
 bool running(pid_t pid) {
   const std::string stat = read_text("/proc/" + std::to_string(pid) + "/stat");

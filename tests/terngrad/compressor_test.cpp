@@ -238,6 +238,50 @@ TEST(Compressor, NoneIsTheExactMeanAndBaselinesReportTheirKernelSizes) {
   for (int64_t i = 0; i < kTotal; ++i) ASSERT_TRUE(std::isfinite(out.data<float>()[i]));
 }
 
+// Every slot is compressed on its own, so the rounds over any split of the layout into ranges give
+// the bits of the whole (what lets comm/reducer.h bucket freely); each range's wire layout is its
+// slots' part of the whole message, and the codings are what comm/aggregate.h routes by.
+TEST(Compressor, SlotRangesGiveTheBitsOfTheWholeAndDescribeTheirWire) {
+  const std::vector<Tensor> g = gradients(3);
+  for (const char* method : {"none", "fp16", "terngrad", "qsgd", "onebit"}) {
+    for (const char* sharing : {"max", "none"}) {
+      CompressionOptions o;
+      o.method = method;
+      o.scaler_sharing = sharing;
+      o.min_size = 50;  // terngrad: conv/b and fc/b go as f32
+      auto whole = make_compressor(o, layout());
+      auto split = make_compressor(o, layout());
+      for (int64_t step = 0; step < 2; ++step) {  // two steps: 1-bit residuals carry over
+        Tensor a = Tensor::empty({kTotal}), b = Tensor::full({kTotal}, 99.0f);
+        aggregate_emulated(*whole, g, step, a);
+        for (SlotRange r : {SlotRange{3, 4}, SlotRange{1, 3}, SlotRange{0, 1}})
+          aggregate_emulated(*split, g, step, b, r);
+        EXPECT_EQ(std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()), 0)
+            << method << " sharing " << sharing << " step " << step;
+        const WireLayout all = whole->wire(step);
+        EXPECT_EQ(static_cast<size_t>(all.bytes), whole->payload_bytes(step));
+        const WireLayout mid = whole->wire(step, {1, 3});
+        ASSERT_EQ(mid.slots.size(), 2u);
+        EXPECT_EQ(mid.bytes, all.slots[1].bytes + all.slots[2].bytes);
+        EXPECT_EQ(mid.slots[0].offset, 0);
+        EXPECT_EQ(mid.slots[1].offset, all.slots[1].bytes);
+        const std::string m = method;
+        const SlotCoding expect_fc_w = m == "none"   ? SlotCoding::f32
+                                       : m == "fp16" ? SlotCoding::f16
+                                       : m == "terngrad"
+                                           ? (std::string(sharing) == "max" ? SlotCoding::ternary
+                                                                           : SlotCoding::opaque)
+                                           : SlotCoding::opaque;
+        EXPECT_EQ(all.slots[2].coding, expect_fc_w) << method << " " << sharing;
+        if (m == "terngrad") EXPECT_EQ(all.slots[1].coding, SlotCoding::f32);  // under min_size
+      }
+    }
+  }
+  auto c = make_compressor({}, layout());
+  expect_error_with([&] { c->wire(0, {2, 5}); }, {"slot range [2, 5)", "4 slots"});
+  expect_error_with([&] { c->wire(0, {2, 2}); }, {"slot range"});
+}
+
 TEST(Compressor, BadOptionsAreErrorsNamingTheKey) {
   CompressionOptions o;
   o.method = "sparsify";

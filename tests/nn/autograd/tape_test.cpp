@@ -19,6 +19,29 @@ TEST(Tape, AccumulatesThroughSharedInputs) {
   EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{3, -3, 7}));
 }
 
+TEST(Tape, LeafReadyFiresOnceAfterTheLastContribution) {
+  // a feeds the first and the last op, b only the last: b's gradient is final after the last op
+  // runs (it runs first backward), a's only after the first op's backward has added to it.
+  Tensor a = Tensor::from_vector<float>({1, 2}, {2});
+  Tensor b = Tensor::from_vector<float>({3, 4}, {2});
+  Tensor unused = Tensor::from_vector<float>({5}, {1});
+  for (Tensor* t : {&a, &b, &unused}) t->set_requires_grad(true);
+  Tensor h = mul(a, a);                    // node 0: reads a
+  Tensor y = add(mul(h, b), a);            // node 1: reads h, b; node 2: reads the product, a
+  std::vector<std::pair<std::string, std::vector<float>>> seen;
+  backward(y, Tensor(), [&](const AutogradMeta& leaf) {
+    const std::string who = &leaf == a.autograd_meta().get()   ? "a"
+                            : &leaf == b.autograd_meta().get() ? "b"
+                                                               : "?";
+    seen.emplace_back(who, leaf.grad.to_vector<float>());
+  });
+  ASSERT_EQ(seen.size(), 2u) << "a leaf no op reads is never reported";
+  EXPECT_EQ(seen[0].first, "b");
+  EXPECT_EQ(seen[0].second, (std::vector<float>{1, 4}));  // dy/db = a^2
+  EXPECT_EQ(seen[1].first, "a");
+  EXPECT_EQ(seen[1].second, (std::vector<float>{7, 17}));  // dy/da = 2ab + 1, complete
+}
+
 TEST(Tape, NoGradGuardRecordsNothing) {
   Tensor x = Tensor::from_vector<float>({1, 2}, {2});
   x.set_requires_grad(true);
