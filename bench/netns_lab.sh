@@ -4,7 +4,8 @@
 #                   name on every rank, so one comm.interface / GLOO_SOCKET_IFNAME value serves all)
 #                   at 10.214.0.(r+1)/24, its veth pair shaped with tc tbf to RATE in both
 #                   directions (as bench_comm --link does). Installs an EXIT trap that removes it.
-# lab_down          removes the namespaces and the bridge (the trap calls it; safe to repeat).
+# lab_down          stops ranks still running, removes the namespaces and the bridge (the trap
+#                   calls it; safe to repeat).
 # lab_ns R          the name of namespace R.
 # lab_run_ranks P PREFIX TIMEOUT FN
 #                   runs `FN r` for r = 0 .. P-1, rank r in namespace r, stdout and stderr to
@@ -24,7 +25,8 @@ LAB_ON_START=
 lab_ns() { echo "${LAB_TAG}_$1"; }
 
 lab_down() {
-  local r
+  local r p
+  for p in "${LAB_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   for ((r = 0; r < LAB_N; ++r)); do ip netns del "$(lab_ns "$r")" 2>/dev/null || true; done
   ip link del "${LAB_TAG}br" 2>/dev/null || true
   LAB_N=0

@@ -128,6 +128,10 @@ def fmt(v, spec):
     return format(v, spec) if isinstance(v, (int, float)) else "—"
 
 
+def fmt_x(v):
+    return f"{v:.2f}×" if isinstance(v, (int, float)) else "—"
+
+
 def table(out):
     rows = [one_run(d) for d in sorted(glob.glob(os.path.join(out, "runs", "*")))]
     order = {m: i for i, m in enumerate(SYSTEM)}
@@ -160,7 +164,7 @@ def table(out):
                   f"| {r['ms_per_step']:.1f} | {r['images_per_sec']:.0f} "
                   f"| {fmt(r.get('netns_tx_bytes_per_step_per_rank'), ',.0f')} "
                   f"| {fmt(r.get('self_bytes_per_step'), ',.0f')} "
-                  f"| {fmt(r.get('speedup_vs_ddp_fp32'), '.2f')}× | {split} |")
+                  f"| {fmt_x(r.get('speedup_vs_ddp_fp32'))} | {split} |")
         m = models.get((net, procs))
         if m:
             for r in group:
