@@ -172,6 +172,11 @@ def table(out):
                 r["model_terngrad_ms"] = m["terngrad_iter_s"] * 1e3
                 r["model_speedup"] = m["speedup"]
         tg = {r["method"]: r for r in group if r["ok"]}
+        counts = {SYSTEM[r["method"]][0]: r["params"] for r in group if r["ok"] and "params" in r}
+        if len(counts) == 2:
+            same = len(set(counts.values())) == 1
+            verdicts.append(f"{net} P={procs}: parameters " + ", ".join(f"{k} {v:,}" for k, v in counts.items())
+                            + ("" if same else " — DIFFERENT NETS"))
         if base and "none" in tg:
             ok = tg["none"]["ms_per_step"] <= base["ms_per_step"]
             verdicts.append(f"{net} P={procs}: terngrad fp32 {tg['none']['ms_per_step']:.1f} ms <= DDP fp32 "
