@@ -19,7 +19,8 @@
 #     --batch B          total batch (default 64: LeNet's recipe)
 #     --threads T        OMP/OpenBLAS threads per rank (default: cores / P, at least 1)
 #     --out DIR          where runs and results.jsonl go (default: a temporary directory)
-# Needs root (network namespaces, tc) and iproute2. Data: synthetic (the timing does not depend on
+# Needs root (network namespaces, tc), iproute2 and bash >= 5.1. The lab is bench/netns_lab.sh's;
+# bench/race.sh runs the same lab against PyTorch DDP. Data: synthetic (the timing does not depend on
 # the pixels), so it runs anywhere. Prints a table; results.jsonl holds one JSON object per method.
 set -euo pipefail
 
@@ -46,7 +47,7 @@ while [[ $# -gt 0 ]]; do
     --batch) BATCH="$2"; shift 2 ;;
     --threads) THREADS="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     --) shift; EXTRA=("$@"); break ;;
     *) echo "netns_train.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -64,55 +65,32 @@ if [[ -z "$OUT" ]]; then OUT=$(mktemp -d /tmp/netns_train.XXXXXX); fi
 mkdir -p "$OUT"
 OUT=$(realpath "$OUT")
 
-TAG="tgt$$"
-BR="${TAG}br"
-ns() { echo "${TAG}_$1"; }
-cleanup() {
-  for ((r = 0; r < PROCS; ++r)); do ip netns del "$(ns "$r")" 2>/dev/null || true; done
-  ip link del "$BR" 2>/dev/null || true
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# The lab: one bridge, P namespaces; inside each, interface tg0 (the same name on every rank, so
-# comm.interface is one config value) at 10.214.0.(r+1).
-BURST=$(( 128 * 1024 ))
-ip link add "$BR" type bridge
-ip link set "$BR" up
-for ((r = 0; r < PROCS; ++r)); do
-  n=$(ns "$r")
-  ip netns add "$n"
-  ip link add "${TAG}i$r" type veth peer name "${TAG}h$r"
-  ip link set "${TAG}i$r" netns "$n"
-  ip -n "$n" link set "${TAG}i$r" name tg0
-  ip link set "${TAG}h$r" master "$BR" up
-  ip -n "$n" addr add "10.214.0.$((r + 1))/24" dev tg0
-  ip -n "$n" link set tg0 up
-  ip -n "$n" link set lo up
-  tc -n "$n" qdisc add dev tg0 root tbf rate "$RATE" burst "$BURST" latency 50ms
-  tc qdisc add dev "${TAG}h$r" root tbf rate "$RATE" burst "$BURST" latency 50ms
-done
+# shellcheck source=bench/netns_lab.sh
+source "$(dirname "$(realpath "$0")")/netns_lab.sh"
+lab_up "$PROCS" "$RATE"
 echo "netns_train: $PROCS namespaces, each veth shaped both ways to $RATE; $THREADS thread(s) per rank" >&2
 
+CUR_M=
+rank_cmd() {
+  lab_exec "$1" env OMP_NUM_THREADS="$THREADS" OPENBLAS_NUM_THREADS="$THREADS" \
+    "$TERNGRAD" train --no-progress --rank "$1" --world-size "$PROCS" \
+    --rendezvous "file://$OUT/store_$CUR_M" --job-id "netns_$CUR_M" \
+    --set comm.interface=tg0 --set model.name="$NET" --set data.name=synthetic \
+    --set train.batch_size="$BATCH" --set workers.count="$PROCS" \
+    --set train.iterations="$ITERS" --set train.log_every=10 --set train.eval_every=0 \
+    --set train.checkpoint_every=0 --set data.eval_limit=1 --set compression.method="$CUR_M" \
+    "${EXTRA[@]}" --out "$OUT/$CUR_M"
+}
+
 run_method() {
-  local m="$1" dir="$OUT/$1" store="$OUT/store_$1" r pids=() rc=0
-  rm -rf "$dir" "$store"
-  mkdir -p "$store"
-  for ((r = 0; r < PROCS; ++r)); do
-    ip netns exec "$(ns "$r")" env OMP_NUM_THREADS="$THREADS" OPENBLAS_NUM_THREADS="$THREADS" \
-      "$TERNGRAD" train --no-progress --rank "$r" --world-size "$PROCS" \
-      --rendezvous "file://$store" --job-id "netns_$m" \
-      --set comm.interface=tg0 --set model.name="$NET" --set data.name=synthetic \
-      --set train.batch_size="$BATCH" --set workers.count="$PROCS" \
-      --set train.iterations="$ITERS" --set train.log_every=10 --set train.eval_every=0 \
-      --set train.checkpoint_every=0 --set data.eval_limit=1 --set compression.method="$m" \
-      "${EXTRA[@]}" --out "$dir" >"$OUT/$m.rank$r.out" 2>"$OUT/$m.rank$r.err" &
-    pids+=($!)
-  done
-  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+  local rc=0
+  CUR_M="$1"
+  rm -rf "$OUT/$CUR_M" "$OUT/store_$CUR_M"
+  mkdir -p "$OUT/store_$CUR_M"
+  lab_run_ranks "$PROCS" "$OUT/$CUR_M.rank" 3600 rank_cmd || rc=$?
   if [[ $rc -ne 0 ]]; then
-    echo "netns_train.sh: '$m' failed (exit $rc); rank logs in $OUT/$m.rank*.err:" >&2
-    tail -n 5 "$OUT/$m".rank*.err >&2
+    echo "netns_train.sh: '$CUR_M' failed (exit $rc); rank logs in $OUT/$CUR_M.rank*.err:" >&2
+    tail -n 5 "$OUT/$CUR_M".rank*.err >&2
     exit 1
   fi
 }
