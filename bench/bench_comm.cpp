@@ -11,7 +11,10 @@
 //               ONE bucket through that algorithm (auto: the bucket cost model's pick), cut into
 //               --chunk-bytes chunks decoded while the next is on the wire (--no-overlap: one
 //               thread). --algos picks these.
-//   fp16 / qsgd / onebit
+//   fp32-ring   with --methods ring: method none through a plain ring allreduce
+//               (comm.algorithm = ring: not bit-identical to one process).
+//   fp16        with --methods: the exact reduce-scatter at 2 bytes per element, f32 back.
+//   qsgd / onebit
 //               with --methods: the generic path (whole messages allgathered).
 // Per rep every rank times barrier-to-return with the harness's Stopwatch; a rep's time is the
 // slowest rank's. The JSON line per case gives median/p10/p90 over reps, xchg_ms (the call minus
@@ -148,7 +151,7 @@ double parse_rate_bps(const std::string& s) {
 
 constexpr const char* kUsage =
     "usage: bench_comm [--nets lenet,alexnet,vgg_a] [--procs 2,4,8]\n"
-    "                  [--methods none,terngrad,fp16,qsgd,onebit]\n"
+    "                  [--methods none,terngrad,fp16,qsgd,onebit,ring]\n"
     "                  [--algos ps,allgather,packed-allreduce,auto]\n"
     "                  [--reps 5] [--warmup 2] [--format two_bit|base3]\n"
     "                  [--link loopback|RATE e.g. 1gbit] [--chunk-bytes N] [--no-overlap]\n"
@@ -169,7 +172,8 @@ Options parse_args(int argc, char** argv) {
       for (const auto& p : split(value(), ',')) o.procs.push_back(parse_int(a, p, 2, 64));
     } else if (a == "--methods") {
       o.methods = {"none"};  // the reference of the ratios, measured first
-      const auto known = tern::compressor_names();
+      auto known = tern::compressor_names();
+      known.push_back("ring");  // none through a plain ring allreduce
       for (const auto& m : split(value(), ',')) {
         TG_CHECK(std::find(known.begin(), known.end(), m) != known.end(), a, ": unknown method '",
                  m, "'; known: ", join(known, ','));
@@ -225,6 +229,7 @@ Options parse_args(int argc, char** argv) {
 struct Case {
   std::string label, method;
   comm::TernaryAlgorithm algo = comm::TernaryAlgorithm::automatic;
+  bool ring = false;  // method none through a plain ring allreduce (comm.algorithm = ring)
 };
 
 std::vector<Case> make_cases(const Options& o) {
@@ -232,6 +237,8 @@ std::vector<Case> make_cases(const Options& o) {
   for (const auto& m : o.methods) {
     if (m == "none") {
       cases.push_back({"fp32", m});
+    } else if (m == "ring") {
+      cases.push_back({"fp32-ring", "none", comm::TernaryAlgorithm::automatic, true});
     } else if (m == "terngrad") {
       for (const auto& a : o.algos) cases.push_back({a, m, comm::parse_ternary_algorithm(a)});
     } else {
@@ -317,6 +324,7 @@ int worker_main(const Options& o) {
     ao.algorithm = c.algo;
     ao.chunk_bytes = o.chunk_bytes;
     ao.overlap = o.overlap;
+    ao.float_ring = c.ring;
     tern::CompressionOptions co;
     co.method = c.method;
     co.pack = parse_format(o.format);
@@ -387,7 +395,7 @@ int worker_main(const Options& o) {
     }
     const Timing t = summarize(slowest);
     const double xchg = percentile(slowest_xchg, 0.5), enc = percentile(slowest_enc, 0.5);
-    if (c.method == "none") ref = {t.median_ms, sent_max};
+    if (c.method == "none" && !c.ring) ref = {t.median_ms, sent_max};
     const double bytes_x = sent_max ? static_cast<double>(ref.sent_max) / sent_max : 0;
     const double speedup = ref.median_ms / t.median_ms, xchg_x = ref.median_ms / xchg;
 
