@@ -23,18 +23,24 @@ std::vector<tern::SlotRange> make_buckets(const std::vector<tern::GradSlot>& lay
                                           int64_t bucket_bytes, int64_t first_bucket_bytes) {
   TG_CHECK(bucket_bytes > 0 && first_bucket_bytes > 0, "reducer: bucket sizes must be > 0, got ",
            bucket_bytes, " and ", first_bucket_bytes);
+  const int64_t large = std::min(first_bucket_bytes, bucket_bytes);
   std::vector<tern::SlotRange> out;
   size_t last = layout.size();  // the open bucket is [first, last)
   int64_t bytes = 0;
   for (size_t t = layout.size(); t-- > 0;) {
     const int64_t b = layout[t].numel * static_cast<int64_t>(sizeof(float));
-    const int64_t cap = out.empty() ? std::min(first_bucket_bytes, bucket_bytes) : bucket_bytes;
+    const int64_t cap = out.empty() ? large : bucket_bytes;
     if (t + 1 < last && bytes + b > cap) {  // close the open bucket before slot t
       out.push_back({t + 1, last});
       last = t + 1;
       bytes = 0;
     }
     bytes += b;
+    if (b >= large && t > 0) {  // a large slot: its exchange does not wait for the next layers
+      out.push_back({t, last});
+      last = t;
+      bytes = 0;
+    }
   }
   if (last > 0) out.push_back({0, last});
   return out;

@@ -7,7 +7,10 @@
 // Buckets: slots in REVERSE layout order (backward produces the last layers' gradients first),
 // each bucket a contiguous slot range whose gradients add up to at most `bucket_bytes` (f32
 // bytes), the first bucket at most `first_bucket_bytes` so that the first exchange starts early;
-// a slot larger than the cap is a bucket of its own. The buckets depend on the layout and the
+// a slot larger than the cap is a bucket of its own, and a bucket also closes after any slot of
+// at least `first_bucket_bytes`, so that a large layer's exchange never waits for the backward
+// pass of the layers below it (with PyTorch DDP's rule, LeNet's 4.9 MB fc3 waits in one bucket
+// with both convolutions, and nothing overlaps). The buckets depend on the layout and the
 // caps only, never on the number of processes; and since every slot is compressed on its own
 // (terngrad/compressor.h: SlotRange), the result is the same bits for any bucketing.
 //

@@ -43,12 +43,14 @@ TEST(MakeBuckets, ReverseOrderCapsAndAFirstSmallBucket) {
   // f32 bytes: 40, 400, 4, 4000, 40, 40.
   const auto layout = layout_of({10, 100, 1, 1000, 10, 10});
   // First bucket <= 100 B: slots 5, 4 (80 B); then <= 500 B: slot 3 alone (4000 B, over the cap);
-  // then slots 2, 1, 0 (444 B).
+  // then slots 2, 1 (404 B), closed after slot 1 because it is large (>= the first cap, 100 B),
+  // so its exchange does not wait for slot 0; then slot 0.
   const auto b = make_buckets(layout, 500, 100);
-  ASSERT_EQ(b.size(), 3u);
+  ASSERT_EQ(b.size(), 4u);
   EXPECT_EQ(b[0], (SlotRange{4, 6}));
   EXPECT_EQ(b[1], (SlotRange{3, 4}));
-  EXPECT_EQ(b[2], (SlotRange{0, 3}));
+  EXPECT_EQ(b[2], (SlotRange{1, 3}));
+  EXPECT_EQ(b[3], (SlotRange{0, 1}));
   // One large bucket holds everything; the first-bucket cap never exceeds the bucket cap.
   EXPECT_EQ(make_buckets(layout, 1 << 20, 1 << 20), (std::vector<SlotRange>{{0, 6}}));
   const auto tiny = make_buckets(layout, 1, 1 << 20);
