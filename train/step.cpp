@@ -104,12 +104,20 @@ void TrainStep::run(const std::vector<HostBatch>& batches, int64_t step, double 
       // Each parameter's gradient goes to the reducer (weight decay added) as soon as backward
       // has finished it.
       reducer_->begin(step, local, reduced_);
+      std::vector<bool> reported(entries.size(), false);
       backward(loss, Tensor(), [&](const AutogradMeta& leaf) {
         const auto it = slot_of_leaf_.find(&leaf);
         if (it == slot_of_leaf_.end()) return;
         decay(it->second);
+        reported[it->second] = true;
         reducer_->mark_ready(it->second);
       });
+      // Parameters backward never reached (a zero gradient) still get their weight decay.
+      for (size_t i = 0; i < entries.size(); ++i)
+        if (!reported[i]) {
+          decay(i);
+          reducer_->mark_ready(i);
+        }
     } else {
       backward(loss);
       for (size_t i = 0; i < entries.size(); ++i) decay(i);

@@ -29,6 +29,7 @@
 #include "nn/core/error.h"
 #include "nn/core/philox.h"
 #include "terngrad/compressor.h"
+#include "tests/comm/emulated_reference.h"
 #include "tests/comm/rank_threads.h"
 #include "tests/testing/files.h"
 
@@ -120,20 +121,10 @@ constexpr TernaryAlgorithm kAlgorithms[] = {TernaryAlgorithm::ps, TernaryAlgorit
                                             TernaryAlgorithm::packed_allreduce,
                                             TernaryAlgorithm::automatic};
 
-// The specification: aggregate_emulated over all N workers, steps 0 .. kSteps - 1 with one
-// compressor (so onebit's residuals carry over): [step] = out.
+// The specification: aggregate_emulated over all N workers, steps 0 .. kSteps - 1.
 std::vector<std::vector<float>> emulated(const Method& m, int n,
                                          const std::vector<GradSlot>& slots = test_layout()) {
-  auto c = tern::make_compressor(m.o, slots);
-  std::vector<std::vector<float>> outs;
-  for (int64_t step = 0; step < kSteps; ++step) {
-    std::vector<Tensor> grads;
-    for (int g = 0; g < n; ++g) grads.push_back(worker_grad(c->layout(), g, step));
-    Tensor out = Tensor::empty({c->total()});
-    tern::aggregate_emulated(*c, grads, step, out);
-    outs.push_back(out.to_vector<float>());
-  }
-  return outs;
+  return emulated_outputs(m.o, slots, n, kSteps, worker_grad);
 }
 
 // What one rank's call should move, from the documented paths (comm/aggregate.h) and the wire

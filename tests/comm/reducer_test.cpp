@@ -19,6 +19,7 @@
 #include "comm/communicator.h"
 #include "nn/core/philox.h"
 #include "terngrad/compressor.h"
+#include "tests/comm/emulated_reference.h"
 #include "tests/comm/rank_threads.h"
 
 namespace tg::comm {
@@ -90,16 +91,7 @@ const std::vector<int64_t> kSizes = {301, 5, 1203, 13, 250, 7, 64};
 constexpr int kSteps = 2;
 
 std::vector<std::vector<float>> emulated(const CompressionOptions& o, int n) {
-  auto c = tern::make_compressor(o, layout_of(kSizes));
-  std::vector<std::vector<float>> outs;
-  for (int64_t step = 0; step < kSteps; ++step) {
-    std::vector<Tensor> grads;
-    for (int g = 0; g < n; ++g) grads.push_back(worker_grad(c->layout(), g, step));
-    Tensor out = Tensor::empty({c->total()});
-    tern::aggregate_emulated(*c, grads, step, out);
-    outs.push_back(out.to_vector<float>());
-  }
-  return outs;
+  return emulated_outputs(o, layout_of(kSizes), n, kSteps, worker_grad);
 }
 
 // One rank's steps through a Reducer with small buckets; slots marked ready in a shuffled order
