@@ -246,23 +246,11 @@ class GlooCommunicator final : public Communicator {
     auto* own = o + static_cast<size_t>(rank_) * bytes;
     if (in != own) std::memmove(own, in, bytes);
     if (size_ == 1) return;
+    // This rank's block to every peer (the bytes of a ring: (P - 1) blocks each way per rank).
     guarded("allgather", [&] {
-      // Direct: this rank's block to every peer, every peer's block received, all in flight at
-      // once with the receives posted first: the bytes of a ring ((P - 1) blocks sent and
-      // received per rank), in one step instead of P - 1 (Gloo's ring posts each send before its
-      // receive and measured up to 1.4 times slower on a shaped full-duplex link at P = 2).
-      const uint64_t slot = gloo::Slot::build(gloo::kAllgatherSlotPrefix, next_tag());
       auto buf = context_->createUnboundBuffer(o, bytes * static_cast<size_t>(size_));
-      for (int k = 1; k < size_; ++k) {
-        const int from = (rank_ + size_ - k) % size_;
-        buf->recv(from, slot, static_cast<size_t>(from) * bytes, bytes);
-      }
-      for (int k = 1; k < size_; ++k)
-        buf->send((rank_ + k) % size_, slot, static_cast<size_t>(rank_) * bytes, bytes);
-      for (int k = 1; k < size_; ++k) {
-        GLOO_ENFORCE(buf->waitRecv(timeout_), "allgather receive timed out");
-        GLOO_ENFORCE(buf->waitSend(timeout_), "allgather send timed out");
-      }
+      exchange_direct(gloo::kAllgatherSlotPrefix, *buf, *buf, bytes,
+                      [&](int) { return static_cast<size_t>(rank_) * bytes; });
     });
     add(wire_, gloo_wire::allgather(bytes, size_));
   }
@@ -276,25 +264,12 @@ class GlooCommunicator final : public Communicator {
     std::memcpy(o + static_cast<size_t>(rank_) * bytes, i + static_cast<size_t>(rank_) * bytes,
                 bytes);
     if (size_ == 1) return;
+    // Block q of `in` to rank q.
     guarded("alltoall", [&] {
-      // Pairwise, every receive posted before any send and all of them in flight at once (Gloo's
-      // own alltoall posts each send before its receive, one peer at a time, and measured 1.5 to
-      // 2 times slower on a shaped full-duplex link at P = 2).
-      const uint64_t slot = gloo::Slot::build(gloo::kAlltoallSlotPrefix, next_tag());
       auto recv_buf = context_->createUnboundBuffer(o, total);
       auto send_buf = context_->createUnboundBuffer(const_cast<uint8_t*>(i), total);
-      for (int k = 1; k < size_; ++k) {
-        const int from = (rank_ + size_ - k) % size_;
-        recv_buf->recv(from, slot, static_cast<size_t>(from) * bytes, bytes);
-      }
-      for (int k = 1; k < size_; ++k) {
-        const int to = (rank_ + k) % size_;
-        send_buf->send(to, slot, static_cast<size_t>(to) * bytes, bytes);
-      }
-      for (int k = 1; k < size_; ++k) {
-        GLOO_ENFORCE(recv_buf->waitRecv(timeout_), "alltoall receive timed out");
-        GLOO_ENFORCE(send_buf->waitSend(timeout_), "alltoall send timed out");
-      }
+      exchange_direct(gloo::kAlltoallSlotPrefix, *recv_buf, *send_buf, bytes,
+                      [&](int to) { return static_cast<size_t>(to) * bytes; });
     });
     add(wire_, gloo_wire::alltoall(bytes, size_));
   }
@@ -417,6 +392,30 @@ class GlooCommunicator final : public Communicator {
   // All ranks call collectives in the same order, so a per-communicator counter gives matching
   // tags (Gloo slots) on every rank and keeps consecutive collectives' messages apart.
   uint32_t next_tag() { return tag_++; }
+
+  // Direct exchange with every peer, all transfers in flight at once and every receive posted
+  // before any send: block `bytes` from each peer q lands at recv's offset q * bytes, and this
+  // rank sends send's bytes at send_offset(q) to each peer q. (Gloo's own allgather ring and
+  // alltoall loop post each send before its receive, one peer at a time, and left one direction
+  // of a shaped full-duplex link idle: up to 2 times slower at P = 2.)
+  template <typename SendOffset>
+  void exchange_direct(uint8_t prefix, gloo::transport::UnboundBuffer& recv,
+                       gloo::transport::UnboundBuffer& send, size_t bytes,
+                       const SendOffset& send_offset) {
+    const uint64_t slot = gloo::Slot::build(prefix, next_tag());
+    for (int k = 1; k < size_; ++k) {
+      const int from = (rank_ + size_ - k) % size_;
+      recv.recv(from, slot, static_cast<size_t>(from) * bytes, bytes);
+    }
+    for (int k = 1; k < size_; ++k) {
+      const int to = (rank_ + k) % size_;
+      send.send(to, slot, send_offset(to), bytes);
+    }
+    for (int k = 1; k < size_; ++k) {
+      GLOO_ENFORCE(recv.waitRecv(timeout_), "receive timed out");
+      GLOO_ENFORCE(send.waitSend(timeout_), "send timed out");
+    }
+  }
 
   template <typename F>
   void guarded(const char* what, F&& run) {
