@@ -1,7 +1,9 @@
-// The NCCL communicator: one GPU per rank, CUDA buffers, every collective on the device's one
-// stream (tg::cuda::stream, the stream every kernel of the library runs on, so collectives are
-// ordered after the kernels that produced their inputs), and each call blocks until its
-// stream work is done.
+// The NCCL communicator: one GPU per rank, CUDA buffers, every collective on the calling thread's
+// stream of the device (tg::cuda::stream: the main stream every kernel of the library runs on,
+// or the side stream on the data-parallel reducer's communication thread), so collectives are
+// ordered after the kernels of that thread that produced their inputs; each call returns when
+// its stream work is done, polling without blocking in CUDA (below). Calls from two threads
+// must not overlap (one communicator, one order of collectives on every rank).
 //
 // Start-up, through the rendezvous store (keys under `prefix`/nccl/, so use a fresh prefix per
 // group on a persistent store):
@@ -112,7 +114,6 @@ class NcclCommunicator final : public Communicator {
         device_(options.device),
         timeout_(options.timeout) {
     cuda::DeviceGuard guard(device_.index);
-    stream_ = static_cast<cudaStream_t>(cuda::stream(device_.index));
     const std::string base = prefix + "/nccl/";
 
     // 1. One GPU per rank: exchange identities and refuse duplicates.
@@ -200,7 +201,7 @@ class NcclCommunicator final : public Communicator {
     const ncclDataType_t t = nccl_type(dtype);
     const ncclRedOp_t o = op == ReduceOp::max ? ncclMax : ncclSum;
     cuda::DeviceGuard guard(device_.index);
-    check_nccl(ncclAllReduce(buf, buf, static_cast<size_t>(n), t, o, comm_, stream_), what);
+    check_nccl(ncclAllReduce(buf, buf, static_cast<size_t>(n), t, o, comm_, stream()), what);
     finish(what);
     wire_model::add(wire_,
                     wire_model::allreduce(static_cast<uint64_t>(n) * element_size(dtype), size_));
@@ -210,7 +211,7 @@ class NcclCommunicator final : public Communicator {
     const char* what = "allgather";
     begin(what);
     cuda::DeviceGuard guard(device_.index);
-    check_nccl(ncclAllGather(in, out, bytes, ncclUint8, comm_, stream_), what);
+    check_nccl(ncclAllGather(in, out, bytes, ncclUint8, comm_, stream()), what);
     finish(what);
     wire_model::add(wire_, wire_model::allgather(bytes, size_));
   }
@@ -227,16 +228,16 @@ class NcclCommunicator final : public Communicator {
       for (int r = 0; r < size_; ++r) {
         if (r == rank_) continue;
         check_nccl(
-            ncclSend(i + static_cast<size_t>(r) * bytes, bytes, ncclUint8, r, comm_, stream_),
+            ncclSend(i + static_cast<size_t>(r) * bytes, bytes, ncclUint8, r, comm_, stream()),
             what);
         check_nccl(
-            ncclRecv(o + static_cast<size_t>(r) * bytes, bytes, ncclUint8, r, comm_, stream_),
+            ncclRecv(o + static_cast<size_t>(r) * bytes, bytes, ncclUint8, r, comm_, stream()),
             what);
       }
       check_nccl(ncclGroupEnd(), what);
       wait_enqueued(what);
       const size_t own = static_cast<size_t>(rank_) * bytes;
-      check_cuda(cudaMemcpyAsync(o + own, i + own, bytes, cudaMemcpyDeviceToDevice, stream_),
+      check_cuda(cudaMemcpyAsync(o + own, i + own, bytes, cudaMemcpyDeviceToDevice, stream()),
                  "alltoall: cudaMemcpyAsync of this rank's own block");
     }
     finish(what);
@@ -257,18 +258,18 @@ class NcclCommunicator final : public Communicator {
         for (int r = 0; r < size_; ++r) {
           if (r == root) continue;
           check_nccl(
-              ncclRecv(o + static_cast<size_t>(r) * bytes, bytes, ncclUint8, r, comm_, stream_),
+              ncclRecv(o + static_cast<size_t>(r) * bytes, bytes, ncclUint8, r, comm_, stream()),
               what);
         }
       } else {
-        check_nccl(ncclSend(in, bytes, ncclUint8, root, comm_, stream_), what);
+        check_nccl(ncclSend(in, bytes, ncclUint8, root, comm_, stream()), what);
       }
       check_nccl(ncclGroupEnd(), what);
       wait_enqueued(what);
       if (rank_ == root) {
         char* mine = static_cast<char*>(out) + static_cast<size_t>(root) * bytes;
         if (mine != in) {
-          check_cuda(cudaMemcpyAsync(mine, in, bytes, cudaMemcpyDeviceToDevice, stream_),
+          check_cuda(cudaMemcpyAsync(mine, in, bytes, cudaMemcpyDeviceToDevice, stream()),
                      "gather: cudaMemcpyAsync of the root's own block");
         }
       }
@@ -282,7 +283,7 @@ class NcclCommunicator final : public Communicator {
     begin(what);
     check_root(root, what);
     cuda::DeviceGuard guard(device_.index);
-    check_nccl(ncclBroadcast(buf, buf, bytes, ncclUint8, root, comm_, stream_), what);
+    check_nccl(ncclBroadcast(buf, buf, bytes, ncclUint8, root, comm_, stream()), what);
     finish(what);
     wire_model::add(wire_, wire_model::broadcast(bytes, size_, rank_, root));
   }
@@ -291,7 +292,7 @@ class NcclCommunicator final : public Communicator {
     const char* what = "barrier";
     begin(what);
     cuda::DeviceGuard guard(device_.index);
-    check_nccl(ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclInt32, ncclSum, comm_, stream_),
+    check_nccl(ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclInt32, ncclSum, comm_, stream()),
                what);
     finish(what);
   }
@@ -342,6 +343,9 @@ class NcclCommunicator final : public Communicator {
     return s;
   }
 
+  // This thread's stream of the device (main, or side on the reducer's thread).
+  cudaStream_t stream() const { return static_cast<cudaStream_t>(cuda::stream(device_.index)); }
+
   [[noreturn]] void fail(const std::string& msg) {
     broken_ = true;
     if (comm_ != nullptr) ncclCommAbort(comm_);
@@ -387,8 +391,9 @@ class NcclCommunicator final : public Communicator {
   void finish(const char* what) {
     wait_enqueued(what);
     const auto deadline = Clock::now() + timeout_;
+    const cudaStream_t s = stream();
     for (int round = 0;; ++round) {
-      const cudaError_t e = cudaStreamQuery(stream_);
+      const cudaError_t e = cudaStreamQuery(s);
       if (e == cudaSuccess) return;
       if (e != cudaErrorNotReady) check_cuda(e, what);
       ncclResult_t st = ncclSuccess;
@@ -408,7 +413,6 @@ class NcclCommunicator final : public Communicator {
   int rank_, size_;
   Device device_;
   std::chrono::milliseconds timeout_;
-  cudaStream_t stream_ = nullptr;
   ncclComm_t comm_ = nullptr;
   void* barrier_buf_ = nullptr;
   bool broken_ = false;

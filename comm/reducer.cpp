@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "nn/core/error.h"
 
@@ -52,8 +53,14 @@ Reducer::Reducer(tern::Compressor& compressor, Communicator* comm, ReducerOption
   bucket_of_slot_.assign(c_.layout().size(), 0);
   for (size_t b = 0; b < buckets_.size(); ++b)
     for (size_t t = buckets_[b].first; t < buckets_[b].last; ++t) bucket_of_slot_[t] = b;
-  if (o_.overlap && comm_ != nullptr && comm_->device().is_cpu() && buckets_.size() > 0)
-    thread_ = std::thread(&Reducer::thread_main, this, omp_get_max_threads());
+  if (!o_.overlap || comm_ == nullptr || buckets_.empty()) return;
+  if (comm_->device().is_cuda()) {
+    gpu_ = comm_->device().index;
+    { cuda::SideStreamScope create(gpu_); }  // a failure to create it is reported here
+    for (size_t b = 0; b < buckets_.size(); ++b) launch_events_.emplace_back(gpu_);
+    done_event_.emplace(gpu_);
+  }
+  thread_ = std::thread(&Reducer::thread_main, this, omp_get_max_threads());
 }
 
 Reducer::~Reducer() {
@@ -95,7 +102,10 @@ void Reducer::mark_ready(size_t slot) {
 }
 
 void Reducer::launch_ready_buckets() {
-  while (launched_ < buckets_.size() && pending_[launched_] == 0) queue_.push_back(launched_++);
+  while (launched_ < buckets_.size() && pending_[launched_] == 0) {
+    if (gpu_ >= 0) launch_events_[launched_].record();  // after the kernels of its gradients
+    queue_.push_back(launched_++);
+  }
 }
 
 void Reducer::exchange(size_t b) {
@@ -111,17 +121,32 @@ void Reducer::exchange(size_t b) {
 
 void Reducer::thread_main(int omp_threads) {
   omp_set_num_threads(omp_threads);
+  // On a GPU this thread works on the device's side stream (created by the constructor).
+  std::optional<cuda::DeviceGuard> device;
+  std::optional<cuda::SideStreamScope> side;
+  std::exception_ptr setup_error;
+  if (gpu_ >= 0) {
+    try {
+      device.emplace(gpu_);
+      side.emplace(gpu_);
+    } catch (...) {
+      setup_error = std::current_exception();
+    }
+  }
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
     if (stopping_) return;
     const size_t b = queue_.front();
     queue_.pop_front();
+    if (setup_error && !error_) error_ = setup_error;
     const bool failed = error_ != nullptr;
     lock.unlock();
     if (!failed) {  // after an error the communicator is broken: the rest only count as done
       try {
+        if (gpu_ >= 0) launch_events_[b].wait();  // the side stream waits for the gradients
         exchange(b);
+        if (gpu_ >= 0) done_event_->record();
       } catch (...) {
         lock.lock();
         if (!error_) error_ = std::current_exception();
@@ -151,6 +176,7 @@ ReduceStats Reducer::finish() {
       error_ = nullptr;
       std::rethrow_exception(e);
     }
+    if (gpu_ >= 0) done_event_->wait();  // the main stream continues after every exchange
   } else {
     for (size_t b = 0; b < buckets_.size(); ++b) exchange(b);
     launched_ = done_ = buckets_.size();

@@ -18,16 +18,28 @@
 // worker's gradient once backward has finished it (earlier local workers' gradients must be
 // complete at begin); finish(). Bucket b's exchange is launched when its slots are all ready and
 // every bucket before it has been launched: the collectives start in bucket order on every rank,
-// whatever order backward finishes the slots in. With `overlap` and a communicator whose buffers
-// are on the host, the exchanges run on the reducer's communication thread while backward goes
-// on; otherwise (emulated workers, a GPU communicator, overlap off) finish() runs them in order.
-// finish() marks the slots still pending ready (parameters backward never reached keep a zero
-// gradient), waits for every bucket, and rethrows the first error of any exchange (the
-// communicator is then broken and the run must stop).
+// whatever order backward finishes the slots in. With `overlap` and a communicator, the
+// exchanges run on the reducer's communication thread while backward goes on; otherwise
+// (emulated workers, overlap off) finish() runs them in order. finish() marks the slots still
+// pending ready (parameters backward never reached keep a zero gradient), waits for every
+// bucket, and rethrows the first error of any exchange (the communicator is then broken and the
+// run must stop).
 //
 // Threads: only the communication thread touches the communicator between begin() and finish();
 // it runs the compressor on the slots of its bucket only (disjoint from what backward writes);
 // its OpenMP thread count is the creating thread's.
+//
+// GPU (an NCCL communicator): the communication thread works on the device's side stream
+// (cuda::SideStreamScope), so that the buckets' compression kernels and collectives run beside
+// the backward kernels on the main stream, and it waits for NCCL by polling (comm/nccl_comm.h),
+// never blocking the main thread. Streams are ordered by events only: launching bucket b records
+// an event on the main stream after the kernels that produced its gradients (and everything
+// before them, such as the last step's optimizer reading `out`), and the side stream waits for
+// it; after each bucket the side stream records an event that finish() makes the main stream
+// wait for, so the optimizer and the next step's zeroing of the gradients come after every
+// exchange. The caching allocator keeps the side stream's blocks apart from the main stream's
+// (nn/core/allocator.h); the buffers both streams touch (local_grads, out) are the caller's and
+// stay alive past finish().
 #pragma once
 
 #include <condition_variable>
@@ -35,12 +47,14 @@
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <thread>
 #include <vector>
 
 #include "comm/aggregate.h"
 #include "comm/communicator.h"
+#include "nn/core/cuda_runtime.h"
 #include "nn/core/tensor.h"
 #include "terngrad/compressor.h"
 
@@ -49,7 +63,7 @@ namespace tg::comm {
 struct ReducerOptions {
   int64_t bucket_bytes = int64_t{25} << 20;       // comm.bucket_mb (PyTorch DDP's default)
   int64_t first_bucket_bytes = int64_t{1} << 20;  // DDP's first bucket: the exchange starts early
-  bool overlap = true;                            // exchange while backward runs (host buffers)
+  bool overlap = true;                            // exchange while backward runs
   AggregateOptions aggregate;                     // how each bucket travels
 };
 
@@ -99,6 +113,11 @@ class Reducer {
   ReducerOptions o_;
   std::vector<tern::SlotRange> buckets_;
   std::vector<size_t> bucket_of_slot_;
+
+  // GPU overlap (see above): the device, and its events.
+  int gpu_ = -1;                            // the communicator's CUDA device, or -1
+  std::vector<cuda::Event> launch_events_;  // per bucket, on the main stream
+  std::optional<cuda::Event> done_event_;   // on the side stream, after each bucket
 
   // The step in flight.
   int64_t step_ = 0;

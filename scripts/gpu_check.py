@@ -17,7 +17,8 @@ hang cannot eat the rest; a failed step is recorded with why, and the next one r
      GPU, eager and torch.compile'd: ms/step each
   e  bench_ternary --device cuda: ternarize+pack and unpack-accumulate GB/s against a device copy
   f  a one-rank NCCL training run (--rank 0 --world-size 1 --rendezvous), whose params_sha256
-     must equal the one-process run's; with several GPUs also --nproc <GPUs> over NCCL
+     must equal the one-process run's, with the reducer's buckets overlapped with backward on
+     the side stream (comm_overlap true); with several GPUs also --nproc <GPUs> over NCCL
 
 Results go to --results (default $OUT if set, else ./gpu-results), at most eight files:
 results.jsonl (one JSON object per finding), summary.md, log.txt (every command and its output),
@@ -693,7 +694,9 @@ class Check:
                 rec.update(params_sha256=s.get("params_sha256"), comm_backend=s.get("comm_backend"),
                            processes=s.get("processes"), test_accuracy=s.get("test_accuracy"),
                            images_per_sec=s.get("images_per_sec"),
-                           wire_bytes_sent_per_worker_per_iter=s.get("wire_bytes_sent_per_worker_per_iter"))
+                           wire_bytes_sent_per_worker_per_iter=s.get("wire_bytes_sent_per_worker_per_iter"),
+                           comm_overlap=s.get("comm_overlap"), comm_buckets=s.get("comm_buckets"),
+                           comm_exposed_seconds_per_iter=s.get("comm_exposed_seconds_per_iter"))
                 md.append(f"- {label}: backend {s.get('comm_backend', 'none (one process)')}, "
                           f"accuracy {100 * s['test_accuracy']:.2f}%, {s['images_per_sec']:.0f} img/s, "
                           f"params_sha256 `{s['params_sha256'][:16]}`")
@@ -708,6 +711,9 @@ class Check:
             if one.get("comm_backend") != backend:
                 status = "fail"
                 notes.append(f"the one-rank run used {one.get('comm_backend')}, not nccl")
+            if one.get("comm_overlap") is not True:
+                status = "fail"
+                notes.append(f"the one-rank {backend} run did not overlap its buckets with backward")
             if one["params_sha256"] != ref["params_sha256"]:
                 status = "fail"
                 notes.append("one rank over NCCL ended with other parameters than one process")

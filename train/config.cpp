@@ -225,7 +225,7 @@ const std::vector<KeySpec>& key_specs() {
        "Gradient bucket size in MB (f32 bytes; the first bucket at most 1 MB): each bucket is "
        "exchanged as soon as backward has produced it (PyTorch DDP's bucket_cap_mb)"},
       {"comm", "overlap", member<&C::comm, &K::overlap>, any(),
-       "Exchange buckets while backward runs (host communicators: gloo); false = after it"},
+       "Exchange buckets while backward runs (gloo: a thread; nccl: a side stream); false = after it"},
       {"comm", "timeout", member<&C::comm, &K::timeout>, above(0),
        "Seconds a collective or the rendezvous waits for a peer before the run fails"},
       {"comm", "interface", member<&C::comm, &K::interface>, any(),

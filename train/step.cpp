@@ -28,8 +28,8 @@ TrainStep::TrainStep(Net& net, Optimizer& optimizer, Ema* ema, double weight_dec
   if (!compressor_) return;
   comm::ReducerOptions ro = reducer;
   // A communicator on another device than the net (gloo with CUDA training): the gradients are
-  // staged through it after backward, so nothing overlaps. On a GPU the reducer runs the buckets
-  // in finish() too (its thread serves host communicators only).
+  // staged through it after backward, so nothing overlaps. With NCCL the reducer's buckets run
+  // on the device's side stream beside backward (comm/reducer.h).
   staged_ = group_ && group_->comm->device() != net_.device();
   if (staged_) ro.overlap = false;
   reducer_ = std::make_unique<comm::Reducer>(*compressor_, group_ ? group_->comm : nullptr, ro);

@@ -11,11 +11,11 @@
 // worker's gradient is the arena's own buffer (no copy), the earlier workers' are copied aside.
 // Distributed (StepComm): this process hosts workers first .. first + W - 1 of N in all; each
 // bucket is aggregated with every other rank's through comm/aggregate.h, bit-identical to the
-// one-process aggregation of all N, so every rank applies the same update. On a host
-// communicator (gloo, local) with comm.overlap, a bucket's exchange starts, on the reducer's
-// thread, as soon as the last worker's backward pass has finished its slots (autograd's
-// leaf-ready callback), so the exchange of the last layers overlaps the backward pass of the
-// first ones.
+// one-process aggregation of all N, so every rank applies the same update. With comm.overlap
+// and a communicator on the net's device (gloo or local on the CPU, nccl on the GPU), a bucket's
+// exchange starts, on the reducer's thread (on the GPU: its side stream), as soon as the last
+// worker's backward pass has finished its slots (autograd's leaf-ready callback), so the
+// exchange of the last layers overlaps the backward pass of the first ones.
 // Batch norm: each worker's forward normalizes with its own slice's batch statistics; the moving
 // averages are updated by the workers in order 0..N-1 (one shared copy).
 #pragma once

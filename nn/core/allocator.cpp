@@ -41,13 +41,22 @@ void CachingAllocator::raw_free(void* p) {
   }
 }
 
+CachingAllocator::Pool& CachingAllocator::pool(void* stream) {
+  for (Pool& p : pools_)
+    if (p.stream == stream) return p;
+  pools_.push_back(Pool{stream, {}});
+  return pools_.back();
+}
+
 void* CachingAllocator::allocate(size_t bytes) {
   if (bytes == 0) return nullptr;
   const size_t cls = round_size(bytes);
+  void* const stream = device_.is_cuda() ? cuda::stream(device_.index) : nullptr;
   std::lock_guard<std::mutex> lock(mu_);
   void* p = nullptr;
-  auto it = free_.find(cls);
-  if (it != free_.end() && !it->second.empty()) {
+  auto& free = pool(stream).free;
+  auto it = free.find(cls);
+  if (it != free.end() && !it->second.empty()) {
     p = it->second.back();
     it->second.pop_back();
     stats_.cached_bytes -= cls;
@@ -61,7 +70,7 @@ void* CachingAllocator::allocate(size_t bytes) {
     }
     ++stats_.raw_allocs;
   }
-  live_.emplace(p, cls);
+  live_.emplace(p, Live{cls, stream});
   stats_.in_use_bytes += cls;
   if (stats_.in_use_bytes > stats_.peak_in_use_bytes)
     stats_.peak_in_use_bytes = stats_.in_use_bytes;
@@ -74,11 +83,11 @@ void CachingAllocator::deallocate(void* p) {
   auto it = live_.find(p);
   TG_CHECK(it != live_.end(), "deallocate of a pointer this ", device_.str(),
            " allocator did not hand out");
-  const size_t cls = it->second;
+  const Live l = it->second;
   live_.erase(it);
-  stats_.in_use_bytes -= cls;
-  stats_.cached_bytes += cls;
-  free_[cls].push_back(p);
+  stats_.in_use_bytes -= l.cls;
+  stats_.cached_bytes += l.cls;
+  pool(l.stream).free[l.cls].push_back(p);
 }
 
 void CachingAllocator::empty_cache() {
@@ -88,11 +97,13 @@ void CachingAllocator::empty_cache() {
 
 void CachingAllocator::empty_cache_locked() {
   if (device_.is_cuda())
-    cuda::synchronize(device_.index);  // blocks may still be in use by the stream
-  for (auto& [cls, blocks] : free_) {
-    for (void* p : blocks) raw_free(p);
+    cuda::synchronize_all(device_.index);  // blocks may still be in use by their streams
+  for (Pool& pl : pools_) {
+    for (auto& [cls, blocks] : pl.free) {
+      for (void* p : blocks) raw_free(p);
+    }
+    pl.free.clear();
   }
-  free_.clear();
   stats_.cached_bytes = 0;
 }
 

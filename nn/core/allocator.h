@@ -1,8 +1,12 @@
 // Caching allocator, one per device. Blocks are rounded to size classes and, when freed, kept
 // in per-class free lists for reuse: a training step allocates the same sizes every iteration,
 // so after the first step it costs neither cudaMalloc/cudaFree (which synchronize the device)
-// nor page faults on the CPU. On CUDA every op runs on the device's single stream, so a block
-// freed by the host can be handed out again immediately: stream order protects it.
+// nor page faults on the CPU. On CUDA a block belongs to the stream it was allocated on (the
+// calling thread's stream, cuda_runtime.h): freed, it goes back to that stream's free lists and
+// is handed out again only to allocations on the same stream, immediately, because stream order
+// protects it. A block used on another stream too must be freed only after that stream's work
+// on it is ordered before the owner's (an Event), as the data-parallel reducer does with the
+// gradients its side stream reads (comm/reducer.h); PyTorch's allocator has the same rule.
 #pragma once
 
 #include <cstddef>
@@ -47,10 +51,20 @@ class CachingAllocator {
   void raw_free(void* p);
   void empty_cache_locked();
 
+  struct Live {
+    size_t cls;    // size class
+    void* stream;  // the owner stream (nullptr on the CPU)
+  };
+  struct Pool {
+    void* stream;
+    std::unordered_map<size_t, std::vector<void*>> free;  // size class -> blocks
+  };
+  Pool& pool(void* stream);  // with mu_ held
+
   Device device_;
   mutable std::mutex mu_;
-  std::unordered_map<void*, size_t> live_;               // pointer -> size class
-  std::unordered_map<size_t, std::vector<void*>> free_;  // size class -> blocks
+  std::unordered_map<void*, Live> live_;
+  std::vector<Pool> pools_;  // one per stream seen (two at most: main and side)
   AllocatorStats stats_;
 };
 

@@ -1,9 +1,11 @@
-// The CUDA runtime wrapper: device discovery (errors mean zero devices), one stream and one
-// cuBLAS handle per device, raw allocation and copies.
+// The CUDA runtime wrapper: device discovery (errors mean zero devices), a main and a side stream
+// per device with a cuBLAS handle each, the thread's choice between them, events, raw
+// allocation and copies.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <array>
+#include <atomic>
 #include <mutex>
 
 #include "nn/core/cuda_check.cuh"
@@ -19,7 +21,22 @@ struct DeviceState {
   std::once_flag once;
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
+  std::once_flag side_once;
+  std::atomic<cudaStream_t> side{nullptr};  // read without the once_flag by synchronize_all
+  cublasHandle_t side_cublas = nullptr;
 };
+
+// The device whose side stream this thread is on (SideStreamScope), or -1.
+thread_local int t_side_device = -1;
+
+cublasHandle_t make_cublas(cudaStream_t stream) {
+  cublasHandle_t h = nullptr;
+  TG_CUBLAS_CHECK(cublasCreate(&h));
+  TG_CUBLAS_CHECK(cublasSetStream(h, stream));
+  // Plain FP32 math: parity tests compare against the CPU with FP32 tolerances.
+  TG_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+  return h;
+}
 
 std::array<DeviceState, kMaxDevices>& states() {
   static std::array<DeviceState, kMaxDevices> s;
@@ -56,12 +73,29 @@ DeviceState& state(int device) {
   std::call_once(s.once, [&] {
     DeviceGuard g(device);
     TG_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
-    TG_CUBLAS_CHECK(cublasCreate(&s.cublas));
-    TG_CUBLAS_CHECK(cublasSetStream(s.cublas, s.stream));
-    // Plain FP32 math: parity tests compare against the CPU with FP32 tolerances.
-    TG_CUBLAS_CHECK(cublasSetMathMode(s.cublas, CUBLAS_DEFAULT_MATH));
+    s.cublas = make_cublas(s.stream);
   });
   return s;
+}
+
+DeviceState& side_state(int device) {
+  DeviceState& s = state(device);
+  std::call_once(s.side_once, [&] {
+    DeviceGuard g(device);
+    int least = 0, greatest = 0;  // numerically lower is a higher priority
+    TG_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    cudaStream_t side = nullptr;
+    TG_CUDA_CHECK(cudaStreamCreateWithPriority(&side, cudaStreamNonBlocking, greatest));
+    s.side_cublas = make_cublas(side);
+    s.side.store(side);
+  });
+  return s;
+}
+
+// This thread's stream of `device`.
+cudaStream_t thread_stream(int device) {
+  if (t_side_device == device) return side_state(device).side.load();
+  return state(device).stream;
 }
 
 int current_device() {
@@ -86,17 +120,25 @@ std::string device_name(int device) {
 }
 
 void* stream(int device) {
-  return state(device).stream;
+  return thread_stream(device);
 }
 cudaStream_t current_stream() {
-  return state(current_device()).stream;
+  return thread_stream(current_device());
 }
 cublasHandle_t cublas_handle() {
-  return state(current_device()).cublas;
+  const int d = current_device();
+  if (t_side_device == d) return side_state(d).side_cublas;
+  return state(d).cublas;
 }
 
 void synchronize(int device) {
-  TG_CUDA_CHECK(cudaStreamSynchronize(state(device).stream));
+  TG_CUDA_CHECK(cudaStreamSynchronize(thread_stream(device)));
+}
+
+void synchronize_all(int device) {
+  DeviceState& s = state(device);
+  TG_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+  if (const cudaStream_t side = s.side.load()) TG_CUDA_CHECK(cudaStreamSynchronize(side));
 }
 
 void* malloc_raw(int device, size_t bytes) {
@@ -117,32 +159,65 @@ void free_raw(int device, void* p) {
 }
 
 void copy_h2d(int device, void* dst, const void* src, size_t bytes) {
-  DeviceState& s = state(device);
-  TG_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s.stream));
-  TG_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+  const cudaStream_t s = thread_stream(device);
+  TG_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
+  TG_CUDA_CHECK(cudaStreamSynchronize(s));
 }
 
 void copy_d2h(int device, void* dst, const void* src, size_t bytes) {
-  DeviceState& s = state(device);
-  TG_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s.stream));
-  TG_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+  const cudaStream_t s = thread_stream(device);
+  TG_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s));
+  TG_CUDA_CHECK(cudaStreamSynchronize(s));
 }
 
 void copy_d2d(int device, void* dst, const void* src, size_t bytes) {
-  DeviceState& s = state(device);
-  TG_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s.stream));
+  TG_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, thread_stream(device)));
 }
 
 void copy_peer(int dst_device, void* dst, int src_device, const void* src, size_t bytes) {
   // Order after the source's pending work, then copy; synchronous for simplicity.
   synchronize(src_device);
   TG_CUDA_CHECK(
-      cudaMemcpyPeerAsync(dst, dst_device, src, src_device, bytes, state(dst_device).stream));
+      cudaMemcpyPeerAsync(dst, dst_device, src, src_device, bytes, thread_stream(dst_device)));
   synchronize(dst_device);
 }
 
 void memset_async(int device, void* p, int value, size_t bytes) {
-  TG_CUDA_CHECK(cudaMemsetAsync(p, value, bytes, state(device).stream));
+  TG_CUDA_CHECK(cudaMemsetAsync(p, value, bytes, thread_stream(device)));
+}
+
+SideStreamScope::SideStreamScope(int device) : previous_(t_side_device) {
+  side_state(device);  // create it here, where an error can still be reported
+  t_side_device = device;
+}
+
+SideStreamScope::~SideStreamScope() {
+  t_side_device = previous_;
+}
+
+Event::Event(int device) : device_(device) {
+  DeviceGuard g(device);
+  cudaEvent_t e = nullptr;
+  TG_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  event_ = e;
+}
+
+Event::~Event() {
+  if (event_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+}
+
+Event::Event(Event&& other) noexcept : device_(other.device_), event_(other.event_) {
+  other.event_ = nullptr;
+}
+
+void Event::record() {
+  DeviceGuard g(device_);
+  TG_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event_), thread_stream(device_)));
+}
+
+void Event::wait() {
+  DeviceGuard g(device_);
+  TG_CUDA_CHECK(cudaStreamWaitEvent(thread_stream(device_), static_cast<cudaEvent_t>(event_), 0));
 }
 
 DeviceGuard::DeviceGuard(int device) {

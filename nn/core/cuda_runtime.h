@@ -16,10 +16,14 @@ std::string unavailable_reason();
 // The device's name ("NVIDIA H100 80GB HBM3"); throws if `device` does not exist.
 std::string device_name(int device);
 
-// Every device has one stream; every kernel, copy and cuBLAS call of the library runs on it,
-// so freeing a block into the caching allocator and reusing it is ordered by the stream.
-void* stream(int device);  // cudaStream_t of `device`
-void synchronize(int device);
+// Every device has a main stream; every kernel, copy and cuBLAS call of the library runs on it,
+// so freeing a block into the caching allocator and reusing it is ordered by the stream. A
+// thread may switch to the device's side stream instead (SideStreamScope, below): then
+// everything that thread does on that device, the allocator's pools included, is on the side
+// stream, ordered against the main stream only by Events.
+void* stream(int device);      // cudaStream_t of `device` for this thread: main, or side in a scope
+void synchronize(int device);  // waits for this thread's stream of `device`
+void synchronize_all(int device);  // waits for both streams of `device`
 
 void* malloc_raw(int device, size_t bytes);  // throws tg::Error on OOM, naming the size
 void free_raw(int device, void* p);
@@ -30,6 +34,42 @@ void copy_d2h(int device, void* dst, const void* src, size_t bytes);
 void copy_d2d(int device, void* dst, const void* src, size_t bytes);
 void copy_peer(int dst_device, void* dst, int src_device, const void* src, size_t bytes);
 void memset_async(int device, void* p, int value, size_t bytes);
+
+// While alive, this thread's work on `device` runs on the device's side stream (created on first
+// use, at the highest priority the device offers, so that communication is not starved by the
+// main stream's compute). The data-parallel reducer's communication thread holds one
+// (comm/reducer.h). Scopes nest; other threads and other devices are unaffected.
+class SideStreamScope {
+ public:
+  explicit SideStreamScope(int device);
+  ~SideStreamScope();
+  SideStreamScope(const SideStreamScope&) = delete;
+  SideStreamScope& operator=(const SideStreamScope&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
+// A CUDA event without timing, to order work across the two streams of `device`: record()
+// marks the current end of this thread's stream; wait() makes this thread's stream wait until
+// the work before the last record() has run (without blocking the host). A wait() before any
+// record() waits for nothing.
+class Event {
+ public:
+  explicit Event(int device);
+  ~Event();
+  Event(Event&& other) noexcept;
+  Event& operator=(Event&&) = delete;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  void record();
+  void wait();
+
+ private:
+  int device_;
+  void* event_ = nullptr;  // cudaEvent_t
+};
 
 // Makes `device` current for the lifetime of the guard (kernels launch on the current device).
 class DeviceGuard {

@@ -25,6 +25,9 @@ void* stream(int) {
 void synchronize(int) {
   no_cuda("cuda::synchronize");
 }
+void synchronize_all(int) {
+  no_cuda("cuda::synchronize_all");
+}
 void* malloc_raw(int, size_t) {
   no_cuda("cuda::malloc_raw");
 }
@@ -50,5 +53,20 @@ DeviceGuard::DeviceGuard(int) {
   no_cuda("cuda::DeviceGuard");
 }
 DeviceGuard::~DeviceGuard() = default;
+SideStreamScope::SideStreamScope(int) {
+  no_cuda("cuda::SideStreamScope");
+}
+SideStreamScope::~SideStreamScope() = default;
+Event::Event(int device) : device_(device) {
+  no_cuda("cuda::Event");
+}
+Event::~Event() = default;
+Event::Event(Event&& other) noexcept : device_(other.device_) {}
+void Event::record() {
+  no_cuda("cuda::Event::record");
+}
+void Event::wait() {
+  no_cuda("cuda::Event::wait");
+}
 
 }  // namespace tg::cuda

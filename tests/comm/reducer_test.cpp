@@ -126,7 +126,9 @@ void run_rank(Communicator* comm, int rank, int w, const CompressionOptions& o, 
     EXPECT_EQ(st.buckets, static_cast<int64_t>(reducer.buckets().size())) << at;
     EXPECT_EQ(st.merged.routes.size(), kSizes.size()) << at;
     EXPECT_GE(st.wait_s, 0.0) << at;
-    if (comm != nullptr) EXPECT_EQ(st.merged.wire.sent > 0, comm->size() > 1) << at;
+    if (comm != nullptr) {
+      EXPECT_EQ(st.merged.wire.sent > 0, comm->size() > 1) << at;
+    }
   }
 }
 
