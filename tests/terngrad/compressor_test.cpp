@@ -110,7 +110,7 @@ TEST(Compressor, SharedScalerAggregatesLieOnTheGridAndIgnoreMessageOrder) {
   c->finalize(b, shared.data(), 3, kWorkers, rev);
   EXPECT_EQ(std::memcmp(fwd.raw_data(), rev.raw_data(), fwd.nbytes()), 0);
   for (size_t t = 0; t < layout().size(); ++t) {
-    const GradSlot& sl = layout()[t];
+    const GradSlot sl = layout()[t];  // a copy: layout() returns a temporary
     const float step = shared[t] / kWorkers;
     for (int64_t i = 0; i < sl.numel; ++i) {
       const float v = fwd.data<float>()[sl.offset + i];

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Builds the CPU-only tree under sanitizers and runs unit tests in it; any report fails the run.
+#   bash scripts/sanitize.sh [asan|tsan|all] [--tests REGEX] [--build-root DIR] [--jobs N]
+#   asan  AddressSanitizer + UndefinedBehaviorSanitizer (LeakSanitizer included) over the
+#         input-handling, communication, data-loader, checkpoint/config and CLI tests
+#         (--tests all: every cpu-labelled test)
+#   tsan  ThreadSanitizer over the tests that run communication threads (reducer, collectives,
+#         Gloo, the local group, the aggregation)
+#   all   both (the default)
+# Trees: <build-root>/asan and <build-root>/tsan (default build-root: build-sanitize). Exit: 0
+# clean, 1 a test failed or a sanitizer reported. Suppressions (third-party code only, each
+# with its reason) are in tests/sanitize/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mode=all
+tests=""
+root=build-sanitize
+jobs=$(nproc)
+while [ $# -gt 0 ]; do
+  case "$1" in
+    asan | tsan | all) mode=$1 ;;
+    --tests) tests=$2; shift ;;
+    --build-root) root=$2; shift ;;
+    --jobs) jobs=$2; shift ;;
+    -h | --help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "sanitize.sh: unknown argument '$1' (see --help)" >&2; exit 1 ;;
+  esac
+  shift
+done
+
+here=$(pwd)
+supp=$here/tests/sanitize
+
+# The tests each mode runs (ctest -R), and the test executables that hold them (built alone:
+# a sanitized build of the whole tree is not needed for them).
+ASAN_TESTS='Checkpoint|Config|Json|Launch|Idx|Cifar|ImageFolder|Registry|Sampler|Store|Gloo|LocalComm|Aggregate|Reducer|Ternary|Compressor|Baseline|Fuzz|TrainDistributed|TrainCli|Cli'
+ASAN_TARGETS=(terngrad train_checkpoint_test train_config_test train_json_test train_launch_test
+  datasets_idx_test datasets_cifar10_test datasets_image_folder_test datasets_registry_test
+  datasets_sampler_test comm_store_test comm_gloo_comm_test comm_local_comm_test
+  comm_aggregate_test comm_reducer_test comm_ternary_collectives_test terngrad_ternary_test
+  terngrad_compressor_test terngrad_compressor_state_test terngrad_baseline_test
+  cmd_train_distributed_test cmd_train_test)
+TSAN_TESTS='Reducer|LocalComm|Gloo|Aggregate|TernaryBucket|TernaryCollectives|TernaryAggregate'
+TSAN_TARGETS=(comm_reducer_test comm_local_comm_test comm_gloo_comm_test comm_aggregate_test
+  comm_ternary_collectives_test)
+
+configure() {  # dir sanitizers
+  cmake -S . -B "$1" -DCMAKE_BUILD_TYPE=Release -DTG_ENABLE_CUDA=OFF -DTG_BUILD_BENCH=OFF \
+    -DTG_SANITIZE="$2" ${TG_CMAKE_ARGS:-} > "$1.configure.log" 2>&1 ||
+    { cat "$1.configure.log"; exit 1; }
+}
+
+# Builds the targets that exist in this tree (fuzz replay targets may or may not be there).
+build() {  # dir targets...
+  local dir=$1; shift
+  local have=()
+  local all
+  all=$(cmake --build "$dir" --target help | sed -n 's/^\.\.\. \([^ ]*\).*/\1/p')
+  for t in "$@"; do
+    if grep -qx "$t" <<< "$all"; then have+=("$t"); fi
+  done
+  for t in $(grep '_fuzz_replay$' <<< "$all" || true); do have+=("$t"); done
+  echo "sanitize: building ${#have[@]} targets in $dir"
+  cmake --build "$dir" -j "$jobs" --target "${have[@]}"
+}
+
+run_ctest() {  # dir regex
+  local regex=$1
+  [ "$regex" = all ] && regex='.'
+  # Only the executables built above have discovered tests; the rest are "not run" and skipped.
+  ctest --test-dir "$2" -L cpu -R "$regex" -j "$jobs" --output-on-failure --no-tests=error \
+    2>&1 | grep -v 'Could not find executable\|Looked in the following places\|^  *[^ ]*Release\|^  *[^ ]*Debug\|^  *[^ ]*Deployment\|^  *[^ ]*Development\|^Unable to find executable' || true
+}
+
+status=0
+if [ "$mode" = asan ] || [ "$mode" = all ]; then
+  dir=$root/asan
+  mkdir -p "$root"
+  configure "$dir" address,undefined
+  build "$dir" "${ASAN_TARGETS[@]}"
+  echo "sanitize: ASan + UBSan tests"
+  export ASAN_OPTIONS="abort_on_error=0:halt_on_error=1:detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1"
+  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+  export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
+  out=$(run_ctest "${tests:-$ASAN_TESTS}" "$dir")
+  echo "$out" | tail -n 40
+  grep -q '100% tests passed' <<< "$out" || status=1
+  unset ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS
+fi
+if [ "$mode" = tsan ] || [ "$mode" = all ]; then
+  dir=$root/tsan
+  mkdir -p "$root"
+  configure "$dir" thread
+  build "$dir" "${TSAN_TARGETS[@]}"
+  echo "sanitize: ThreadSanitizer tests"
+  # libgomp is not instrumented: with one OpenMP thread its regions run on the calling thread and
+  # TSan sees every access; the communication threads under test are ours.
+  export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+  export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$supp/tsan.supp"
+  out=$(run_ctest "${tests:-$TSAN_TESTS}" "$dir")
+  echo "$out" | tail -n 40
+  grep -q '100% tests passed' <<< "$out" || status=1
+fi
+exit $status
