@@ -7,9 +7,16 @@
 //   convergence-check  the paper's convergence claims, checked, cmd/convergence_check_cmd.h
 //   measure-bounds  TernGrad's bound quantities while training, cmd/measure_bounds_cmd.h
 // Library errors are tg::Error; main prints one line plus a hint and exits non-zero.
+//
+// Exit status (also in `terngrad --help`): 0 success; 1 any error: bad input (a config, --set
+// value, flag or argument CLI11 refuses, data file, checkpoint, cluster file), out of memory, a
+// failed run; 2 convergence-check found a claim that does not hold; 130 interrupted by
+// SIGINT/SIGTERM (checkpoint saved); with --nproc, the status of the rank that failed first
+// (128 + N when it was killed by signal N).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <new>
 #include <optional>
 #include <iostream>
 #include <string>
@@ -57,6 +64,11 @@ int main(int argc, char** argv) {
       "Configs are TOML; `terngrad config --reference` lists every key with its default."};
   app.require_subcommand(1);
   app.set_version_flag("--version", "terngrad 0.1.0");
+  app.footer(
+      "Exit status: 0 success; 1 error (bad input: config, --set value, flag, data file, "
+      "checkpoint, cluster file; out of memory; a failed run); 2 convergence-check: a claim does "
+      "not hold; 130 interrupted (SIGINT/SIGTERM; checkpoint saved); --nproc: the status of the "
+      "rank that failed first (128 + N if killed by signal N).");
 
   // ---- train ---------------------------------------------------------------------------------
   auto* train = app.add_subcommand(
@@ -158,10 +170,26 @@ int main(int argc, char** argv) {
   MeasureBoundsArgs bounds_args;
   auto* bounds_cmd = add_measure_bounds_command(app, bounds_args);
 
+  // The subcommand a usage hint names: the deepest one given on the command line.
+  const auto usage_of = [&app]() {
+    std::string cmd = "terngrad";
+    const CLI::App* at = &app;
+    while (!at->get_subcommands().empty()) {
+      at = at->get_subcommands()[0];
+      cmd += " " + at->get_name();
+    }
+    return cmd;
+  };
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version are "errors" with status 0: CLI11 prints them.
+    if (e.get_exit_code() == 0) return app.exit(e);
+    // Everything else is a usage error: one line and exit 1 like any bad input, not CLI11's
+    // own statuses (105 for a missing --config file, ...).
+    std::fprintf(stderr, "terngrad: error: %s (run `%s --help` for usage)\n", e.what(),
+                 usage_of().c_str());
+    return kExitError;
   }
 
   try {
@@ -247,6 +275,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "terngrad: error: %s\n", e.describe().c_str());
     std::fprintf(stderr, "  (run `terngrad %s --help` for usage)\n",
                  app.get_subcommands().empty() ? "" : app.get_subcommands()[0]->get_name().c_str());
+    return kExitError;
+  } catch (const std::bad_alloc&) {
+    // Allocations sized by input are checked where they happen (tg::Error naming what was
+    // being allocated); this is the fallback for any other.
+    std::fprintf(stderr,
+                 "terngrad: error: out of memory (an allocation failed; the run needs more "
+                 "memory than this machine or its limits give it)\n");
     return kExitError;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "terngrad: error: %s\n", e.what());

@@ -20,6 +20,7 @@
 #include <cmath>
 
 #include "datasets/loaders.h"
+#include "nn/core/checked.h"
 #include "nn/core/error.h"
 
 namespace tg::data::detail {
@@ -120,22 +121,7 @@ class Cifar10Dataset final : public Dataset {
 
  private:
   void append_file(const std::string& file) {
-    const std::vector<uint8_t> bytes = read_file(file);
-    const int64_t size = static_cast<int64_t>(bytes.size());
-    TG_CHECK(size > 0 && size % kRecord == 0, file, ": size ", size,
-             " bytes is not a positive multiple of ", kRecord,
-             " (1 label byte + 3072 pixel bytes per record)");
-    const int64_t records = size / kRecord;
-    const size_t base = labels_.size();
-    labels_.resize(base + records);
-    pixels_.resize((base + records) * kPixels);
-    for (int64_t r = 0; r < records; ++r) {
-      const uint8_t* rec = bytes.data() + r * kRecord;
-      TG_CHECK(rec[0] < kClasses, file, ": record ", r, " (byte offset ", r * kRecord,
-               ") has label ", int{rec[0]}, " (expected 0..", kClasses - 1, ")");
-      labels_[base + r] = rec[0];
-      std::copy(rec + 1, rec + kRecord, pixels_.begin() + (base + r) * kPixels);
-    }
+    parse_cifar10_records(read_file(file), file, labels_, pixels_);
   }
 
   std::vector<uint8_t> pixels_;  // N x 3 x 32 x 32
@@ -144,6 +130,31 @@ class Cifar10Dataset final : public Dataset {
 };
 
 }  // namespace
+
+void parse_cifar10_records(std::span<const uint8_t> bytes, const std::string& file,
+                           std::vector<uint8_t>& labels, std::vector<uint8_t>& pixels) {
+  const int64_t size = static_cast<int64_t>(bytes.size());
+  TG_CHECK(size > 0 && size % kRecord == 0, file, ": size ", size,
+           " bytes is not a positive multiple of ", kRecord,
+           " (1 label byte + 3072 pixel bytes per record)");
+  const int64_t records = size / kRecord;
+  const size_t base = labels.size();
+  for (int64_t r = 0; r < records; ++r) {  // every label checked before anything is appended
+    const uint8_t label = bytes[r * kRecord];
+    TG_CHECK(label < kClasses, file, ": record ", r, " (byte offset ", r * kRecord,
+             ") has label ", int{label}, " (expected 0..", kClasses - 1, ")");
+  }
+  const size_t total = checked_add<size_t>(base, static_cast<size_t>(records), file + ": records");
+  checked_alloc(file + " (" + std::to_string(total) + " CIFAR-10 records)", total * kRecord, [&] {
+    labels.resize(total);
+    pixels.resize(checked_mul<size_t>(total, kPixels, file + ": pixel bytes"));
+  });
+  for (int64_t r = 0; r < records; ++r) {
+    const uint8_t* rec = bytes.data() + r * kRecord;
+    labels[base + r] = rec[0];
+    std::copy(rec + 1, rec + kRecord, pixels.begin() + (base + r) * kPixels);
+  }
+}
 
 std::unique_ptr<Dataset> open_cifar10(const DataOptions& options, Split split) {
   return std::make_unique<Cifar10Dataset>(options, split);

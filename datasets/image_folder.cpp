@@ -40,6 +40,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iterator>
+#include <new>
 
 // jpeglib.h needs FILE and size_t declared first.
 #include <jerror.h>
@@ -68,10 +69,7 @@ constexpr float kContrastLower = 0.5f, kContrastUpper = 1.5f;
 
 // ---- JPEG decoding ---------------------------------------------------------------------------
 
-struct Image {  // H x W x 3, RGB
-  int64_t height = 0, width = 0;
-  std::vector<uint8_t> rgb;
-};
+using Image = RgbImage;  // H x W x 3, RGB
 
 // libjpeg reports fatal errors through error_exit, which must not return: we longjmp back to
 // decode_raw. A truncated file is only a warning to libjpeg (it pads with grey); we make it fatal
@@ -106,13 +104,24 @@ bool decode_raw(const uint8_t* data, size_t size, Image* out, ErrorManager* em) 
   jpeg_create_decompress(&cinfo);
   jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
   jpeg_read_header(&cinfo, TRUE);
+  // The header's size is the file's word: refuse a huge one before libjpeg allocates for it
+  // (a progressive image buffers 2 bytes per pixel and component).
+  if (static_cast<int64_t>(cinfo.image_width) * cinfo.image_height > kMaxImagePixels) {
+    std::snprintf(em->message, sizeof(em->message),
+                  "the header declares %u x %u pixels, over the limit of %lld",
+                  cinfo.image_width, cinfo.image_height, static_cast<long long>(kMaxImagePixels));
+    jpeg_destroy_decompress(&cinfo);
+    return false;
+  }
   const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
   cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
   jpeg_start_decompress(&cinfo);
   const int64_t h = cinfo.output_height, w = cinfo.output_width;
   out->height = h;
   out->width = w;
-  out->rgb.resize(static_cast<size_t>(h * w * 3));
+  // Grown row by row rather than sized from the header, so a truncated file that declares a
+  // large image fails before its memory is touched.
+  out->rgb.clear();
   JSAMPARRAY cmyk_row =
       cmyk ? (*cinfo.mem->alloc_sarray)(reinterpret_cast<j_common_ptr>(&cinfo), JPOOL_IMAGE,
                                         static_cast<JDIMENSION>(w * 4), 1)
@@ -120,6 +129,7 @@ bool decode_raw(const uint8_t* data, size_t size, Image* out, ErrorManager* em) 
   // Adobe CMYK JPEGs store inverted values (as PIL/stb assume when the Adobe marker is present).
   const bool inverted = cinfo.saw_Adobe_marker;
   while (cinfo.output_scanline < cinfo.output_height) {
+    out->rgb.resize(static_cast<size_t>((cinfo.output_scanline + 1) * w * 3));
     uint8_t* dst = out->rgb.data() + static_cast<int64_t>(cinfo.output_scanline) * w * 3;
     JSAMPROW row = cmyk ? cmyk_row[0] : dst;
     jpeg_read_scanlines(&cinfo, &row, 1);
@@ -138,18 +148,7 @@ bool decode_raw(const uint8_t* data, size_t size, Image* out, ErrorManager* em) 
   return true;
 }
 
-Image decode_jpeg(const std::string& file) {
-  const std::vector<uint8_t> bytes = read_file(file);
-  Image img;
-  ErrorManager em;
-  em.message[0] = '\0';
-  if (!decode_raw(bytes.data(), bytes.size(), &img, &em)) {
-    TG_THROW(file, ": cannot decode JPEG (libjpeg: ", em.message,
-             "; expected a valid baseline or progressive JPEG)");
-  }
-  TG_CHECK(img.height > 0 && img.width > 0, file, ": decoded an empty image");
-  return img;
-}
+Image decode_jpeg_file(const std::string& file) { return decode_jpeg(read_file(file), file); }
 
 // ---- geometry and colour -----------------------------------------------------------------------
 
@@ -383,7 +382,7 @@ class ImageFolderDataset final : public Dataset {
     const int64_t s = info_.height, plane = s * s;
     const bool distort = augment && augment_ && info_.split == Split::train;
     for (size_t k = 0; k < indices.size(); ++k) {
-      const Image img = decode_jpeg(files_[indices[k]]);
+      const Image img = decode_jpeg_file(files_[indices[k]]);
       float* dst = images + static_cast<int64_t>(k) * 3 * plane;
       labels[k] = labels_[indices[k]];
       AugRng rng(aug_seed, key_base + k);
@@ -431,6 +430,24 @@ class ImageFolderDataset final : public Dataset {
 };
 
 }  // namespace
+
+RgbImage decode_jpeg(std::span<const uint8_t> bytes, const std::string& file) {
+  Image img;
+  ErrorManager em;
+  em.message[0] = '\0';
+  bool ok = false;
+  try {
+    ok = decode_raw(bytes.data(), bytes.size(), &img, &em);
+  } catch (const std::bad_alloc&) {
+    TG_THROW(file, ": out of memory decoding a ", img.height, " x ", img.width, " JPEG");
+  }
+  if (!ok) {
+    TG_THROW(file, ": cannot decode JPEG (libjpeg: ", em.message,
+             "; expected a valid baseline or progressive JPEG)");
+  }
+  TG_CHECK(img.height > 0 && img.width > 0, file, ": decoded an empty image");
+  return img;
+}
 
 std::unique_ptr<Dataset> open_image_folder(const DataOptions& options, Split split) {
   return std::make_unique<ImageFolderDataset>(options, split);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -20,6 +21,34 @@ std::unique_ptr<Dataset> open_fashion_mnist(const DataOptions& options, Split sp
 std::unique_ptr<Dataset> open_cifar10(const DataOptions& options, Split split);
 std::unique_ptr<Dataset> open_image_folder(const DataOptions& options, Split split);
 std::unique_ptr<Dataset> open_synthetic(const DataOptions& options, Split split);
+
+// An IDX file (idx.cpp), raw or gzipped, from its bytes: the dimensions and the data after the
+// header. `magic` is the expected magic (2051 images, 2049 labels) and `ndim` the dimensions;
+// check_dims (may be empty) sees the dimensions as soon as the header is read, before the data
+// is inflated. A gzipped file is inflated in chunks and refused as soon as its output passes
+// the size its header declares. Throws naming `file` and what is wrong.
+struct IdxArray {
+  std::vector<int64_t> dims;
+  std::vector<uint8_t> data;
+};
+IdxArray parse_idx(std::vector<uint8_t> bytes, const std::string& file, uint32_t magic, int ndim,
+                   const std::function<void(const std::vector<int64_t>&)>& check_dims);
+
+// CIFAR-10 binary records (cifar10.cpp) from one file's bytes, appended to labels (N) and
+// pixels (N x 3 x 32 x 32). Throws naming `file` on a size that is not a positive multiple of
+// 3073 or a label outside 0..9.
+void parse_cifar10_records(std::span<const uint8_t> bytes, const std::string& file,
+                           std::vector<uint8_t>& labels, std::vector<uint8_t>& pixels);
+
+// One JPEG (image_folder.cpp) decoded to RGB (grayscale and CMYK converted): height x width x 3
+// bytes. Throws naming `file` on anything libjpeg refuses, a truncated file, or an image over
+// kMaxImagePixels.
+struct RgbImage {
+  std::vector<uint8_t> rgb;
+  int64_t height = 0, width = 0;
+};
+inline constexpr int64_t kMaxImagePixels = int64_t{1} << 26;  // 8192 x 8192
+RgbImage decode_jpeg(std::span<const uint8_t> bytes, const std::string& file);
 
 // The whole file as bytes. Throws naming the file when it is missing or unreadable.
 std::vector<uint8_t> read_file(const std::string& path);

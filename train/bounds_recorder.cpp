@@ -169,7 +169,8 @@ std::string BoundsRecorder::table() const {
   for (const auto& [name, numel] : tensors_) {
     std::snprintf(buf, sizeof buf, "%-24s", name.c_str());
     t << buf;
-    auto sparsity = [&](size_t c) {
+    // An init-capture: clang 14 (the fuzz build) cannot capture a structured binding.
+    auto sparsity = [&, &name = name](size_t c) {
       return fmt(100 * med(name, c, &tern::BoundStats::sparsity), "%.1f%%") + " (" +
              fmt(100 * med(name, c, &tern::BoundStats::realized_sparsity), "%.1f%%") + ")";
     };

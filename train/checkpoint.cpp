@@ -10,6 +10,7 @@
 #include <map>
 #include <sstream>
 
+#include "nn/core/checked.h"
 #include "nn/core/checksum.h"
 #include "train/json.h"
 
@@ -195,7 +196,19 @@ void save_checkpoint(const std::string& path, const Checkpoint& ckpt) {
 Checkpoint load_checkpoint(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   TG_CHECK(in.good(), "cannot open checkpoint ", path, ": ", std::strerror(errno));
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  in.seekg(0, std::ios::beg);
+  TG_CHECK(size >= 0, "cannot read checkpoint ", path, ": ", std::strerror(errno));
+  std::string bytes = checked_alloc("checkpoint " + path, static_cast<uint64_t>(size),
+                                    [&] { return std::string(static_cast<size_t>(size), '\0'); });
+  in.read(bytes.data(), size);
+  TG_CHECK(in.gcount() == size, "cannot read checkpoint ", path, ": read ", in.gcount(), " of ",
+           size, " bytes");
+  return parse_checkpoint(bytes, path);
+}
+
+Checkpoint parse_checkpoint(std::string_view bytes, const std::string& path) {
   const size_t min_size = sizeof(kMagic) + sizeof(uint64_t) + kDigestLen;
   TG_CHECK(bytes.size() >= sizeof(kMagic) && std::memcmp(bytes.data(), kMagic, 7) == 0, path,
            ": not a terngrad checkpoint (bad magic)");
@@ -204,7 +217,7 @@ Checkpoint load_checkpoint(const std::string& path) {
            static_cast<int>(kMagic[7]));
   TG_CHECK(bytes.size() >= min_size, path, ": truncated checkpoint (", bytes.size(), " bytes)");
   const size_t body = bytes.size() - kDigestLen;
-  const std::string stored = bytes.substr(body);
+  const std::string stored(bytes.substr(body));
   const std::string actual = sha256_hex(bytes.data(), body);
   TG_CHECK(stored == actual, path, ": corrupt checkpoint: SHA-256 mismatch (stored ",
            stored.substr(0, 16), "..., computed ", actual.substr(0, 16),
@@ -213,40 +226,52 @@ Checkpoint load_checkpoint(const std::string& path) {
   uint64_t hlen = 0;
   std::memcpy(&hlen, bytes.data() + sizeof(kMagic), sizeof(hlen));
   const size_t hstart = sizeof(kMagic) + sizeof(hlen);
-  TG_CHECK(hlen <= kMaxHeader && hstart + hlen <= body, path, ": corrupt checkpoint header length ",
-           hlen);
+  // hstart <= body (min_size), so body - hstart cannot wrap.
+  TG_CHECK(hlen <= kMaxHeader && hlen <= body - hstart, path,
+           ": corrupt checkpoint header length ", hlen, " (", body - hstart,
+           " bytes lie between the length and the checksum)");
   json::Value h;
   try {
-    h = json::parse(std::string_view(bytes).substr(hstart, hlen));
+    h = json::parse(bytes.substr(hstart, hlen));
   } catch (const Error& e) {
     TG_THROW(path, ": corrupt checkpoint header: ", e.what());
   }
   Checkpoint ck;
   ck.source = path;
   try {
-    ck.step = static_cast<int64_t>(h["step"].as_number());
+    ck.step = checked_integer<int64_t>(h["step"].as_number(), "'step'");
     ck.net = h["net"].as_string();
     ck.config_toml = h["config_toml"].as_string();
     const size_t payload = hstart + hlen;
+    const uint64_t payload_bytes = body - payload;  // payload <= body, checked above
     for (const json::Value& e : h["tensors"].arr) {
       const std::string name = e["name"].as_string();
+      const std::string what = "tensor '" + name + "'";
       DType dt = parse_dtype(e["dtype"].as_string(), path);
       Shape shape;
-      for (const json::Value& d : e["shape"].arr)
-        shape.push_back(static_cast<int64_t>(d.as_number()));
-      const auto off = static_cast<uint64_t>(e["offset"].as_number());
-      const auto nb = static_cast<uint64_t>(e["nbytes"].as_number());
-      TG_CHECK(nb == static_cast<uint64_t>(numel_of(shape)) * element_size(dt), path,
-               ": corrupt checkpoint: tensor '", name, "' size does not match its shape");
-      TG_CHECK(payload + off + nb <= body, path, ": corrupt checkpoint: tensor '", name,
-               "' lies outside the file");
+      for (const json::Value& d : e["shape"].arr) {
+        shape.push_back(checked_integer<int64_t>(d.as_number(), what + " shape"));
+        TG_CHECK(shape.back() >= 0, what, " has a negative dimension ", shape.back());
+        TG_CHECK(shape.size() <= static_cast<size_t>(kMaxDims), what, " has more than ",
+                 kMaxDims, " dimensions");
+      }
+      const auto off = checked_integer<uint64_t>(e["offset"].as_number(), what + " offset");
+      const auto nb = checked_integer<uint64_t>(e["nbytes"].as_number(), what + " nbytes");
+      const auto numel = static_cast<uint64_t>(checked_numel(shape, what));
+      TG_CHECK(nb == checked_mul<uint64_t>(numel, element_size(dt), what + ": element count * "
+                                                                           "element size"),
+               what, " size does not match its shape");
+      // Compared against the payload's length, not as payload + off + nb <= body: a hostile
+      // offset must not wrap around.
+      TG_CHECK(off <= payload_bytes && nb <= payload_bytes - off, what, " (offset ", off,
+               ", ", nb, " bytes) lies outside the file's ", payload_bytes, " payload bytes");
       Tensor t = Tensor::empty(shape, dt);
       if (nb) std::memcpy(t.raw_data(), bytes.data() + payload + off, nb);
       ck.tensors.emplace_back(name, std::move(t));
     }
   } catch (const Error& e) {
     if (std::string(e.what()).rfind(path, 0) == 0) throw;
-    TG_THROW(path, ": corrupt checkpoint header: ", e.what());
+    TG_THROW(path, ": corrupt checkpoint: ", e.what());
   }
   return ck;
 }

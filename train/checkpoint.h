@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -49,6 +50,9 @@ void save_checkpoint(const std::string& path, const Checkpoint& ckpt);
 // Throws tg::Error naming the file and what is wrong ("not a terngrad checkpoint",
 // "corrupt: checksum mismatch", "truncated", ...).
 Checkpoint load_checkpoint(const std::string& path);
+// The same from the file's bytes; `source` names it in errors. Every offset, size and shape in
+// the header is checked (integral, in range, inside the payload) before it is used.
+Checkpoint parse_checkpoint(std::string_view bytes, const std::string& source);
 
 // The checkpoint name of worker `worker`'s compressor state entry `name`.
 std::string compressor_state_key(int worker, const std::string& name);

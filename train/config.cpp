@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string_view>
 #include <type_traits>
@@ -20,6 +21,7 @@
 
 #include "nn/core/error.h"
 #include "train/json.h"
+#include "train/toml_limits.h"
 
 namespace tg::train {
 namespace {
@@ -585,6 +587,7 @@ class Builder {
   }
 
   void apply_file(const std::string& text) {
+    check_toml_limits(text, source_);
     toml::table root;
     try {
       root = toml::parse(text, source_);
@@ -642,6 +645,7 @@ class Builder {
     // as a bare string (momentum, cpu, cuda:1, /data/mnist).
     toml::table parsed;
     bool is_toml = false;
+    check_toml_limits(raw, origin);
     try {
       parsed = toml::parse("v = " + raw + "\n");
       is_toml = parsed.size() == 1 && parsed.get("v") != nullptr;
@@ -739,6 +743,10 @@ Config load_config_file(const std::string& path, const std::vector<std::string>&
            "' is a directory, expected a TOML file");
   std::ifstream in(path, std::ios::binary);
   TG_CHECK(in, "cannot open config file '", path, "': ", std::strerror(errno));
+  // Refuse a huge file before reading it (check_toml_limits refuses the text again).
+  const auto size = std::filesystem::file_size(path, ec);
+  TG_CHECK(ec || size <= kMaxTomlBytes, path, ": ", size, " bytes of TOML (at most ",
+           kMaxTomlBytes, " are read; a config is a few KiB)");
   std::ostringstream ss;
   ss << in.rdbuf();
   TG_CHECK(!in.bad(), "cannot read config file '", path, "'");
@@ -820,11 +828,14 @@ std::string config_diff(const std::string& a, const std::string& b, const std::s
     return v;
   };
   auto la = lines(a), lb = lines(b);
+  // Sets, not a scan per line: `b` may be a peer's text (the rendezvous record), so its length
+  // must not cost quadratic time.
+  const std::set<std::string> sa(la.begin(), la.end()), sb(lb.begin(), lb.end());
   std::string out;
   for (const auto& l : la)
-    if (std::find(lb.begin(), lb.end(), l) == lb.end()) out += "\n    " + a_label + l;
+    if (!sb.count(l)) out += "\n    " + a_label + l;
   for (const auto& l : lb)
-    if (std::find(la.begin(), la.end(), l) == la.end()) out += "\n    " + b_label + l;
+    if (!sa.count(l)) out += "\n    " + b_label + l;
   return out;
 }
 

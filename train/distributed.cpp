@@ -3,9 +3,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 
+#include "nn/core/checked.h"
 #include "nn/core/cpu_env.h"
 #include "nn/core/cuda_runtime.h"
 #include "nn/core/error.h"
@@ -25,16 +27,28 @@ std::string cpu_list_str(const std::vector<int>& cpus) {
   return s;
 }
 
-bool cpus_overlap(const std::vector<int>& mine, const std::string& theirs) {
-  size_t at = 0;
-  while (at < theirs.size()) {
-    size_t comma = theirs.find(',', at);
-    if (comma == std::string::npos) comma = theirs.size();
-    const int c = std::atoi(theirs.substr(at, comma - at).c_str());
+bool cpus_overlap(const std::vector<int>& mine, const std::vector<int>& theirs) {
+  for (int c : theirs)
     if (std::find(mine.begin(), mine.end(), c) != mine.end()) return true;
+  return false;
+}
+
+// "0,1,5" -> {0, 1, 5}; throws naming `what` on anything but CPU numbers 0..2^20 and commas.
+std::vector<int> parse_cpu_list(std::string_view text, const std::string& what) {
+  std::vector<int> cpus;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t comma = text.find(',', at);
+    if (comma == std::string_view::npos) comma = text.size();
+    const std::string_view item = text.substr(at, comma - at);
+    int c = -1;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), c);
+    TG_CHECK(ec == std::errc() && end == item.data() + item.size() && c >= 0 && c <= (1 << 20),
+             what, ": '", item, "' is not a CPU number (expected a list like 0,1,2)");
+    cpus.push_back(c);
     at = comma + 1;
   }
-  return false;
+  return cpus;
 }
 
 using std::chrono::milliseconds;
@@ -97,6 +111,29 @@ Device rank_device(const std::string& device, int rank, int world_size) {
   return Device::cuda(rank % count);
 }
 
+RendezvousHello parse_rendezvous_hello(std::string_view bytes, int rank) {
+  const std::string what = "rendezvous: rank " + std::to_string(rank) + "'s start-up record";
+  TG_CHECK(bytes.size() <= kMaxHelloBytes, what, " has ", bytes.size(), " bytes (at most ",
+           kMaxHelloBytes, "; a stale key or another program's?)");
+  try {
+    const json::Value v = json::parse(bytes);
+    RendezvousHello h;
+    h.world_size = checked_integer<int>(v["world_size"].as_number(), "world_size");
+    h.backend = v["backend"].as_string();
+    h.start_step = checked_integer<int64_t>(v["start_step"].as_number(), "start_step");
+    h.gpu = v["gpu"].as_string();
+    h.config = v["config"].as_string();
+    if (v.has("host")) {
+      h.host = v["host"].as_string();
+      h.cpus = parse_cpu_list(v["cpus"].as_string(), "cpus");
+    }
+    return h;
+  } catch (const Error& e) {
+    TG_THROW(what, " is malformed: ", e.what(),
+             " (a different terngrad build, or a stale key from another job?)");
+  }
+}
+
 ProcessGroup::ProcessGroup(const RankEnv& env, const std::string& job_id, const Config& cfg,
                            const Device& device, int64_t start_step)
     : env_(env),
@@ -144,25 +181,24 @@ ProcessGroup::ProcessGroup(const RankEnv& env, const std::string& job_id, const 
   for (int r = 0; r < env.world_size; ++r) {
     if (r == env.rank) continue;
     const std::vector<char> raw = store_->get(keys[r]);
-    const json::Value theirs = json::parse(std::string_view(raw.data(), raw.size()));
-    if (theirs.has("host") && theirs["host"].as_string() == host &&
-        cpus_overlap(my_cpus, theirs["cpus"].as_string()))
-      ++local_sharing_;
-    const auto their_world = static_cast<int>(theirs["world_size"].as_number());
+    const RendezvousHello theirs =
+        parse_rendezvous_hello(std::string_view(raw.data(), raw.size()), r);
+    if (theirs.host == host && cpus_overlap(my_cpus, theirs.cpus)) ++local_sharing_;
+    const int their_world = theirs.world_size;
     TG_CHECK(their_world == env.world_size, "rendezvous: rank ", r, " was started with world size ",
              their_world, ", this rank (", env.rank, ") with ", env.world_size,
              " (every rank must be given the same world size)");
     TG_CHECK(
-        theirs["config"].as_string() == fingerprint, "rendezvous: rank ", r,
+        theirs.config == fingerprint, "rendezvous: rank ", r,
         " runs another config than this rank (", env.rank,
         "); every rank must train the same run. Differences:",
-        config_diff(fingerprint, theirs["config"].as_string(),
+        config_diff(fingerprint, theirs.config,
                     "rank " + std::to_string(env.rank) + ": ", "rank " + std::to_string(r) + ": "));
-    TG_CHECK(theirs["backend"].as_string() == backend, "rendezvous: rank ", r, " uses backend ",
-             theirs["backend"].as_string(), ", this rank (", env.rank, ") ", backend,
+    TG_CHECK(theirs.backend == backend, "rendezvous: rank ", r, " uses backend ",
+             theirs.backend, ", this rank (", env.rank, ") ", backend,
              " (comm.backend = \"auto\" picks by device; give every rank the same device kind)");
-    shared_gpu = shared_gpu || (!gpu.empty() && theirs["gpu"].as_string() == gpu);
-    const auto their_start = static_cast<int64_t>(theirs["start_step"].as_number());
+    shared_gpu = shared_gpu || (!gpu.empty() && theirs.gpu == gpu);
+    const int64_t their_start = theirs.start_step;
     TG_CHECK(their_start == start_step, "rendezvous: rank ", r, " starts at iteration ",
              their_start, ", this rank (", env.rank, ") at ", start_step,
              " (with --resume every rank must read the same checkpoint: --out must be on storage "

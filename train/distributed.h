@@ -25,6 +25,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -50,6 +51,20 @@ std::string resolve_backend(const std::string& backend, const Device& device);
 // The device a rank trains on: cfg.device, except that a bare "cuda" in a world of several ranks
 // means cuda:(rank % the number of GPUs), one GPU per local rank.
 Device rank_device(const std::string& device, int rank, int world_size);
+
+// The start-up record each rank writes to the rendezvous store, as another rank reads it:
+// the peer's bytes, checked (a JSON object of at most kMaxHelloBytes, integers integral and in
+// range, the CPU list a comma-separated list of CPU numbers). Throws naming `rank` and the key.
+struct RendezvousHello {
+  int world_size = 0;
+  std::string backend;
+  int64_t start_step = 0;
+  std::string gpu, config;
+  std::string host;       // empty when the peer did not say
+  std::vector<int> cpus;  // the CPUs its threads may use
+};
+inline constexpr size_t kMaxHelloBytes = size_t{1} << 20;
+RendezvousHello parse_rendezvous_hello(std::string_view bytes, int rank);
 
 class ProcessGroup {
  public:

@@ -12,6 +12,13 @@
 
 namespace tg::json {
 
+Value::Value() = default;
+Value::Value(const Value&) = default;
+Value::Value(Value&&) noexcept = default;
+Value& Value::operator=(const Value&) = default;
+Value& Value::operator=(Value&&) noexcept = default;
+Value::~Value() = default;
+
 // ---------------------------------------------------------------------------------------------
 // Writer
 

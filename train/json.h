@@ -47,6 +47,15 @@ struct Value {
   std::vector<Value> arr;
   std::vector<std::pair<std::string, Value>> obj;  // in document order
 
+  // Declared here and defaulted in json.cpp, where Value is complete: clang 14 with C++20's
+  // constexpr vector refuses to instantiate them inline for a vector of pair<string, Value>.
+  Value();
+  Value(const Value&);
+  Value(Value&&) noexcept;
+  Value& operator=(const Value&);
+  Value& operator=(Value&&) noexcept;
+  ~Value();
+
   bool has(std::string_view key) const;
   const Value& operator[](std::string_view key) const;  // throws if missing / not an object
   double as_number() const;                             // throws unless number

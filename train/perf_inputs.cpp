@@ -28,6 +28,7 @@
 #include "train/config.h"
 #include "train/options.h"
 #include "train/step.h"
+#include "train/toml_limits.h"
 
 namespace tg::train {
 
@@ -103,6 +104,7 @@ constexpr int kTransfers = 3, kPings = 200;
 }  // namespace
 
 perf::Cluster parse_cluster_toml(const std::string& text, const std::string& source) {
+  check_toml_limits(text, source);
   toml::table root;
   try {
     root = toml::parse(text, source);

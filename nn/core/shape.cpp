@@ -8,7 +8,11 @@ namespace tg {
 
 int64_t numel_of(const Shape& s) {
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  // Shapes can come from files and configs (a checkpoint's header, model.num_classes): a product
+  // that overflows is an error, never undefined behaviour.
+  for (int64_t d : s)
+    TG_CHECK(!__builtin_mul_overflow(n, d, &n), "shape ", shape_str(s),
+             " has more elements than int64 can count");
   return n;
 }
 

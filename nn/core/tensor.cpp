@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "nn/core/allocator.h"
+#include "nn/core/checked.h"
 #include "nn/core/copy_kernels.h"
 #include "nn/core/cuda_runtime.h"
 
@@ -26,7 +27,10 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   t.strides_ = contiguous_strides(shape);
   t.dtype_ = dtype;
   t.device_ = device;
-  t.storage_ = std::make_shared<Storage>(numel_of(shape) * element_size(dtype), device);
+  const auto bytes = checked_mul<int64_t>(numel_of(shape), static_cast<int64_t>(element_size(dtype)),
+                                          "tensor byte size");
+  t.storage_ = checked_alloc("a tensor of shape " + shape_str(shape), static_cast<uint64_t>(bytes),
+                             [&] { return std::make_shared<Storage>(bytes, device); });
   return t;
 }
 

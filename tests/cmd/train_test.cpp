@@ -294,6 +294,66 @@ TEST(TrainCli, ConfigAndDataErrorsNameTheCulprit) {
   EXPECT_NE(r.err.find("lenet"), std::string::npos) << r.err;  // lists the known nets
 }
 
+// Argument-parser failures are bad input like any other (issue 15): exit 1 with one line that
+// names the problem, not CLI11's own statuses (105 for a missing --config file).
+TEST(TrainCli, UsageErrorsExitOneWithOneLine) {
+  TempDir dir;
+  const auto one_line = [](const std::string& err) {
+    return !err.empty() && err.find('\n') == err.size() - 1;
+  };
+  CliResult r = run_cli({"train", "--config", dir / "missing.toml"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(one_line(r.err)) << r.err;
+  EXPECT_NE(r.err.find("missing.toml"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("terngrad train --help"), std::string::npos) << r.err;
+
+  r = run_cli({"train", "--no-such-flag"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(one_line(r.err)) << r.err;
+  EXPECT_NE(r.err.find("--no-such-flag"), std::string::npos) << r.err;
+
+  r = run_cli({"train", "--threads", "0"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(one_line(r.err)) << r.err;
+
+  r = run_cli({"eval"});  // --checkpoint is required
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("--checkpoint"), std::string::npos) << r.err;
+
+  r = run_cli({"--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("Exit status"), std::string::npos) << r.out;
+}
+
+// TOML nested deeper than toml++ can recurse, or over the size limit, is refused before
+// toml++ sees it, naming the file (and the line for nesting).
+TEST(TrainCli, HostileConfigsAreRefusedBeforeParsing) {
+  TempDir dir;
+  std::string deep = "[a";
+  for (int i = 0; i < 100000; ++i) deep += ".a";
+  write_text(dir / "deep.toml", deep + "]\nx = 1\n");
+  CliResult r = run_cli({"train", "--config", dir / "deep.toml"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("deep.toml:1: TOML nested more than"), std::string::npos) << r.err;
+
+  write_text(dir / "big.toml", "# " + std::string(2 << 20, 'x') + "\n");
+  r = run_cli({"train", "--config", dir / "big.toml"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("big.toml"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("bytes of TOML"), std::string::npos) << r.err;
+
+  r = run_cli({"config", "--set", "train.lr_boundaries=" + std::string(1000, '[')});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("TOML nested more than"), std::string::npos) << r.err;
+
+  // An element count that overflows int64 is an error, not undefined behaviour.
+  r = run_cli({"train", "--set", "data.name=synthetic", "--set",
+               "model.num_classes=4611686018427387904"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("terngrad: error:"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("bad_alloc"), std::string::npos) << r.err;
+}
+
 TEST(TrainCli, HelpAndConfigReference) {
   CliResult r = run_cli({"train", "--help"});
   EXPECT_EQ(r.exit_code, 0);

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "datasets/dataset.h"
+#include "datasets/loaders.h"
 #include "tests/testing/errors.h"
 #include "tests/testing/files.h"
 
@@ -241,6 +242,41 @@ TEST(Idx, TruncatedFileNamesExpectedAndActualSizes) {
   write_bytes(dir / "train-images-idx3-ubyte.gz", {0, 0, 8, 3, 0, 0});
   expect_error_with([&] { open_dataset(mnist_at(dir.str()), Split::train); },
                     {dir / "train-images-idx3-ubyte.gz", "truncated", "16 header bytes"});
+}
+
+// Issue 15: a small gzip of a valid header followed by a flood of zeros (a decompression bomb)
+// is refused as soon as the output passes what the header declares, instead of being inflated
+// whole first. 256 MiB of zeros gzip to ~256 KiB; refusing them costs one 64 KiB chunk past the
+// 11 declared bytes (the old loader held all 256 MiB before looking at the header).
+TEST(Idx, GzipBombIsRefusedAtTheDeclaredSize) {
+  std::vector<uint8_t> header = label_bytes(IdxSpec{});  // 3 labels: 11 bytes
+  z_stream zs{};
+  ASSERT_EQ(deflateInit2(&zs, Z_BEST_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 9, Z_DEFAULT_STRATEGY),
+            Z_OK);
+  std::vector<uint8_t> gz(4 << 20);
+  zs.next_out = gz.data();
+  zs.avail_out = static_cast<uInt>(gz.size());
+  zs.next_in = header.data();
+  zs.avail_in = static_cast<uInt>(header.size());
+  ASSERT_EQ(deflate(&zs, Z_NO_FLUSH), Z_OK);
+  const std::vector<uint8_t> zeros(1 << 20, 0);
+  for (int i = 0; i < 256; ++i) {
+    zs.next_in = const_cast<uint8_t*>(zeros.data());
+    zs.avail_in = static_cast<uInt>(zeros.size());
+    ASSERT_EQ(deflate(&zs, Z_NO_FLUSH), Z_OK);
+  }
+  ASSERT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
+  gz.resize(zs.total_out);
+  deflateEnd(&zs);
+  expect_error_with(
+      [&] { detail::parse_idx(gz, "bomb-labels-idx1-ubyte.gz", 2049, 1, {}); },
+      {"bomb-labels-idx1-ubyte.gz", "more than 11 bytes after decompression"});
+  // A header whose dimensions multiply past 64 bits is refused by the checked product.
+  std::vector<uint8_t> huge;
+  put_be32(huge, 2051);
+  for (int d = 0; d < 3; ++d) put_be32(huge, 0x7fffffff);
+  expect_error_with([&] { detail::parse_idx(huge, "huge-images", 2051, 3, {}); },
+                    {"huge-images", "element count of the header's dimensions", "overflows uint64"});
 }
 
 TEST(Idx, TrailingGarbageIsAnError) {

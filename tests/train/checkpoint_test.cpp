@@ -8,8 +8,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
+#include "nn/core/checksum.h"
 #include "nn/core/philox.h"
 #include "nn/init/init.h"
 #include "terngrad/compressor.h"
@@ -137,6 +139,88 @@ TEST(CheckpointCompressorState, MismatchesAreRefusedNamingFileAndCulprit) {
     expect_error_with([&] { train::load_compressor_state(m, c.get(), 1); },
                       {"malformed compressor state entry '" + key + "'"});
   }
+}
+
+
+// A checkpoint's bytes from its header JSON and payload, with the SHA-256 it ends with, so the
+// parser is reached.
+std::string checkpoint_bytes(const std::string& header, size_t payload_bytes) {
+  std::string b("TGCKPT\0\1", 8);
+  const uint64_t hlen = header.size();
+  b.append(reinterpret_cast<const char*>(&hlen), sizeof(hlen));
+  b += header;
+  b.append(payload_bytes, '\0');
+  return b + sha256_hex(b.data(), b.size());
+}
+
+std::string one_tensor(const std::string& shape, const std::string& offset,
+                       const std::string& nbytes) {
+  return R"({"step":1,"net":"lenet","config_toml":"","tensors":[{"name":"fc1/w","dtype":"f32",)"
+         R"("shape":)" + shape + R"(,"offset":)" + offset + R"(,"nbytes":)" + nbytes + "}]}";
+}
+
+// Issue 15: offsets whose bounds check wrapped around in unsigned arithmetic (a crash, or
+// parameters read from the wrong bytes), shapes whose element count overflows, and numbers that
+// are not integers are refused naming the file and the tensor.
+TEST(CheckpointParse, HostileOffsetsAndShapesAreRefused) {
+  const std::string f = "hostile.tgckpt";
+  // offset + nbytes = 2^64 + 2048: wraps to 2048, inside the 4096-byte payload.
+  expect_error_with(
+      [&] {
+        train::parse_checkpoint(
+            checkpoint_bytes(one_tensor("[2305843009213694464]", "9223372036854775808",
+                                        "9223372036854777856"),
+                             4096),
+            f);
+      },
+      {f, "corrupt checkpoint", "tensor 'fc1/w'", "lies outside"});
+  // The same wrap with an offset alone past the end.
+  expect_error_with(
+      [&] {
+        train::parse_checkpoint(
+            checkpoint_bytes(one_tensor("[4]", "18446744073709549568", "16"), 64), f);
+      },
+      {f, "tensor 'fc1/w'", "lies outside"});
+  // 2^40 x 2^40 elements overflow int64.
+  expect_error_with(
+      [&] {
+        train::parse_checkpoint(
+            checkpoint_bytes(one_tensor("[1099511627776,1099511627776]", "0", "0"), 64), f);
+      },
+      {f, "tensor 'fc1/w'", "int64"});
+  // 2^65 elements: the element count overflows.
+  expect_error_with(
+      [&] {
+        train::parse_checkpoint(checkpoint_bytes(one_tensor("[4611686018427387904,8]", "0", "0"),
+                                                 64),
+                                f);
+      },
+      {f, "tensor 'fc1/w'"});
+  expect_error_with(
+      [&] { train::parse_checkpoint(checkpoint_bytes(one_tensor("[4]", "0.5", "16"), 64), f); },
+      {f, "tensor 'fc1/w' offset", "not an integer"});
+  expect_error_with(
+      [&] { train::parse_checkpoint(checkpoint_bytes(one_tensor("[4]", "-16", "16"), 64), f); },
+      {f, "tensor 'fc1/w' offset", "out of range"});
+  expect_error_with(
+      [&] { train::parse_checkpoint(checkpoint_bytes(one_tensor("[-4]", "0", "16"), 64), f); },
+      {f, "tensor 'fc1/w'", "negative dimension"});
+  expect_error_with(
+      [&] { train::parse_checkpoint(checkpoint_bytes(one_tensor("[1e300]", "0", "16"), 64), f); },
+      {f, "tensor 'fc1/w' shape", "out of range"});
+  // A header length past the end of the file.
+  std::string b = checkpoint_bytes(one_tensor("[4]", "0", "16"), 16);
+  const uint64_t huge = ~uint64_t{0} - 4;
+  std::memcpy(b.data() + 8, &huge, sizeof(huge));
+  b.resize(b.size() - 64);
+  b += sha256_hex(b.data(), b.size());
+  expect_error_with([&] { train::parse_checkpoint(b, f); }, {f, "header length"});
+
+  // The well-formed neighbour loads, with the bytes at its offset.
+  const train::Checkpoint ck =
+      train::parse_checkpoint(checkpoint_bytes(one_tensor("[2,2]", "16", "16"), 32), f);
+  ASSERT_EQ(ck.tensors.size(), 1u);
+  EXPECT_EQ(ck.get("fc1/w").shape(), (Shape{2, 2}));
 }
 
 }  // namespace

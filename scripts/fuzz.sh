@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Builds the fuzz targets of tests/fuzz/ as libFuzzer binaries (clang, ASan + UBSan, CPU only) in
+# build-fuzz/ and runs each for a bounded time from its seed corpus, printing per target the
+# executions and the coverage reached (libFuzzer's cov: edges and ft: features). Exits non-zero
+# if any target crashed, leaked, hit undefined behaviour or let an exception other than
+# tg::Error escape; the reproducer is left in build-fuzz/artifacts/ (minimise it with
+# `<binary> -minimize_crash=1 -runs=10000 FILE` and add it to tests/fuzz/corpus/<name>/ as
+# crash_<what> so the replay test keeps it fixed).
+#
+# Usage: scripts/fuzz.sh [--seconds N] [--runs N] [--jobs J] [--build-dir DIR] [TARGET...]
+#   --seconds N   run each target N seconds (default 10)
+#   --runs N      stop each target after N executions instead (whichever comes first)
+#   --jobs J      build parallelism (default 2)
+#   TARGET        config, idx, checkpoint, ... (default: every tests/fuzz/*_fuzz.cpp)
+# Needs clang++ with libFuzzer (Debian: clang libclang-rt-14-dev libomp-14-dev); exits 77 when
+# clang++ is missing, so CI can skip it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seconds=10
+runs=-1
+jobs=2
+build=build-fuzz
+targets=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --seconds) seconds=$2; shift 2 ;;
+    --runs) runs=$2; shift 2 ;;
+    --jobs) jobs=$2; shift 2 ;;
+    --build-dir) build=$2; shift 2 ;;
+    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "fuzz.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) targets+=("$1"); shift ;;
+  esac
+done
+if ! command -v clang++ >/dev/null; then
+  echo "fuzz.sh: clang++ not found (apt-get install clang libclang-rt-14-dev libomp-14-dev)" >&2
+  exit 77
+fi
+if [ ${#targets[@]} -eq 0 ]; then
+  for f in tests/fuzz/*_fuzz.cpp; do
+    n=$(basename "$f" _fuzz.cpp)
+    targets+=("$n")
+  done
+fi
+
+launcher=()
+if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+cmake -S . -B "$build" -DTG_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ -DTG_ENABLE_CUDA=OFF \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" >/dev/null
+build_targets=()
+for t in "${targets[@]}"; do build_targets+=(--target "${t}_fuzz"); done
+cmake --build "$build" -j"$jobs" "${build_targets[@]}"
+
+mkdir -p "$build/artifacts" "$build/logs"
+failed=0
+printf '%-14s %12s %8s %8s %8s  %s\n' target executions seconds cov ft result
+for t in "${targets[@]}"; do
+  work="$build/corpus/$t"  # new inputs go here, never into the checked-in seeds
+  mkdir -p "$work"
+  log="$build/logs/$t.log"
+  start=$(date +%s)
+  rc=0
+  # One thread per process: OpenMP's pool would only add noise to coverage.
+  OMP_NUM_THREADS=1 "$build/tests/fuzz/${t}_fuzz" -max_total_time="$seconds" -runs="$runs" \
+    -print_final_stats=1 -rss_limit_mb=2048 -timeout=20 \
+    -artifact_prefix="$build/artifacts/$t-" "$work" "tests/fuzz/corpus/$t" >"$log" 2>&1 || rc=$?
+  took=$(( $(date +%s) - start ))
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || true)
+  last=$(grep -E '#[0-9]+.*cov: ' "$log" | tail -1 || true)
+  cov=$(echo "$last" | grep -o 'cov: [0-9]*' | grep -o '[0-9]*' || true)
+  ft=$(echo "$last" | grep -o 'ft: [0-9]*' | grep -o '[0-9]*' || true)
+  result=ok
+  if [ "$rc" -ne 0 ]; then
+    result="FAILED (exit $rc; see $log)"
+    failed=1
+  fi
+  printf '%-14s %12s %8s %8s %8s  %s\n' "$t" "${execs:-?}" "$took" "${cov:-?}" "${ft:-?}" "$result"
+done
+exit $failed
