@@ -46,8 +46,14 @@ fi
 
 launcher=()
 if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
-cmake -S . -B "$build" -DTG_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ -DTG_ENABLE_CUDA=OFF \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" >/dev/null
+# A tree made earlier (by this script, or by scripts/sanitize.sh with its unit tests) is reused.
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  cmake -S . -B "$build" -DTG_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ -DTG_ENABLE_CUDA=OFF \
+    -DTG_BUILD_TESTS=OFF -DTG_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    "${launcher[@]}" >/dev/null
+fi
+grep -q '^TG_FUZZ:BOOL=ON' "$build/CMakeCache.txt" ||
+  { echo "fuzz.sh: $build is not a TG_FUZZ=ON tree" >&2; exit 2; }
 build_targets=()
 for t in "${targets[@]}"; do build_targets+=(--target "${t}_fuzz"); done
 cmake --build "$build" -j"$jobs" "${build_targets[@]}"

@@ -1,29 +1,34 @@
 #!/usr/bin/env bash
-# Builds the CPU-only tree under sanitizers and runs unit tests in it; any report fails the run.
-#   bash scripts/sanitize.sh [asan|tsan|all] [--tests REGEX] [--build-root DIR] [--jobs N]
+# Builds the CPU-only tree under sanitizers and runs tests in it; any report fails the run.
+#   bash scripts/sanitize.sh [asan|tsan|all] [--tests REGEX] [--fuzz-seconds N] [--build-root DIR]
+#                            [--jobs N]
 #   asan  AddressSanitizer + UndefinedBehaviorSanitizer (LeakSanitizer included) over the
 #         input-handling, communication, data-loader, checkpoint/config and CLI tests
-#         (--tests all: every cpu-labelled test)
+#         (--tests all: every cpu-labelled test); with clang++ the same tree also builds the
+#         libFuzzer targets of tests/fuzz/ and runs each for --fuzz-seconds (default 10; 0: not
+#         at all) through scripts/fuzz.sh
 #   tsan  ThreadSanitizer over the tests that run communication threads (reducer, collectives,
 #         Gloo, the local group, the aggregation)
 #   all   both (the default)
-# Trees: <build-root>/asan and <build-root>/tsan (default build-root: build-sanitize). Exit: 0
-# clean, 1 a test failed or a sanitizer reported. Suppressions (third-party code only, each
-# with its reason) are in tests/sanitize/.
+# Trees: <build-root>/asan and <build-root>/tsan (default build-root: build-sanitize), built with
+# Ninja when it is installed. Exit: 0 clean, 1 a test failed or a sanitizer reported.
+# Suppressions (third-party code only, each with its reason) are in tests/sanitize/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 mode=all
 tests=""
+fuzz_seconds=10
 root=build-sanitize
 jobs=$(nproc)
 while [ $# -gt 0 ]; do
   case "$1" in
     asan | tsan | all) mode=$1 ;;
     --tests) tests=$2; shift ;;
+    --fuzz-seconds) fuzz_seconds=$2; shift ;;
     --build-root) root=$2; shift ;;
     --jobs) jobs=$2; shift ;;
-    -h | --help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "sanitize.sh: unknown argument '$1' (see --help)" >&2; exit 1 ;;
   esac
   shift
@@ -34,7 +39,7 @@ supp=$here/tests/sanitize
 
 # The tests each mode runs (ctest -R), and the test executables that hold them (built alone:
 # a sanitized build of the whole tree is not needed for them).
-ASAN_TESTS='Checkpoint|Config|Json|Launch|Idx|Cifar|ImageFolder|Registry|Sampler|Store|Gloo|LocalComm|Aggregate|Reducer|Ternary|Compressor|Baseline|Fuzz|TrainDistributed|TrainCli|Cli'
+ASAN_TESTS='Checkpoint|Config|Json|Launch|Idx|Cifar|ImageFolder|Registry|Sampler|Store|Gloo|LocalComm|Aggregate|Reducer|Ternary|Compressor|Baseline|fuzz_|TrainDistributed|TrainCli|Cli'
 ASAN_TARGETS=(terngrad train_checkpoint_test train_config_test train_json_test train_launch_test
   datasets_idx_test datasets_cifar10_test datasets_image_folder_test datasets_registry_test
   datasets_sampler_test comm_store_test comm_gloo_comm_test comm_local_comm_test
@@ -45,10 +50,16 @@ TSAN_TESTS='Reducer|LocalComm|Gloo|Aggregate|TernaryBucket|TernaryCollectives|Te
 TSAN_TARGETS=(comm_reducer_test comm_local_comm_test comm_gloo_comm_test comm_aggregate_test
   comm_ternary_collectives_test)
 
-configure() {  # dir sanitizers
-  cmake -S . -B "$1" -DCMAKE_BUILD_TYPE=Release -DTG_ENABLE_CUDA=OFF -DTG_BUILD_BENCH=OFF \
-    -DTG_SANITIZE="$2" ${TG_CMAKE_ARGS:-} > "$1.configure.log" 2>&1 ||
-    { cat "$1.configure.log"; exit 1; }
+generator=()
+if command -v ninja > /dev/null; then generator=(-G Ninja); fi
+launcher=()
+if command -v ccache > /dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+configure() {  # dir cmake-args...
+  local dir=$1; shift
+  # -O1: sanitizer reports keep readable frames, and the build is faster than at -O2.
+  cmake -S . -B "$dir" "${generator[@]}" "${launcher[@]}" -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" -DTG_ENABLE_CUDA=OFF -DTG_BUILD_BENCH=OFF "$@" \
+    ${TG_CMAKE_ARGS:-} > "$dir.configure.log" 2>&1 || { cat "$dir.configure.log"; exit 1; }
 }
 
 # Builds the targets that exist in this tree (fuzz replay targets may or may not be there).
@@ -56,11 +67,12 @@ build() {  # dir targets...
   local dir=$1; shift
   local have=()
   local all
-  all=$(cmake --build "$dir" --target help | sed -n 's/^\.\.\. \([^ ]*\).*/\1/p')
+  # Target names: Makefiles list them as "... name", Ninja as "name: phony".
+  all=$(cmake --build "$dir" --target help | sed -n 's/^\.\.\. \([^ ]*\).*/\1/p; s/^\([^ :]*\): .*/\1/p')
   for t in "$@"; do
     if grep -qx "$t" <<< "$all"; then have+=("$t"); fi
   done
-  for t in $(grep '_fuzz_replay$' <<< "$all" || true); do have+=("$t"); done
+  for t in $(grep -E '_fuzz(_replay)?$' <<< "$all" || true); do have+=("$t"); done
   echo "sanitize: building ${#have[@]} targets in $dir"
   cmake --build "$dir" -j "$jobs" --target "${have[@]}"
 }
@@ -77,7 +89,16 @@ status=0
 if [ "$mode" = asan ] || [ "$mode" = all ]; then
   dir=$root/asan
   mkdir -p "$root"
-  configure "$dir" address,undefined
+  fuzz=no
+  if command -v clang++ > /dev/null; then
+    # One clang tree for both: TG_FUZZ compiles everything with ASan + UBSan (and the coverage
+    # hooks libFuzzer needs), so its unit tests run under the sanitizers and its fuzz targets
+    # are real fuzzers.
+    configure "$dir" -DCMAKE_CXX_COMPILER=clang++ -DTG_FUZZ=ON
+    fuzz=yes
+  else
+    configure "$dir" -DTG_SANITIZE=address,undefined
+  fi
   build "$dir" "${ASAN_TARGETS[@]}"
   echo "sanitize: ASan + UBSan tests"
   export ASAN_OPTIONS="abort_on_error=0:halt_on_error=1:detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1"
@@ -87,11 +108,17 @@ if [ "$mode" = asan ] || [ "$mode" = all ]; then
   echo "$out" | tail -n 40
   grep -q '100% tests passed' <<< "$out" || status=1
   unset ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS
+  if [ "$fuzz" = yes ] && [ "$fuzz_seconds" -gt 0 ]; then
+    echo "sanitize: each fuzz target for ${fuzz_seconds} s"
+    bash scripts/fuzz.sh --build-dir "$dir" --seconds "$fuzz_seconds" --jobs "$jobs" || status=1
+  elif [ "$fuzz" = no ]; then
+    echo "sanitize: no clang++: fuzz targets not run (their corpora are replayed by ctest)"
+  fi
 fi
 if [ "$mode" = tsan ] || [ "$mode" = all ]; then
   dir=$root/tsan
   mkdir -p "$root"
-  configure "$dir" thread
+  configure "$dir" -DTG_SANITIZE=thread
   build "$dir" "${TSAN_TARGETS[@]}"
   echo "sanitize: ThreadSanitizer tests"
   # libgomp is not instrumented: with one OpenMP thread its regions run on the calling thread and

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs every Debian package terngrad needs, then configures and builds it in ./build.
-# Usage: bash scripts/setup.sh            (as root, or with sudo available)
+# Usage: bash scripts/setup.sh [--test-tools]   (as root, or with sudo available)
+#   --test-tools  also the tools scripts/test.sh needs beyond the build: clang with libFuzzer and
+#                 its sanitizer runtimes, LLVM's OpenMP, Ninja (scripts/sanitize.sh, scripts/fuzz.sh)
 # Environment: BUILD_DIR (default build), TG_CMAKE_ARGS (extra cmake flags, e.g. -DTG_ENABLE_CUDA=OFF)
 # The CUDA toolkit is optional: when /usr/local/cuda (or nvcc on PATH) exists, the CUDA backend
 # is built too; a GPU is never needed to build.
@@ -22,6 +24,13 @@ PACKAGES=(
   python3-matplotlib         # paper/ figure scripts (run with /usr/bin/python3)
   xz-utils                   # scripts/gpu-bundle.sh packs the GPU-check bundle with xz
 )
+
+if [ "${1:-}" = --test-tools ]; then
+  PACKAGES+=(clang libclang-rt-14-dev libomp-14-dev ninja-build)
+elif [ $# -gt 0 ]; then
+  echo "setup.sh: unknown argument '$1' (expected --test-tools or nothing)" >&2
+  exit 1
+fi
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi

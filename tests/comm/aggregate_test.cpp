@@ -355,8 +355,9 @@ TEST_P(AggregateBucket, ManySmallSlotsMixedRoutesExact) {
           detail::concat(m.label, pack == PackFormat::base3 ? " base3" : "", " chunk ", chunk,
                          overlap ? " overlap " : " ", name(a), " P=", p, " W=", w);
       auto comms = make_local_group(p, 20s);
+      const int workers = w;  // clang 14 cannot capture a structured binding
       const auto errors = run_ranks(
-          p, [&](int r) { run_and_check(*comms[r], m, pipeline, a, w, want, what, slots); });
+          p, [&](int r) { run_and_check(*comms[r], m, pipeline, a, workers, want, what, slots); });
       for (int r = 0; r < p; ++r) ASSERT_EQ(errors[r], "") << what << " rank " << r;
     }
   }
