@@ -79,7 +79,8 @@ struct CommOptions {
   Device device = Device::cpu();              // nccl: this rank's GPU
   std::chrono::milliseconds timeout{60000};   // any single collective or rendezvous wait
   std::string interface;                      // gloo: network interface ("" = resolve hostname)
-  std::string hostname;                       // gloo: address to bind ("" = this host)
+  std::string hostname;                       // gloo: address to bind ("" = this host's name;
+                                              // never a wildcard such as 0.0.0.0)
 };
 
 // A gloo or nccl communicator of options.size ranks meeting through `store` (under a key prefix

@@ -132,6 +132,8 @@ TEST(HostilePeer, MalformedMessagesAreNamedAndTheCheckpointSurvives) {
     EXPECT_LE(h.seconds, kExitLimit) << h.err;
     const auto lines = error_lines(h.err);
     ASSERT_EQ(lines.size(), 1u) << h.err;
+    std::printf("[observed] %s: exit %d after %.2f s: %s\n", c.kind.c_str(), h.code, h.seconds,
+                lines[0].c_str());
     EXPECT_NE(lines[0].find(c.expect), std::string::npos) << lines[0];
     expect_checkpoint_intact(dir / "out");
     EXPECT_FALSE(fs::exists(dir / "out/summary.json"));
@@ -240,6 +242,8 @@ TEST(HostilePeer, GarbageOnTheListeningSocketDuringRendezvous) {
     EXPECT_EQ(code, 1) << err;
     const auto lines = error_lines(err);
     ASSERT_EQ(lines.size(), 1u) << err;
+    std::printf("[observed] garbage (%s): exit %d after %.2f s: %s\n", what.c_str(), code, seconds,
+                lines[0].c_str());
     EXPECT_TRUE(contains(lines[0], "did not arrive") || contains(lines[0], "timed out") ||
                 contains(lines[0], "background thread failed"))
         << lines[0];
@@ -268,6 +272,7 @@ TEST(Faults, StoppedRankIsNamedByTheOthers) {
   EXPECT_LE(seconds, kTimeout + 8.0) << err;
   const auto lines = error_lines(err);
   ASSERT_EQ(lines.size(), 1u) << err;
+  std::printf("[observed] SIGSTOP: exit %d after %.2f s: %s\n", code, seconds, lines[0].c_str());
   EXPECT_NE(lines[0].find("lost rank 1 of 2"), std::string::npos) << lines[0];
   expect_checkpoint_intact(dir / "out");
 }
@@ -290,6 +295,7 @@ TEST(Faults, DiskFullDuringACheckpointKeepsThePreviousOne) {
     EXPECT_EQ(code, 1) << err;
     const auto lines = error_lines(err);
     ASSERT_EQ(lines.size(), 1u) << err;
+    std::printf("[observed] %s: exit %d: %s\n", kind.c_str(), code, lines[0].c_str());
     EXPECT_NE(lines[0].find("cannot write " + out + "/checkpoint.tgckpt.tmp: " +
                             (kind == "enospc" ? "No space left on device" : "Input/output error")),
               std::string::npos)
