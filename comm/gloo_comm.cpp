@@ -530,7 +530,8 @@ class GlooCommunicator final : public Communicator {
                   tail_of(send_base + send_offset(to), bytes)};
       if (faulty) apply_fault(mine[to], send_bytes);
     }
-    auto header_in = context_->createUnboundBuffer(theirs.data(), theirs.size() * sizeof(WireHeader));
+    auto header_in =
+        context_->createUnboundBuffer(theirs.data(), theirs.size() * sizeof(WireHeader));
     auto header_out = context_->createUnboundBuffer(mine.data(), mine.size() * sizeof(WireHeader));
     for (int k = 1; k < size_; ++k) {
       const int from = (rank_ + size_ - k) % size_;
@@ -585,8 +586,8 @@ class GlooCommunicator final : public Communicator {
   void check_header(const WireHeader& h, int from, uint64_t seq, size_t bytes) const {
     TG_CHECK(h.magic == kWireMagic, "rank ", from,
              " sent a malformed message header (not a terngrad peer, or garbage on the wire)");
-    TG_CHECK(h.rank == static_cast<uint32_t>(from), "rank ", from, " sent a header claiming to be rank ",
-             h.rank);
+    TG_CHECK(h.rank == static_cast<uint32_t>(from), "rank ", from,
+             " sent a header claiming to be rank ", h.rank);
     TG_CHECK(h.job == job_, "rank ", from,
              " belongs to another job (its header carries another job id than this rank's)");
     TG_CHECK(h.seq == seq, "rank ", from, " is at collective #", h.seq, ", this rank at #", seq,

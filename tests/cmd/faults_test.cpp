@@ -45,11 +45,11 @@ constexpr double kExitLimit = 20.0;
 // A short synthetic LeNet run of two workers with a checkpoint every 10 iterations.
 std::vector<std::string> args_for(const std::string& out, int rank, const std::string& url,
                                   int iterations = 1000000) {
-  auto a = quick_train_args(out, iterations,
-                            {"--set", "workers.count=2", "--set", "compression.method=terngrad",
-                             "--set", "comm.timeout=" + std::to_string(kTimeout), "--rank",
-                             std::to_string(rank), "--world-size", "2", "--rendezvous", url,
-                             "--job-id", "faults"});
+  auto a =
+      quick_train_args(out, iterations,
+                       {"--set", "workers.count=2", "--set", "compression.method=terngrad", "--set",
+                        "comm.timeout=" + std::to_string(kTimeout), "--rank", std::to_string(rank),
+                        "--world-size", "2", "--rendezvous", url, "--job-id", "faults"});
   return a;
 }
 
@@ -189,9 +189,9 @@ bool write_garbage(const std::string& host, int port, const std::vector<uint8_t>
   sa.sin_family = AF_INET;
   sa.sin_port = htons(static_cast<uint16_t>(port));
   ::inet_pton(AF_INET, host.c_str(), &sa.sin_addr);
-  bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
-            ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
-                static_cast<ssize_t>(bytes.size());
+  bool ok =
+      ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
+      ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
   // Held open while rank 0 decides: a stranger that stays connected.
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   ::close(fd);
