@@ -175,7 +175,8 @@ std::string join_ranks(const std::vector<int>& ranks) {
 // pairs carry no identity and accept a shorter message than the receive posted without saying so,
 // and abort the process (in their event thread) on a longer one. The header is received and
 // checked before the payload's receive is posted, so a peer that disagrees on the length, the
-// job or the collective is named here instead of corrupting or killing this rank. It also
+// job, the collective or what it is about (the call context: step, bucket, layout) is named here
+// instead of corrupting or killing this rank. It also
 // carries the payload's last bytes: the receiver fills that spot with their complement before
 // posting the receive, so a payload cut short (which cannot reach its own end) is caught exactly,
 // with no false alarm. This is a consistency check between cooperating ranks, not
@@ -187,6 +188,7 @@ struct WireHeader {
   uint64_t seq;    // the sender's collective counter (its tag)
   uint64_t bytes;  // the payload bytes that follow
   uint64_t tail;   // the payload's last min(8, bytes) bytes, zero-padded
+  uint64_t call;   // the sender's call context (Communicator::set_call_context)
 };
 constexpr uint32_t kWireMagic = 0x31584754;  // "TGX1"
 
@@ -210,7 +212,8 @@ uint64_t tail_of(const uint8_t* p, size_t bytes) {
 //   length    header and payload announce 8 bytes more than the collective's block;
 //   truncate  an honest header, then only half the payload;
 //   job       the header of another job;
-//   seq       the header of the next collective (a rank one step ahead);
+//   seq       the header of the next collective (a rank one collective ahead);
+//   context   another call context (a rank aggregating another step, bucket or layout);
 //   magic     a header of garbage bytes.
 // Read once per communicator, here and nowhere else; absent or for another rank it does nothing.
 struct Fault {
@@ -238,9 +241,9 @@ Fault fault_for(int rank) {
     at = comma + 1;
   }
   TG_CHECK(f.kind == "length" || f.kind == "truncate" || f.kind == "job" || f.kind == "seq" ||
-               f.kind == "magic",
+               f.kind == "context" || f.kind == "magic",
            "TG_FAULT='", spec, "': unknown fault '", f.kind,
-           "' (expected length, truncate, job, seq or magic, then ,rank=R,call=K)");
+           "' (expected length, truncate, job, seq, context or magic, then ,rank=R,call=K)");
   if (fault_rank != rank) return {};
   return f;
 }
@@ -527,7 +530,7 @@ class GlooCommunicator final : public Communicator {
     if (faulty && fault_.kind == "truncate") send_bytes = bytes / 2;
     for (int to = 0; to < size_; ++to) {
       mine[to] = {kWireMagic, static_cast<uint32_t>(rank_), job_, seq, bytes,
-                  tail_of(send_base + send_offset(to), bytes)};
+                  tail_of(send_base + send_offset(to), bytes), call_context_};
       if (faulty) apply_fault(mine[to], send_bytes);
     }
     auto header_in =
@@ -592,6 +595,9 @@ class GlooCommunicator final : public Communicator {
              " belongs to another job (its header carries another job id than this rank's)");
     TG_CHECK(h.seq == seq, "rank ", from, " is at collective #", h.seq, ", this rank at #", seq,
              " (the ranks disagree on the step, bucket or layout)");
+    TG_CHECK(h.call == call_context_, "rank ", from,
+             " is aggregating another step, bucket or layout than this rank (its call context ",
+             h.call, ", this rank's ", call_context_, ")");
     TG_CHECK(h.bytes == bytes, "rank ", from, "'s message announces ", h.bytes,
              " bytes, this rank expects ", bytes,
              " (the ranks disagree on the layout or the length field is wrong)");
@@ -605,6 +611,8 @@ class GlooCommunicator final : public Communicator {
       h.job = fnv1a("tg/another-job");
     } else if (fault_.kind == "seq") {
       h.seq += 1;
+    } else if (fault_.kind == "context") {
+      h.call ^= 1;
     } else if (fault_.kind == "magic") {
       std::memset(&h, 0xA5, sizeof h);
     }

@@ -33,9 +33,10 @@
 // with bit-identical results, the same from run to run for the same P and n.
 //
 // Peers and binding: every allgather/alltoall message is preceded by a small header per peer
-// (rank, job, collective counter, length, the payload's last bytes; not counted in wire()), checked
-// before the payload is received: a peer that sends the wrong length, a truncated message,
-// another job's or another collective's message is named in the error. Every listening socket is
+// (rank, job, collective counter, call context, length, the payload's last bytes; not counted in
+// wire()), checked before the payload is received: a peer that sends the wrong length, a truncated
+// message, another job's or another collective's message, or one about another step, bucket or
+// layout, is named in the error. Every listening socket is
 // bound to the one address of CommOptions::interface, else of CommOptions::hostname, else of this
 // host's name; a name that resolves to the wildcard address is refused.
 // Security model: the transport is unauthenticated and unencrypted, for trusted networks only

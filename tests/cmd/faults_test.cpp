@@ -121,6 +121,7 @@ TEST(HostilePeer, MalformedMessagesAreNamedAndTheCheckpointSurvives) {
       {"truncate", "rank 1 sent a truncated message"},
       {"job", "rank 1 belongs to another job"},
       {"seq", "rank 1 is at collective #"},
+      {"context", "rank 1 is aggregating another step, bucket or layout than this rank"},
       {"magic", "rank 1 sent a malformed message header"},
   };
   for (const Case& c : cases) {
