@@ -15,7 +15,10 @@
 // (128 + N when it was killed by signal N).
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <exception>
 #include <new>
 #include <optional>
 #include <iostream>
@@ -55,9 +58,36 @@ void print_train_result(const train::TrainSummary& s) {
       s.images_per_sec, format_duration(s.wall_seconds).c_str());
 }
 
+// An exception nobody catches ends the process through std::terminate. The one place that
+// happens by design of a library is Gloo's transport thread, which throws on bytes it cannot
+// parse: a misbehaving peer, or a stranger connected to a rank's listening port (RELIABILITY.md).
+// Say that in one line and exit 1 instead of aborting with a core dump; the other ranks then see
+// this rank as lost.
+[[noreturn]] void on_terminate() {
+  std::string what = "unknown exception";
+  if (std::exception_ptr e = std::current_exception()) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      what = x.what();
+    } catch (...) {
+    }
+  }
+  for (char& c : what)
+    if (c == '\n') c = ' ';
+  std::fprintf(stderr,
+               "terngrad: error: a background thread failed: %s (in the Gloo transport this means "
+               "a peer or a stranger sent bytes it cannot parse: the transport is for trusted "
+               "networks only)\n",
+               what.c_str());
+  std::fflush(stderr);
+  ::_exit(kExitError);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::set_terminate(on_terminate);
   tg::apply_cpu_defaults(argv);
   CLI::App app{
       "terngrad: TernGrad (NIPS 2017) ternary-gradient training, a C++20/CUDA research toolkit.\n"

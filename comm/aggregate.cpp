@@ -413,6 +413,14 @@ AggregateStats aggregate_distributed(tern::Compressor& c, Communicator& comm,
   const bool elementwise = comm.size() > 1 && !wl.slots.empty() &&
                            (wl.uniform(tern::SlotCoding::f32) || wl.uniform(tern::SlotCoding::f16));
 
+  // What this call is about, for backends that check peers agree (Communicator::set_call_context).
+  uint64_t digest = 1469598103934665603ull;
+  for (const int64_t v : {step, static_cast<int64_t>(r.first), static_cast<int64_t>(r.size()),
+                          wl.bytes, static_cast<int64_t>(local_grads.size())})
+    digest = (digest ^ static_cast<uint64_t>(v)) * 1099511628211ull;
+  for (const unsigned char ch : c.name()) digest = (digest ^ ch) * 1099511628211ull;
+  comm.set_call_context(digest);
+
   AggregateStats st;
   const WireBytes before = comm.wire();
   const std::vector<float> shared = share_meta(c, comm, local_grads, r, st);
@@ -423,6 +431,7 @@ AggregateStats aggregate_distributed(tern::Compressor& c, Communicator& comm,
   else
     generic_path(c, comm, local_grads, step, r, shared, out, st);
   st.wire = delta(before, comm.wire());
+  comm.set_call_context(0);
   return st;
 }
 

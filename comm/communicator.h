@@ -69,8 +69,15 @@ class Communicator {
 
   WireBytes wire() const { return wire_; }
 
+  // A digest of what the next collectives are about, the same on every rank that is in step
+  // (aggregate_distributed sets one of the step, slot range, wire layout and compressor, and 0
+  // when it is done). A backend that frames its messages (gloo) sends it with each and names a
+  // peer whose digest differs; the others ignore it.
+  void set_call_context(uint64_t digest) { call_context_ = digest; }
+
  protected:
   WireBytes wire_;
+  uint64_t call_context_ = 0;
 };
 
 struct CommOptions {
@@ -79,7 +86,8 @@ struct CommOptions {
   Device device = Device::cpu();              // nccl: this rank's GPU
   std::chrono::milliseconds timeout{60000};   // any single collective or rendezvous wait
   std::string interface;                      // gloo: network interface ("" = resolve hostname)
-  std::string hostname;                       // gloo: address to bind ("" = this host)
+  std::string hostname;                       // gloo: address to bind ("" = this host's name;
+                                              // never a wildcard such as 0.0.0.0)
 };
 
 // A gloo or nccl communicator of options.size ranks meeting through `store` (under a key prefix

@@ -7,8 +7,12 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netdb.h>
+
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <mutex>
@@ -167,10 +171,111 @@ std::string join_ranks(const std::vector<int>& ranks) {
   return s;
 }
 
+// The header every exchange_direct message is preceded by (one per peer per call). Gloo's TCP
+// pairs carry no identity and accept a shorter message than the receive posted without saying so,
+// and abort the process (in their event thread) on a longer one. The header is received and
+// checked before the payload's receive is posted, so a peer that disagrees on the length, the
+// job, the collective or what it is about (the call context: step, bucket, layout) is named here
+// instead of corrupting or killing this rank. It also
+// carries the payload's last bytes: the receiver fills that spot with their complement before
+// posting the receive, so a payload cut short (which cannot reach its own end) is caught exactly,
+// with no false alarm. This is a consistency check between cooperating ranks, not
+// authentication: a peer that lies consistently is not detected (the security model, README).
+struct WireHeader {
+  uint32_t magic;  // kWireMagic
+  uint32_t rank;   // the sender's rank
+  uint64_t job;    // fnv1a(prefix): the job the sender belongs to
+  uint64_t seq;    // the sender's collective counter (its tag)
+  uint64_t bytes;  // the payload bytes that follow
+  uint64_t tail;   // the payload's last min(8, bytes) bytes, zero-padded
+  uint64_t call;   // the sender's call context (Communicator::set_call_context)
+};
+constexpr uint32_t kWireMagic = 0x31584754;  // "TGX1"
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// The last min(8, bytes) bytes of p[0 .. bytes), zero-padded.
+uint64_t tail_of(const uint8_t* p, size_t bytes) {
+  uint64_t t = 0;
+  const size_t k = std::min<size_t>(bytes, 8);
+  if (k > 0) std::memcpy(&t, p + bytes - k, k);
+  return t;
+}
+
+// Test-only fault injection (tests/cmd/hostile_peer_test.cpp, bench/faults.sh): the environment
+// variable TG_FAULT=<kind>,rank=<r>,call=<k> makes rank r misbehave in its k-th (0-based)
+// allgather/alltoall exchange:
+//   length    header and payload announce 8 bytes more than the collective's block;
+//   truncate  an honest header, then only half the payload;
+//   job       the header of another job;
+//   seq       the header of the next collective (a rank one collective ahead);
+//   context   another call context (a rank aggregating another step, bucket or layout);
+//   magic     a header of garbage bytes.
+// Read once per communicator, here and nowhere else; absent or for another rank it does nothing.
+struct Fault {
+  std::string kind;  // "" = none
+  int64_t call = -1;
+};
+
+Fault fault_for(int rank) {
+  const char* env = std::getenv("TG_FAULT");
+  if (env == nullptr || *env == '\0') return {};
+  const std::string spec = env;
+  Fault f;
+  int fault_rank = -1;
+  size_t at = 0;
+  while (at <= spec.size()) {
+    size_t comma = spec.find(',', at);
+    if (comma == std::string::npos) comma = spec.size();
+    const std::string item = spec.substr(at, comma - at);
+    if (item.rfind("rank=", 0) == 0)
+      fault_rank = std::atoi(item.c_str() + 5);
+    else if (item.rfind("call=", 0) == 0)
+      f.call = std::atoll(item.c_str() + 5);
+    else
+      f.kind = item;
+    at = comma + 1;
+  }
+  TG_CHECK(f.kind == "length" || f.kind == "truncate" || f.kind == "job" || f.kind == "seq" ||
+               f.kind == "context" || f.kind == "magic",
+           "TG_FAULT='", spec, "': unknown fault '", f.kind,
+           "' (expected length, truncate, job, seq, context or magic, then ,rank=R,call=K)");
+  if (fault_rank != rank) return {};
+  return f;
+}
+
+// The address a hostname resolves to, as text, when it is a wildcard (0.0.0.0, ::): binding it
+// listens on every interface of the host. "" otherwise.
+std::string wildcard_address(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0) return "";
+  std::string found;
+  for (addrinfo* a = res; a && found.empty(); a = a->ai_next) {
+    if (a->ai_family == AF_INET &&
+        reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr.s_addr == htonl(INADDR_ANY))
+      found = "0.0.0.0";
+    if (a->ai_family == AF_INET6 &&
+        IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr))
+      found = "::";
+  }
+  ::freeaddrinfo(res);
+  return found;
+}
+
 class GlooCommunicator final : public Communicator {
  public:
   GlooCommunicator(const CommOptions& options, Store& store, const std::string& prefix)
-      : rank_(options.rank), size_(options.size), timeout_(options.timeout) {
+      : rank_(options.rank),
+        size_(options.size),
+        timeout_(options.timeout),
+        job_(fnv1a(prefix)),
+        fault_(fault_for(options.rank)) {
     TG_CHECK(size_ >= 1 && rank_ >= 0 && rank_ < size_, "gloo communicator: rank ", rank_,
              " and world size ", size_, " are invalid (expected 0 <= rank < size)");
     TG_CHECK(options.device.is_cpu(),
@@ -194,6 +299,15 @@ class GlooCommunicator final : public Communicator {
       TG_CHECK(::gethostname(host, sizeof(host) - 1) == 0,
                "gloo communicator: gethostname failed: ", std::strerror(errno));
       attr.hostname = host;
+    }
+    // Gloo binds every pair's listening socket to the one address the interface or hostname
+    // gives; a name that resolves to the wildcard would listen on all interfaces.
+    if (attr.iface.empty()) {
+      const std::string any = wildcard_address(attr.hostname);
+      TG_CHECK(any.empty(), "gloo communicator", where, ": host '", attr.hostname,
+               "' resolves to the wildcard address ", any,
+               ", which would listen on every interface; set comm.interface (or the hostname) to "
+               "the one address the other ranks reach this rank on");
     }
     std::shared_ptr<gloo::transport::Device> device;
     try {
@@ -402,18 +516,105 @@ class GlooCommunicator final : public Communicator {
   void exchange_direct(uint8_t prefix, gloo::transport::UnboundBuffer& recv,
                        gloo::transport::UnboundBuffer& send, size_t bytes,
                        const SendOffset& send_offset) {
-    const uint64_t slot = gloo::Slot::build(prefix, next_tag());
+    const uint64_t seq = next_tag();
+    const uint64_t slot = gloo::Slot::build(prefix, static_cast<uint32_t>(seq));
+    const bool faulty = !fault_.kind.empty() && calls_++ == fault_.call;
+    const auto* send_base = static_cast<const uint8_t*>(send.ptr);
+    auto* base = static_cast<uint8_t*>(recv.ptr);
+    // Headers first, on the same slot (a pair delivers one slot's messages in order): each peer's
+    // is checked before its payload's receive is posted. One header per destination (alltoall
+    // sends each peer another block, with another tail).
+    std::vector<WireHeader> theirs(static_cast<size_t>(size_)), mine(static_cast<size_t>(size_));
+    size_t send_bytes = bytes;
+    if (faulty && fault_.kind == "length") send_bytes = bytes + 8;
+    if (faulty && fault_.kind == "truncate") send_bytes = bytes / 2;
+    for (int to = 0; to < size_; ++to) {
+      mine[to] = {kWireMagic, static_cast<uint32_t>(rank_), job_, seq, bytes,
+                  tail_of(send_base + send_offset(to), bytes), call_context_};
+      if (faulty) apply_fault(mine[to], send_bytes);
+    }
+    auto header_in =
+        context_->createUnboundBuffer(theirs.data(), theirs.size() * sizeof(WireHeader));
+    auto header_out = context_->createUnboundBuffer(mine.data(), mine.size() * sizeof(WireHeader));
     for (int k = 1; k < size_; ++k) {
       const int from = (rank_ + size_ - k) % size_;
+      header_in->recv(from, slot, static_cast<size_t>(from) * sizeof(WireHeader),
+                      sizeof(WireHeader));
+    }
+    for (int k = 1; k < size_; ++k) {
+      const int to = (rank_ + k) % size_;
+      header_out->send(to, slot, static_cast<size_t>(to) * sizeof(WireHeader), sizeof(WireHeader));
+    }
+    for (int k = 1; k < size_; ++k) {
+      GLOO_ENFORCE(header_in->waitRecv(timeout_), "receive timed out");
+      GLOO_ENFORCE(header_out->waitSend(timeout_), "send timed out");
+    }
+    for (int q = 0; q < size_; ++q)
+      if (q != rank_) check_header(theirs[static_cast<size_t>(q)], q, seq, bytes);
+
+    // A faulty payload longer than the block goes from a scratch copy of the right size.
+    std::vector<uint8_t> scratch;
+    gloo::transport::UnboundBuffer* payload_out = &send;
+    std::unique_ptr<gloo::transport::UnboundBuffer> scratch_buf;
+    if (send_bytes > bytes) {
+      scratch.assign(send_bytes, 0);
+      scratch_buf = context_->createUnboundBuffer(scratch.data(), scratch.size());
+      payload_out = scratch_buf.get();
+    }
+    const size_t k_tail = std::min<size_t>(bytes, 8);
+    for (int k = 1; k < size_; ++k) {
+      const int from = (rank_ + size_ - k) % size_;
+      const uint64_t flipped = ~theirs[static_cast<size_t>(from)].tail;
+      std::memcpy(base + static_cast<size_t>(from + 1) * bytes - k_tail, &flipped, k_tail);
       recv.recv(from, slot, static_cast<size_t>(from) * bytes, bytes);
     }
     for (int k = 1; k < size_; ++k) {
       const int to = (rank_ + k) % size_;
-      send.send(to, slot, send_offset(to), bytes);
+      payload_out->send(to, slot, payload_out == &send ? send_offset(to) : 0, send_bytes);
     }
     for (int k = 1; k < size_; ++k) {
       GLOO_ENFORCE(recv.waitRecv(timeout_), "receive timed out");
-      GLOO_ENFORCE(send.waitSend(timeout_), "send timed out");
+      GLOO_ENFORCE(payload_out->waitSend(timeout_), "send timed out");
+    }
+    for (int from = 0; from < size_; ++from) {
+      if (from == rank_) continue;
+      const uint64_t got = tail_of(base + static_cast<size_t>(from) * bytes, bytes);
+      TG_CHECK(got == theirs[static_cast<size_t>(from)].tail, "rank ", from,
+               " sent a truncated message: fewer than the ", bytes,
+               " bytes its header announced (a misbehaving peer)");
+    }
+  }
+
+  // Throws naming `from` when its header does not describe the message this rank expects.
+  void check_header(const WireHeader& h, int from, uint64_t seq, size_t bytes) const {
+    TG_CHECK(h.magic == kWireMagic, "rank ", from,
+             " sent a malformed message header (not a terngrad peer, or garbage on the wire)");
+    TG_CHECK(h.rank == static_cast<uint32_t>(from), "rank ", from,
+             " sent a header claiming to be rank ", h.rank);
+    TG_CHECK(h.job == job_, "rank ", from,
+             " belongs to another job (its header carries another job id than this rank's)");
+    TG_CHECK(h.seq == seq, "rank ", from, " is at collective #", h.seq, ", this rank at #", seq,
+             " (the ranks disagree on the step, bucket or layout)");
+    TG_CHECK(h.call == call_context_, "rank ", from,
+             " is aggregating another step, bucket or layout than this rank (its call context ",
+             h.call, ", this rank's ", call_context_, ")");
+    TG_CHECK(h.bytes == bytes, "rank ", from, "'s message announces ", h.bytes,
+             " bytes, this rank expects ", bytes,
+             " (the ranks disagree on the layout or the length field is wrong)");
+  }
+
+  // The header of a faulty message (the payload's length is set by the caller).
+  void apply_fault(WireHeader& h, size_t send_bytes) const {
+    if (fault_.kind == "length") {
+      h.bytes = send_bytes;
+    } else if (fault_.kind == "job") {
+      h.job = fnv1a("tg/another-job");
+    } else if (fault_.kind == "seq") {
+      h.seq += 1;
+    } else if (fault_.kind == "context") {
+      h.call ^= 1;
+    } else if (fault_.kind == "magic") {
+      std::memset(&h, 0xA5, sizeof h);
     }
   }
 
@@ -440,6 +641,9 @@ class GlooCommunicator final : public Communicator {
 
   const int rank_, size_;
   const std::chrono::milliseconds timeout_;
+  const uint64_t job_;  // fnv1a of the key prefix: the job this communicator serves
+  const Fault fault_;
+  int64_t calls_ = 0;  // exchange_direct calls so far (for fault_.call)
   std::shared_ptr<gloo::rendezvous::Context> context_;
   uint32_t tag_ = 0;
   bool broken_ = false;  // a collective threw: Gloo's pairs are in an unknown state

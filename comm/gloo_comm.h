@@ -32,6 +32,18 @@
 // round the ring) and then copied verbatim to every rank in the allgather phase: all ranks end
 // with bit-identical results, the same from run to run for the same P and n.
 //
+// Peers and binding: every allgather/alltoall message is preceded by a small header per peer
+// (rank, job, collective counter, call context, length, the payload's last bytes; not counted in
+// wire()), checked before the payload is received: a peer that sends the wrong length, a truncated
+// message, another job's or another collective's message, or one about another step, bucket or
+// layout, is named in the error. Every listening socket is
+// bound to the one address of CommOptions::interface, else of CommOptions::hostname, else of this
+// host's name; a name that resolves to the wildcard address is refused.
+// Security model: the transport is unauthenticated and unencrypted, for trusted networks only
+// (as torch.distributed's Gloo backend): anyone who can reach a rank's ports, or write to the
+// rendezvous store, can join, stall or corrupt a run; the checks above catch mistakes and
+// malfunctions, not a peer that lies consistently.
+//
 // Process-wide side effect: the first Gloo communicator sets SIGPIPE to ignored if it was at its
 // default. Gloo writes sockets with writev, and a write to a peer that died would otherwise kill
 // this process with SIGPIPE instead of raising an error.

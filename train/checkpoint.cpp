@@ -3,8 +3,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -29,11 +31,51 @@ DType parse_dtype(const std::string& s, const std::string& file) {
   TG_THROW(file, ": corrupt checkpoint: unknown dtype '", s, "' in header");
 }
 
+// Test-only fault injection for the write path (tests/cmd/faults_test.cpp, bench/faults.sh):
+// TG_FAULT_WRITE=<enospc|eio>@<bytes> makes this process's writes through write_all fail with
+// that errno once <bytes> bytes have been written in all (a disk that fills, or a device that
+// fails, part-way through a later file). Read once; absent it costs nothing.
+struct WriteFault {
+  int error = 0;  // 0: none
+  uint64_t budget = 0;
+};
+
+WriteFault& write_fault() {
+  static WriteFault f = [] {
+    WriteFault w;
+    const char* env = std::getenv("TG_FAULT_WRITE");
+    if (env == nullptr || *env == '\0') return w;
+    const std::string spec = env;
+    const size_t at = spec.find('@');
+    const std::string kind = spec.substr(0, at);
+    TG_CHECK(at != std::string::npos && (kind == "enospc" || kind == "eio"), "TG_FAULT_WRITE='",
+             spec, "': expected enospc@BYTES or eio@BYTES");
+    w.error = kind == "enospc" ? ENOSPC : EIO;
+    w.budget = std::strtoull(spec.c_str() + at + 1, nullptr, 10);
+    return w;
+  }();
+  return f;
+}
+
+// ::write, or the injected failure once the budget is spent (a short write up to it first).
+ssize_t checked_write(int fd, const char* p, size_t n) {
+  WriteFault& f = write_fault();
+  if (f.error == 0) return ::write(fd, p, n);
+  if (f.budget == 0) {
+    errno = f.error;
+    return -1;
+  }
+  const size_t k = static_cast<size_t>(std::min<uint64_t>(n, f.budget));
+  const ssize_t w = ::write(fd, p, k);
+  if (w > 0) f.budget -= static_cast<uint64_t>(w);
+  return w;
+}
+
 // Writes all of `data` to fd or throws naming `path`.
 void write_all(int fd, const void* data, size_t n, const std::string& path) {
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
+    ssize_t w = checked_write(fd, p, n);
     if (w < 0) {
       if (errno == EINTR) continue;
       int e = errno;
@@ -54,8 +96,10 @@ void write_pieces_atomic(const std::string& path,
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   TG_CHECK(fd >= 0, "cannot create ", tmp, ": ", std::strerror(errno));
   for (const auto& [data, n] : pieces) write_all(fd, data, n, tmp);
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    int e = errno;
+  const int synced = ::fsync(fd) == 0 ? 0 : errno;
+  const int closed = ::close(fd) == 0 ? 0 : errno;
+  if (synced != 0 || closed != 0) {
+    const int e = synced != 0 ? synced : closed;
     ::unlink(tmp.c_str());
     TG_THROW("cannot write ", tmp, ": ", std::strerror(e));
   }

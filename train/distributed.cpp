@@ -231,6 +231,9 @@ ProcessGroup::ProcessGroup(const RankEnv& env, const std::string& job_id, const 
   co.device = backend == "nccl" ? device : Device::cpu();
   co.timeout = timeout_;
   co.interface = cfg.comm.interface;
+  // Ranks of the --nproc launcher all run on this host: they listen on loopback only, not on
+  // the address the host name resolves to (which other machines may reach).
+  if (env.source == "launcher" && co.interface.empty()) co.hostname = "127.0.0.1";
   comm_ = comm::make_communicator(co, *store_, prefix_);
 }
 

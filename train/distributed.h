@@ -11,6 +11,8 @@
 //      start iteration (a resume that read another checkpoint) is an error naming the rank;
 //   3. make the communicator (comm.backend; `auto` = nccl for CUDA training with one GPU per rank,
 //      gloo otherwise: when the records show two ranks on one host using the same GPU, gloo).
+//      Gloo listens on comm.interface's address, else (ranks of the --nproc launcher, all on this
+//      host) on 127.0.0.1, else on the address this host's name resolves to; never on all.
 // Keys are written once per job (comm/store.h), so a store reused by a later job needs a fresh
 // directory or another job id (--job-id).
 //

@@ -421,6 +421,23 @@ TEST(GlooComm1, BadOptionsAndDtypesAreNamed) {
 
 // ---- failures ----------------------------------------------------------------------------------
 
+// A host name that resolves to the wildcard address would make Gloo listen on every interface:
+// refused on every rank, naming the fix.
+TEST(GlooCommFailure, WildcardAddressIsRefused) {
+  tg::testing::TempDir dir;
+  const auto errors = run_ranks(2, [&](int r) {
+    auto store = open_store("file://" + dir.str(), 5s);
+    CommOptions o = options_for(r, 2, 5s);
+    o.hostname = "0.0.0.0";
+    make_communicator(o, *store, "any");
+  });
+  for (const std::string& e : errors)
+    EXPECT_NE(e.find("host '0.0.0.0' resolves to the wildcard address 0.0.0.0, which would listen "
+                     "on every interface"),
+              std::string::npos)
+        << e;
+}
+
 TEST(GlooCommFailure, RankThatNeverArrivesTimesOut) {
   // Ranks 0 and 1 of 3 start; rank 2 never does.
   tg::testing::TempDir dir;
