@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <new>
 #include <optional>
@@ -302,9 +303,11 @@ int main(int argc, char** argv) {
       return 0;
     }
   } catch (const tg::Error& e) {
-    std::fprintf(stderr, "terngrad: error: %s\n", e.describe().c_str());
-    std::fprintf(stderr, "  (run `terngrad %s --help` for usage)\n",
-                 app.get_subcommands().empty() ? "" : app.get_subcommands()[0]->get_name().c_str());
+    // One line, what is wrong and where in the input; the source location is for developers
+    // (TG_ERROR_LOCATION=1 adds it).
+    const char* loc = std::getenv("TG_ERROR_LOCATION");
+    const bool with_location = loc != nullptr && std::string(loc) == "1";
+    std::fprintf(stderr, "terngrad: error: %s\n", with_location ? e.describe().c_str() : e.what());
     return kExitError;
   } catch (const std::bad_alloc&) {
     // Allocations sized by input are checked where they happen (tg::Error naming what was
