@@ -92,7 +92,8 @@ void on_emit_message(j_common_ptr cinfo, int level) {
 
 // No C++ object with a destructor lives in this frame, so the longjmp skips nothing; `out` is
 // owned by the caller.
-bool decode_raw(const uint8_t* data, size_t size, Image* out, ErrorManager* em) {
+bool decode_raw(const uint8_t* data, size_t size, int64_t max_pixels, Image* out,
+                ErrorManager* em) {
   jpeg_decompress_struct cinfo;
   cinfo.err = jpeg_std_error(&em->pub);
   em->pub.error_exit = on_error_exit;
@@ -106,10 +107,10 @@ bool decode_raw(const uint8_t* data, size_t size, Image* out, ErrorManager* em) 
   jpeg_read_header(&cinfo, TRUE);
   // The header's size is the file's word: refuse a huge one before libjpeg allocates for it
   // (a progressive image buffers 2 bytes per pixel and component).
-  if (static_cast<int64_t>(cinfo.image_width) * cinfo.image_height > kMaxImagePixels) {
+  if (static_cast<int64_t>(cinfo.image_width) * cinfo.image_height > max_pixels) {
     std::snprintf(em->message, sizeof(em->message),
-                  "the header declares %u x %u pixels, over the limit of %lld",
-                  cinfo.image_width, cinfo.image_height, static_cast<long long>(kMaxImagePixels));
+                  "the header declares %u x %u pixels, over the limit of %lld", cinfo.image_width,
+                  cinfo.image_height, static_cast<long long>(max_pixels));
     jpeg_destroy_decompress(&cinfo);
     return false;
   }
@@ -431,13 +432,13 @@ class ImageFolderDataset final : public Dataset {
 
 }  // namespace
 
-RgbImage decode_jpeg(std::span<const uint8_t> bytes, const std::string& file) {
+RgbImage decode_jpeg(std::span<const uint8_t> bytes, const std::string& file, int64_t max_pixels) {
   Image img;
   ErrorManager em;
   em.message[0] = '\0';
   bool ok = false;
   try {
-    ok = decode_raw(bytes.data(), bytes.size(), &img, &em);
+    ok = decode_raw(bytes.data(), bytes.size(), max_pixels, &img, &em);
   } catch (const std::bad_alloc&) {
     TG_THROW(file, ": out of memory decoding a ", img.height, " x ", img.width, " JPEG");
   }

@@ -5,7 +5,8 @@
 # if any target crashed, leaked, hit undefined behaviour or let an exception other than
 # tg::Error escape; the reproducer is left in build-fuzz/artifacts/ (minimise it with
 # `<binary> -minimize_crash=1 -runs=10000 FILE` and add it to tests/fuzz/corpus/<name>/ as
-# crash_<what> so the replay test keeps it fixed).
+# crash_<what> so the replay test keeps it fixed). New inputs collect in build-fuzz/corpus/<name>/;
+# tests/fuzz/pick_inputs.py copies the few that add the most coverage into the seed corpus.
 #
 # Usage: scripts/fuzz.sh [--seconds N] [--runs N] [--jobs J] [--build-dir DIR] [TARGET...]
 #   --seconds N   run each target N seconds (default 10)
@@ -28,7 +29,7 @@ while [ $# -gt 0 ]; do
     --runs) runs=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
     --build-dir) build=$2; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac

@@ -13,6 +13,7 @@
 #include <jpeglib.h>
 
 #include "datasets/dataset.h"
+#include "datasets/loaders.h"
 #include "tests/testing/errors.h"
 #include "tests/testing/files.h"
 
@@ -300,6 +301,26 @@ TEST(ImageFolder, CorruptJpegIsAnErrorNamingTheFile) {
   // Intact files around them still load.
   load(*train, {0, 4}, false, 0, &labels);
   EXPECT_EQ(labels, (std::vector<int32_t>{0, 1}));
+}
+
+TEST(ImageFolder, HeaderOverThePixelCapIsRefusedBeforeDecoding) {
+  TempDir root;
+  write_jpeg(root / "a.jpg", 64, 48, 3, ramp);
+  std::vector<uint8_t> jpeg = read_bytes(root / "a.jpg");
+  const auto img = detail::decode_jpeg(jpeg, "a.jpg");
+  EXPECT_EQ(img.height, 48);
+  EXPECT_EQ(img.width, 64);
+  expect_error_with([&] { detail::decode_jpeg(jpeg, "a.jpg", 64 * 48 - 1); },
+                    {"a.jpg", "64 x 48 pixels", "limit of 3071"});
+  // The baseline frame header (FF C0, length, precision) holds height then width, big-endian:
+  // 8193 x 8192 is one row over the dataset's own cap.
+  constexpr uint8_t kSof0[2] = {0xFF, 0xC0};
+  const auto sof = std::search(jpeg.begin(), jpeg.end(), kSof0, kSof0 + 2);
+  ASSERT_NE(sof, jpeg.end());
+  const uint8_t dims[4] = {8193 >> 8, 8193 & 0xFF, 8192 >> 8, 8192 & 0xFF};
+  std::copy(dims, dims + 4, sof + 5);
+  expect_error_with([&] { detail::decode_jpeg(jpeg, "big.jpg"); },
+                    {"big.jpg", "8192 x 8193 pixels", "limit of 67108864"});
 }
 
 TEST(ImageFolder, LayoutErrors) {

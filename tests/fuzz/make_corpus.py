@@ -2,7 +2,8 @@
 """Writes the seed corpora of the fuzz targets (tests/fuzz/corpus/<name>/seed_*): small valid
 inputs of each format, so the fuzzers start inside the parsers. Deterministic (fixed seeds, no
 timestamps); rerun after changing a format and commit the result. Crash reproducers the fuzzers
-found live beside the seeds as crash_* files and are not touched here.
+found (crash_*) and the inputs of fuzz runs that add the most coverage (cov_*, chosen by
+pick_inputs.py) live beside the seeds and are not touched here.
 Needs Pillow for the JPEG seeds (Debian: python3-pil, which python3-matplotlib pulls in).
 
 Usage: /usr/bin/python3 tests/fuzz/make_corpus.py
