@@ -6,9 +6,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "train/json.h"
@@ -55,6 +57,25 @@ inline int wait_exit(pid_t pid) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return -1;
+}
+
+// Waits for `pid` up to `limit_s` seconds; its exit code (128 + signal), or -1 after killing it
+// when it did not exit in time. `seconds` receives how long it took.
+inline int wait_exit_within(pid_t pid, double limit_s, double* seconds = nullptr) {
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::duration<double>(Clock::now() - t0).count() > limit_s) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (seconds) *seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
 }
 
 // Runs `terngrad args...` to completion.

@@ -53,23 +53,6 @@ std::vector<std::string> args_for(const std::string& out, int rank, const std::s
   return a;
 }
 
-// Waits for `pid` up to `limit` s; its exit code (128 + signal), or -1 after killing it.
-int wait_exit_within(pid_t pid, double limit, double* seconds = nullptr) {
-  const auto t0 = Clock::now();
-  int status = 0;
-  while (::waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::duration<double>(Clock::now() - t0).count() > limit) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  if (seconds) *seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
-}
-
 // The lines of `err` that start with "terngrad: error:".
 std::vector<std::string> error_lines(const std::string& err) {
   std::vector<std::string> lines;

@@ -269,25 +269,6 @@ bool wait_for_line(const std::string& path, const std::string& text, std::chrono
   return false;
 }
 
-// Waits for `pid` up to `limit`; returns its exit code (128 + signal), or -1 after killing it
-// when it did not exit in time.
-int wait_exit_within(pid_t pid, std::chrono::seconds limit, double* seconds = nullptr) {
-  const auto t0 = Clock::now();
-  const auto deadline = t0 + limit;
-  int status = 0;
-  while (::waitpid(pid, &status, WNOHANG) == 0) {
-    if (Clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  if (seconds) *seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
-}
-
 TEST(TrainDistributed, InterruptedRunResumesAcrossProcessesBitIdentically) {
   // onebit keeps a residual per worker: the checkpoint must hold every rank's, gathered by rank
   // 0, for the resumed run to end bit-identical to an uninterrupted one-process run.
@@ -300,7 +281,7 @@ TEST(TrainDistributed, InterruptedRunResumesAcrossProcessesBitIdentically) {
   ASSERT_TRUE(wait_for_line(out + "/metrics.jsonl", "\"step\":16", std::chrono::seconds(120), launcher))
       << read_text(dir / "err1");
   ::kill(launcher, SIGINT);
-  const int code = wait_exit_within(launcher, std::chrono::seconds(60));
+  const int code = wait_exit_within(launcher, 60);
   const std::string err1 = read_text(dir / "err1");
   ASSERT_EQ(code, 130) << err1;
   const tg::train::Checkpoint ck = tg::train::load_checkpoint(out + "/checkpoint.tgckpt");
@@ -353,7 +334,7 @@ TEST(TrainDistributed, KilledWorkerStopsTheOthersNamingIt) {
   ASSERT_GT(victim, 0) << "rank 1's process not found";
   ASSERT_EQ(::kill(victim, SIGKILL), 0);
   double seconds = 0;
-  const int code = wait_exit_within(launcher, std::chrono::seconds(40), &seconds);
+  const int code = wait_exit_within(launcher, 40, &seconds);
   const std::string err = read_text(dir / "err");
   ASSERT_NE(code, -1) << "the launcher did not exit within 40 s of a killed rank:\n" << err;
   EXPECT_EQ(code, 128 + SIGKILL) << err;  // the first failing rank's status
@@ -375,8 +356,8 @@ std::vector<CliResult> run_two_ranks(const std::vector<std::string>& rank0,
   const pid_t p0 = spawn_cli(rank0, io / "out0", io / "err0", env0, cwd);
   const pid_t p1 = spawn_cli(rank1, io / "out1", io / "err1", env1, cwd);
   std::vector<CliResult> r(2);
-  r[0].exit_code = wait_exit_within(p0, std::chrono::seconds(120));
-  r[1].exit_code = wait_exit_within(p1, std::chrono::seconds(120));
+  r[0].exit_code = wait_exit_within(p0, 120);
+  r[1].exit_code = wait_exit_within(p1, 120);
   for (int i = 0; i < 2; ++i) {
     r[i].out = read_text(io / ("out" + std::to_string(i)));
     r[i].err = read_text(io / ("err" + std::to_string(i)));
