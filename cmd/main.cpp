@@ -303,10 +303,10 @@ int main(int argc, char** argv) {
       return 0;
     }
   } catch (const tg::Error& e) {
-    // One line, what is wrong and where in the input; the source location is for developers
-    // (TG_ERROR_LOCATION=1 adds it).
-    const char* loc = std::getenv("TG_ERROR_LOCATION");
-    const bool with_location = loc != nullptr && std::string(loc) == "1";
+    // One line, what is wrong and where in the input; the source location of the throw is for
+    // developers (TG_DEBUG=1 adds it).
+    const char* debug = std::getenv("TG_DEBUG");
+    const bool with_location = debug != nullptr && std::string(debug) == "1";
     std::fprintf(stderr, "terngrad: error: %s\n", with_location ? e.describe().c_str() : e.what());
     return kExitError;
   } catch (const std::bad_alloc&) {
