@@ -56,7 +56,7 @@ void check_absent(const fs::path& p, const std::string& dir) {
 CLI::App* add_measure_bounds_command(CLI::App& app, MeasureBoundsArgs& a) {
   auto* cmd = app.add_subcommand(
       "measure-bounds",
-      "Measure TernGrad's bound quantities while training (digest 2.4-2.5): per ternarized "
+      "Measure TernGrad's bound quantities while training (Assumption 3, Figure 2): per ternarized "
       "tensor and for the model, ||g||^2, ||g||_inf*||g||_1, bound_ratio = s*||h||_1/||h||^2 "
       "with layer-wise vs one model-wide scaler and with vs without clipping, the ternary "
       "variance, code sparsity, and the clipped fraction, length ratio and angle. Writes "

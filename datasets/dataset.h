@@ -1,5 +1,5 @@
 // Datasets: labelled images served as host f32 NCHW batches, with the recipe's preprocessing
-// and augmentation (digest §3.2-3.6). Opened by name through open_dataset() (the one name ->
+// and augmentation (the reference code's). Opened by name through open_dataset() (the one name ->
 // factory table is in datasets/registry.cpp):
 //   mnist, fashion-mnist  IDX files (raw or .gz): train-images-idx3-ubyte[.gz], ... in `path`.
 //                         Pixels -> 2 * (x / 255 - 0.5) in [-1, 1], no augmentation.

@@ -12,8 +12,8 @@
 // independent of the order messages arrive in.
 //
 // The flat gradient is split into slots (one per parameter tensor, the arena's entries); each
-// slot is compressed on its own (layer-wise scalers, digest §1.5) or sent as raw fp32 when an
-// exclusion rule says so (digest §1.7: fewer than min_size elements; the classifier's two
+// slot is compressed on its own (layer-wise scalers, as in the paper) or sent as raw fp32 when an
+// exclusion rule says so (the reference code's: fewer than min_size elements; the classifier's two
 // tensors unless quantize_logits; every tensor during a floating_grad_epoch epoch).
 #pragma once
 

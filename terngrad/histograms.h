@@ -1,4 +1,4 @@
-// The gradient histograms of the paper's Figure 2 (digest §2.5), for one tensor at one iteration:
+// The gradient histograms of the paper's Figure 2, for one tensor at one iteration:
 //   (a) original   worker W's raw gradient g                       equal-width bins over ±max|g|
 //   (b) clipped    h = clamp(g, -s, s), the gradient ternarized     equal-width bins over ±s
 //   (c) ternary    worker W's ternary gradient s * code, code ∈ {-1, 0, 1}    counts per level

@@ -1,4 +1,4 @@
-// TernGrad's per-tensor kernels (digest §1.2-1.9), CPU and CUDA with mirror-image signatures.
+// TernGrad's per-tensor kernels (ternarize, clipping, scaler sharing, 2-bit packing), CPU and CUDA with mirror-image signatures.
 // Raw pointers and sizes only; device pointers for the _cuda variants (scalar results are
 // returned to the host). Shape letters: n = number of elements of one gradient tensor.
 //

@@ -1,4 +1,4 @@
-// LeNet for MNIST as the TernGrad reference code builds it (digest §3.2): the Caffe LeNet
+// LeNet for MNIST as the TernGrad reference code builds it (github.com/wenwei202/terngrad): the Caffe LeNet
 // variant with SAME padding and ReLU after the convolutions.
 //
 //   x [N, 1, 28, 28]

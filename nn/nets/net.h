@@ -1,4 +1,4 @@
-// Net: one of the paper's networks (digest §3.2), its parameters in one ParamArena, its
+// Net: one of the paper's networks (as its reference code builds them), its parameters in one ParamArena, its
 // non-trainable state (batch-norm moving statistics) in named buffers, and a forward pass that
 // records on the autograd tape.
 //

@@ -36,7 +36,7 @@ std::vector<Tensor> gradients(int workers, uint64_t seed = 5) {
   return g;
 }
 
-// The digest's §1.10 semantics, written out element by element.
+// The reference code's training-step semantics, written out element by element.
 std::vector<double> reference_terngrad(const std::vector<Tensor>& g,
                                        const std::vector<GradSlot>& slots, double clip,
                                        int64_t step, uint64_t seed) {
