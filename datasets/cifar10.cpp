@@ -141,8 +141,8 @@ void parse_cifar10_records(std::span<const uint8_t> bytes, const std::string& fi
   const size_t base = labels.size();
   for (int64_t r = 0; r < records; ++r) {  // every label checked before anything is appended
     const uint8_t label = bytes[r * kRecord];
-    TG_CHECK(label < kClasses, file, ": record ", r, " (byte offset ", r * kRecord,
-             ") has label ", int{label}, " (expected 0..", kClasses - 1, ")");
+    TG_CHECK(label < kClasses, file, ": record ", r, " (byte offset ", r * kRecord, ") has label ",
+             int{label}, " (expected 0..", kClasses - 1, ")");
   }
   const size_t total = checked_add<size_t>(base, static_cast<size_t>(records), file + ": records");
   checked_alloc(file + " (" + std::to_string(total) + " CIFAR-10 records)", total * kRecord, [&] {

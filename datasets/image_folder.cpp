@@ -149,7 +149,9 @@ bool decode_raw(const uint8_t* data, size_t size, int64_t max_pixels, Image* out
   return true;
 }
 
-Image decode_jpeg_file(const std::string& file) { return decode_jpeg(read_file(file), file); }
+Image decode_jpeg_file(const std::string& file) {
+  return decode_jpeg(read_file(file), file);
+}
 
 // ---- geometry and colour -----------------------------------------------------------------------
 

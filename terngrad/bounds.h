@@ -1,5 +1,5 @@
-// The quantities behind TernGrad's convergence argument (Assumption 3, Figure 2), measured on a real
-// gradient: how much stronger the ternary gradient's bound is than SGD's, and how layer-wise
+// The quantities behind TernGrad's convergence argument (Assumption 3, Figure 2), measured on a
+// real gradient: how much stronger the ternary gradient's bound is than SGD's, and how layer-wise
 // scalers and clipping shrink it. Host computation on f32 spans, double accumulation; no device.
 // `terngrad measure-bounds` (cmd/measure_bounds_cmd.h) feeds it with training gradients.
 //

@@ -41,7 +41,8 @@
 //     out = in = (M - 1) / M B_up,node  and  (M - 1) / M B_down  per node and direction
 //     T_inter    = (M - 1) / M max(B_up,node, B_down) / BW_net + 2 a_net    full duplex (default)
 //                = (M - 1) / M (B_up,node + B_down) / BW_net + 2 a_net      half duplex
-//     B_up,node  = B(beta_up): the reconstruction counts the node's upload at the per-GPU beta_up (2 bits
+//     B_up,node  = B(beta_up): the reconstruction counts the node's upload at the per-GPU beta_up
+//     (2 bits
 //                  for TernGrad; a node sum of G' GPUs' codes strictly needs ceil(log2(2G' + 1))
 //                  bits, a choice left to the reconstruction's form).
 //   ring (hierarchical: intra-node as above, ring allreduce of the node sums across nodes; for

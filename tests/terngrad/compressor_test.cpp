@@ -266,12 +266,12 @@ TEST(Compressor, SlotRangesGiveTheBitsOfTheWholeAndDescribeTheirWire) {
         EXPECT_EQ(mid.slots[0].offset, 0);
         EXPECT_EQ(mid.slots[1].offset, all.slots[1].bytes);
         const std::string m = method;
-        const SlotCoding expect_fc_w = m == "none"   ? SlotCoding::f32
-                                       : m == "fp16" ? SlotCoding::f16
-                                       : m == "terngrad"
-                                           ? (std::string(sharing) == "max" ? SlotCoding::ternary
-                                                                           : SlotCoding::opaque)
-                                           : SlotCoding::opaque;
+        const SlotCoding expect_fc_w =
+            m == "none"   ? SlotCoding::f32
+            : m == "fp16" ? SlotCoding::f16
+            : m == "terngrad"
+                ? (std::string(sharing) == "max" ? SlotCoding::ternary : SlotCoding::opaque)
+                : SlotCoding::opaque;
         EXPECT_EQ(all.slots[2].coding, expect_fc_w) << method << " " << sharing;
         if (m == "terngrad") EXPECT_EQ(all.slots[1].coding, SlotCoding::f32);  // under min_size
       }

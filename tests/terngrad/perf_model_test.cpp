@@ -253,9 +253,9 @@ TEST(PerfModelHeadlines, NoGainWithinOneNode) {
   }
 }
 
-// "VGG-A about 2x on 512 GPUs over InfiniBand" (a secondary summary [S]; reading 44K / 20K = 2.2x) is NOT
-// reproduced by the reconstruction with nominal 100 Gbit/s links: the fp32 exchange of 531 MB
-// takes 42 ms there against 330 ms of compute, and TernGrad's 1-GPU encode gap (60 ms, from the
+// "VGG-A about 2x on 512 GPUs over InfiniBand" (a secondary summary [S]; reading 44K / 20K = 2.2x)
+// is NOT reproduced by the reconstruction with nominal 100 Gbit/s links: the fp32 exchange of 531
+// MB takes 42 ms there against 330 ms of compute, and TernGrad's 1-GPU encode gap (60 ms, from the
 // paper's own readings) outweighs it. This pins the value paper/figure5.md reports and checks the
 // trend the paper states: the gain is largest on Ethernet and for the FC-heavy nets.
 TEST(PerfModelHeadlines, InfiniBandGainsAreSmallInTheReconstruction) {

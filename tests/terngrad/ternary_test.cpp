@@ -493,8 +493,8 @@ TEST(TernaryStats, UnbiasedForClippedGradientAndSparsity) {
   check_unbiased(g, s, r, kT);  // mean -> clip(g, -s, s)
   check_moments(g, s, r, kT);
   // Gaussian with s = 2.5 sigma: expected zero fraction 1 - E[min(|x|, 2.5)] / 2.5 = 0.68245
-  // (~0.68, cf. the paper's ~70% on AlexNet fc6). The sample of 10^5 elements moves it by sd ~7e-4; tolerance 0.005
-  // (7 sd, false alarm ~1e-12).
+  // (~0.68, cf. the paper's ~70% on AlexNet fc6). The sample of 10^5 elements moves it by sd ~7e-4;
+  // tolerance 0.005 (7 sd, false alarm ~1e-12).
   double nz = 0;
   for (int64_t v : r.nonzeros) nz += double(v);
   EXPECT_NEAR(1.0 - nz / (double(kT) * kN), 0.6824495, 0.005);
