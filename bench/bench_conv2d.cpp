@@ -24,8 +24,9 @@ struct ConvCase {
   int64_t n_cpu, n_gpu, c, h, w, k, r, s, stride, groups;
 };
 
-// The paper's networks (digest §3.2), SAME padding throughout (AlexNet conv1: 224/4 = 56).
-// AlexNet's two columns are expressed as groups=2 where a column sees only its own half.
+// The paper's networks (as the reference code builds them), SAME padding throughout (AlexNet conv1:
+// 224/4 = 56). AlexNet's two columns are expressed as groups=2 where a column sees only its own
+// half.
 const ConvCase kCases[] = {
     {"lenet_conv1", 64, 64, 1, 28, 28, 20, 5, 5, 1, 1},
     {"lenet_conv2", 64, 64, 20, 14, 14, 50, 5, 5, 1, 1},

@@ -1,8 +1,8 @@
 // Data-loading cost per training batch, beside the step it feeds (bench_train): Dataset::load()
 // of one batch with the recipe's augmentation, single-threaded (the trainer prefetches on one
 // background thread).
-//   mnist       batch 64, the real files (--mnist DIR, default ../shared/data/mnist)   budget 0.5 ms
-//   cifar10     batch 128, augmented, on a CIFAR-10 binary set generated in a temp directory in
+//   mnist       batch 64, the real files (--mnist DIR, default ../shared/data/mnist)   budget 0.5
+//   ms cifar10     batch 128, augmented, on a CIFAR-10 binary set generated in a temp directory in
 //               the real format (random pixels cost the same as real ones)             budget ~3 ms
 //   synthetic   batch 64 at 28x28x1 (generated on the fly; tests and benchmarks only)
 // Output: one JSON line per dataset (median/p10/p90 ms, images/s); a note on stderr.
@@ -37,7 +37,8 @@ void write_cifar(const fs::path& dir, int per_file) {
         state = state * 1664525u + 1013904223u;
         rec[i] = static_cast<unsigned char>(state >> 24);
       }
-      out.write(reinterpret_cast<const char*>(rec.data()), static_cast<std::streamsize>(rec.size()));
+      out.write(reinterpret_cast<const char*>(rec.data()),
+                static_cast<std::streamsize>(rec.size()));
     }
   };
   for (int i = 1; i <= 5; ++i) file("data_batch_" + std::to_string(i) + ".bin");

@@ -1,7 +1,7 @@
 // TernGrad kernel benchmark (terngrad/ternary_kernels.h), CPU and, when a GPU is present, CUDA:
 // the fused ternarize+pack pass in both wire formats, the stats pass, unpack_accumulate and
 // scale_accumulated, against a plain copy of the same 4n bytes on the same machine. These are
-// the T_enc inputs of the performance model (digest §6.2).
+// the T_enc inputs of the performance model (terngrad/perf_model.h).
 //
 // Bytes counted (read + written), n = elements:
 //   copy 4n bytes:        8n              (memcpy single-threaded, an OpenMP copy, cudaMemcpy D2D)

@@ -112,9 +112,10 @@ double sgemm_gflops(const Device& dev) {
 // The run configuration `terngrad train` would resolve for this case (config defaults: momentum
 // 0.9, weight decay 5e-4, EMA 0.9999, seed 123, TernGrad clip 2.5 / max sharing / two_bit).
 train::Config case_config(const Case& c, const Device& dev) {
-  return train::default_config({"model.name=" + c.net, "train.batch_size=" + std::to_string(c.batch),
-                              "workers.count=" + std::to_string(c.workers),
-                              "compression.method=" + c.compression, "device=" + dev.str()});
+  return train::default_config({"model.name=" + c.net,
+                                "train.batch_size=" + std::to_string(c.batch),
+                                "workers.count=" + std::to_string(c.workers),
+                                "compression.method=" + c.compression, "device=" + dev.str()});
 }
 
 // Re-times aggregate_emulated's rounds one by one (terngrad/compressor.cpp), each worker's
@@ -186,7 +187,7 @@ void run_case(const Case& c, const Device& dev, double seconds, double sgemm) {
   if (c.workers > 1 || !tern::identity_for_one_worker(copts))
     comp = tern::make_compressor(copts, train::grad_layout(*net));
   train::TrainStep step(*net, *opt, &ema, cfg.train.weight_decay,
-                      static_cast<uint64_t>(cfg.train.seed), comp.get());
+                        static_cast<uint64_t>(cfg.train.seed), comp.get());
 
   // One synthetic batch per worker in the net's input shape (each batch / workers images); the
   // data phase is timed separately with the synthetic dataset (real loaders are benchmarked by

@@ -118,7 +118,9 @@ void JsonLine::print() const {
   std::fflush(stdout);
 }
 
-std::string cpu_model() { return cpu_model_name(); }
+std::string cpu_model() {
+  return cpu_model_name();
+}
 
 std::string gpu_name() {
   if (cuda::device_count() == 0) return "";

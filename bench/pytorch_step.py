@@ -4,8 +4,8 @@
 What it measures
 ----------------
 The wall-clock time of one training iteration of LeNet (batch 64), CifarNet (batch 128) and the
-two-column AlexNet (batch 128), built exactly as the TernGrad digest §3.2 describes
-(/work/shared/paper/TERNGRAD.md) and as nn/nets/{lenet,cifarnet,alexnet}.cpp build them:
+two-column AlexNet (batch 128), built exactly as the TernGrad reference code
+(github.com/wenwei202/terngrad) and as nn/nets/{lenet,cifarnet,alexnet}.cpp build them:
 
     forward (training mode: BN batch statistics, dropout 0.5 on AlexNet fc6/fc7)
     + softmax cross-entropy (mean over the batch)
@@ -231,7 +231,7 @@ def count_params(model):
 
 
 def check_param_counts():
-    """Asserts the three nets have the digest's parameter counts (built on CPU, cheap)."""
+    """Asserts the three nets have our nets' parameter counts (built on CPU, cheap)."""
     for name, cls in NETS.items():
         n = count_params(cls())
         assert n == EXPECTED_PARAMS[name], f"{name}: {n} parameters, expected {EXPECTED_PARAMS[name]}"

@@ -175,7 +175,8 @@ void real_checks(const ConvergenceCheckArgs& a, const tern::Ternarizer& tz,
                cfg.model.name.c_str(), cfg.data.name.c_str(),
                static_cast<long long>(cfg.workers.count), cfg.compression.method.c_str(),
                static_cast<long long>(cfg.train.iterations));
-  TG_CHECK(!Trainer(cfg, opt).run().interrupted, "convergence-check: the training run was interrupted");
+  TG_CHECK(!Trainer(cfg, opt).run().interrupted,
+           "convergence-check: the training run was interrupted");
 
   const int64_t family = 3 * static_cast<int64_t>(layout.size() * steps.size());
   int64_t total = 0;

@@ -1,4 +1,4 @@
-// `terngrad convergence-check`: the paper's convergence claims (digest §2), checked numerically
+// `terngrad convergence-check`: the paper's convergence claims (Theorem 1), checked numerically
 // with terngrad/convergence.h, one verdict per check:
 //   ridge-sgd, ridge-terngrad   (a) on ridge regression (unique closed-form minimum w*), N-worker
 //                               SGD and TernGrad with gamma_t = gamma0 / (1 + t / t0) reach

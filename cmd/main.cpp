@@ -20,9 +20,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <iostream>
 #include <new>
 #include <optional>
-#include <iostream>
 #include <string>
 #include <vector>
 
@@ -55,8 +55,8 @@ void print_train_result(const train::TrainSummary& s) {
       stderr,
       "%s on %s: test accuracy %s (%s weights), loss %.4f; %lld iterations, %.0f img/s, %s\n",
       s.model.c_str(), s.device.c_str(), format_percent(s.test->accuracy).c_str(),
-      s.eval_weights.c_str(), s.test->loss, static_cast<long long>(s.iterations),
-      s.images_per_sec, format_duration(s.wall_seconds).c_str());
+      s.eval_weights.c_str(), s.test->loss, static_cast<long long>(s.iterations), s.images_per_sec,
+      format_duration(s.wall_seconds).c_str());
 }
 
 // An exception nobody catches ends the process through std::terminate. The one place that
@@ -235,7 +235,8 @@ int main(int argc, char** argv) {
         TG_CHECK(cfg.workers.count % nproc == 0, "--nproc ", nproc,
                  ": workers.count = ", cfg.workers.count,
                  " cannot be spread over the processes (each hosts workers.count / P workers; "
-                 "set --set workers.count=", nproc, " or a multiple)");
+                 "set --set workers.count=",
+                 nproc, " or a multiple)");
         resolve_backend(cfg.comm.backend, parse_device(cfg.device));
         LaunchOptions lo;
         lo.plain_stdout_rank = 0;
@@ -270,9 +271,9 @@ int main(int argc, char** argv) {
       return summary.interrupted ? kExitInterrupted : 0;
     }
     if (*eval) {
-      std::printf("%s\n",
-                  to_json(evaluate_checkpoint(ckpt_path, eval_config, eval_overrides, eval_raw))
-                      .c_str());
+      std::printf(
+          "%s\n",
+          to_json(evaluate_checkpoint(ckpt_path, eval_config, eval_overrides, eval_raw)).c_str());
       return 0;
     }
     if (*fetch) {

@@ -44,7 +44,6 @@ constexpr const char* kHistName = "histograms.jsonl";
 constexpr const char* kTrainDirName = "train";
 constexpr const char* kScratchDirName = "checkpoint_step";  // --checkpoint: removed at the end
 
-
 void check_absent(const fs::path& p, const std::string& dir) {
   TG_CHECK(!fs::exists(p), "measure-bounds: ", p.string(),
            " already exists; measure-bounds never overwrites: choose another --out than ", dir,
@@ -56,7 +55,7 @@ void check_absent(const fs::path& p, const std::string& dir) {
 CLI::App* add_measure_bounds_command(CLI::App& app, MeasureBoundsArgs& a) {
   auto* cmd = app.add_subcommand(
       "measure-bounds",
-      "Measure TernGrad's bound quantities while training (digest 2.4-2.5): per ternarized "
+      "Measure TernGrad's bound quantities while training (Assumption 3, Figure 2): per ternarized "
       "tensor and for the model, ||g||^2, ||g||_inf*||g||_1, bound_ratio = s*||h||_1/||h||^2 "
       "with layer-wise vs one model-wide scaler and with vs without clipping, the ternary "
       "variance, code sparsity, and the clipped fraction, length ratio and angle. Writes "
@@ -68,9 +67,10 @@ CLI::App* add_measure_bounds_command(CLI::App& app, MeasureBoundsArgs& a) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--set", a.overrides, "Override a config key: section.key=value (repeatable)")
       ->allow_extra_args(false);
-  cmd->add_option("-o,--out", a.out_dir,
-                  "Output directory (created; must not hold bounds.jsonl, bounds.txt, train/ or, with "
-                  "--histograms, histograms.jsonl)")
+  cmd->add_option(
+         "-o,--out", a.out_dir,
+         "Output directory (created; must not hold bounds.jsonl, bounds.txt, train/ or, with "
+         "--histograms, histograms.jsonl)")
       ->required();
   cmd->add_option("--every", a.every,
                   "Sample every K iterations: 0, K, 2K, ... (the gradient of that iteration, "
@@ -157,7 +157,8 @@ int run_measure_bounds(const MeasureBoundsArgs& a) {
     hist_slots = histogram_slots(a.histograms, layout, ternarized);
     TG_CHECK(copts.scaler_sharing == "max",
              "--histograms needs compression.scaler_sharing = \"max\" (got \"",
-             copts.scaler_sharing, "\"): with per-worker scalers the averaged gradient lies on no grid");
+             copts.scaler_sharing,
+             "\"): with per-worker scalers the averaged gradient lies on no grid");
   }
 
   BoundsRecorder rec(layout, ternarized, combos, copts.seed, rows_path.string());
@@ -220,8 +221,10 @@ int run_measure_bounds(const MeasureBoundsArgs& a) {
                static_cast<long long>(rec.rows()), rows_path.string().c_str(),
                table_path.string().c_str());
   if (hist)
-    std::fprintf(stderr, "measure-bounds: %lld histogram rows in %s (paper/histograms.py draws "
-                 "them)\n", static_cast<long long>(hist->rows()), hist_path.string().c_str());
+    std::fprintf(stderr,
+                 "measure-bounds: %lld histogram rows in %s (paper/histograms.py draws "
+                 "them)\n",
+                 static_cast<long long>(hist->rows()), hist_path.string().c_str());
   return interrupted ? kExitInterrupted : 0;
 }
 

@@ -1,6 +1,6 @@
 // `terngrad measure-bounds`: the paper's argument for layer-wise ternarizing and gradient
-// clipping (digest §2.4, §2.5), measured on a real network. While training with a config (or at
-// one checkpoint), every K iterations it takes one worker's raw gradient (before compression,
+// clipping (Assumption 3, Figure 2), measured on a real network. While training with a config (or
+// at one checkpoint), every K iterations it takes one worker's raw gradient (before compression,
 // weight decay included: train/step.h's gradient hook) and computes terngrad/bounds.h's
 // statistics for each tensor the compressor ternarizes and for the model as a whole, under the
 // four combinations {layer, model} scaling x {clip c of the config, no clipping}.

@@ -55,8 +55,8 @@ class ProgressListener : public train::TrainListener {
   Progress progress_;
 };
 
-std::string format_percent(double fraction);         // "99.12%"
-std::string format_fixed(double v, int decimals);    // "0.0712"
-std::string format_duration(double seconds);         // "2m58s", "1h02m", "14s"
+std::string format_percent(double fraction);       // "99.12%"
+std::string format_fixed(double v, int decimals);  // "0.0712"
+std::string format_duration(double seconds);       // "2m58s", "1h02m", "14s"
 
 }  // namespace tg::cli

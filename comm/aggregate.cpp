@@ -404,12 +404,11 @@ AggregateStats aggregate_distributed(tern::Compressor& c, Communicator& comm,
 
   // The route, from the compressor's description of the range's message.
   const tern::WireLayout wl = c.wire(step, r);
-  const bool ternary = options.algorithm != TernaryAlgorithm::allgather &&
-                       wl.any(tern::SlotCoding::ternary) &&
-                       std::all_of(wl.slots.begin(), wl.slots.end(), [](const tern::SlotWire& s) {
-                         return s.coding == tern::SlotCoding::ternary ||
-                                s.coding == tern::SlotCoding::f32;
-                       });
+  const bool ternary =
+      options.algorithm != TernaryAlgorithm::allgather && wl.any(tern::SlotCoding::ternary) &&
+      std::all_of(wl.slots.begin(), wl.slots.end(), [](const tern::SlotWire& s) {
+        return s.coding == tern::SlotCoding::ternary || s.coding == tern::SlotCoding::f32;
+      });
   const bool elementwise = comm.size() > 1 && !wl.slots.empty() &&
                            (wl.uniform(tern::SlotCoding::f32) || wl.uniform(tern::SlotCoding::f16));
 

@@ -143,7 +143,6 @@ std::string describe(const AggregateStats& s);
 // broken).
 AggregateStats aggregate_distributed(tern::Compressor& c, Communicator& comm,
                                      std::span<const Tensor> local_grads, int64_t step, Tensor& out,
-                                     const AggregateOptions& options = {},
-                                     tern::SlotRange r = {});
+                                     const AggregateOptions& options = {}, tern::SlotRange r = {});
 
 }  // namespace tg::comm

@@ -81,13 +81,13 @@ class Communicator {
 };
 
 struct CommOptions {
-  std::string backend = "gloo";               // "gloo" | "nccl" ("local": make_local_group)
+  std::string backend = "gloo";  // "gloo" | "nccl" ("local": make_local_group)
   int rank = 0, size = 1;
-  Device device = Device::cpu();              // nccl: this rank's GPU
-  std::chrono::milliseconds timeout{60000};   // any single collective or rendezvous wait
-  std::string interface;                      // gloo: network interface ("" = resolve hostname)
-  std::string hostname;                       // gloo: address to bind ("" = this host's name;
-                                              // never a wildcard such as 0.0.0.0)
+  Device device = Device::cpu();             // nccl: this rank's GPU
+  std::chrono::milliseconds timeout{60000};  // any single collective or rendezvous wait
+  std::string interface;                     // gloo: network interface ("" = resolve hostname)
+  std::string hostname;                      // gloo: address to bind ("" = this host's name;
+                                             // never a wildcard such as 0.0.0.0)
 };
 
 // A gloo or nccl communicator of options.size ranks meeting through `store` (under a key prefix
@@ -98,9 +98,8 @@ std::unique_ptr<Communicator> make_communicator(const CommOptions& options, Stor
 
 // `size` communicators of the local backend sharing one in-process group: rank r is element r,
 // meant to be driven by one thread per rank.
-std::vector<std::unique_ptr<Communicator>> make_local_group(int size,
-                                                            std::chrono::milliseconds timeout =
-                                                                std::chrono::milliseconds(60000));
+std::vector<std::unique_ptr<Communicator>> make_local_group(
+    int size, std::chrono::milliseconds timeout = std::chrono::milliseconds(60000));
 
 std::vector<std::string> backend_names();  // {"gloo", "nccl", "local"}
 

@@ -23,10 +23,10 @@
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/alltoall.h>
-#include <gloo/common/logging.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
+#include <gloo/common/logging.h>
 #include <gloo/gather.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
@@ -529,8 +529,10 @@ class GlooCommunicator final : public Communicator {
     if (faulty && fault_.kind == "length") send_bytes = bytes + 8;
     if (faulty && fault_.kind == "truncate") send_bytes = bytes / 2;
     for (int to = 0; to < size_; ++to) {
-      mine[to] = {kWireMagic, static_cast<uint32_t>(rank_), job_, seq, bytes,
-                  tail_of(send_base + send_offset(to), bytes), call_context_};
+      mine[to] = {kWireMagic,   static_cast<uint32_t>(rank_),
+                  job_,         seq,
+                  bytes,        tail_of(send_base + send_offset(to), bytes),
+                  call_context_};
       if (faulty) apply_fault(mine[to], send_bytes);
     }
     auto header_in =

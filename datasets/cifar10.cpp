@@ -3,7 +3,7 @@
 // data_batch_1..5.bin, test = test_batch.bin, in data.path or data.path/cifar-10-batches-bin
 // (the directory the official tarball unpacks to). The whole split stays in memory as uint8.
 //
-// Preprocessing follows TF's cifar10_input.py (digest §3.4), which the reference code uses:
+// Preprocessing follows TF's cifar10_input.py, which the reference code uses:
 //   train: cast the uint8 image to float32 (values 0..255), random_crop to S x S (S = 24), random
 //          horizontal flip (p = 0.5), random_brightness(max_delta = 63): x += d, d ~ U[-63, 63),
 //          random_contrast(0.2, 1.8): per channel (x - mean_c) * f + mean_c with one factor
@@ -12,7 +12,7 @@
 //   eval:  central S x S crop (offset (32 - S) / 2, rounded down as TF's crop_or_pad) + the
 //          standardization.
 // TF adds the brightness delta on the 0..255 scale, i.e. +-63 there (= +-63/255 on [0, 1]
-// pixels, as the digest puts it; TF does not clip float images, and the standardization makes
+// pixels, as it is often quoted; TF does not clip float images, and the standardization makes
 // the two scales give the same output up to the 1/sqrt(n) floor). No clipping anywhere, as TF.
 // Random numbers of an example: words 0..4 of AugRng(aug_seed, key) = crop y, crop x, flip,
 // brightness, contrast.
@@ -141,8 +141,8 @@ void parse_cifar10_records(std::span<const uint8_t> bytes, const std::string& fi
   const size_t base = labels.size();
   for (int64_t r = 0; r < records; ++r) {  // every label checked before anything is appended
     const uint8_t label = bytes[r * kRecord];
-    TG_CHECK(label < kClasses, file, ": record ", r, " (byte offset ", r * kRecord,
-             ") has label ", int{label}, " (expected 0..", kClasses - 1, ")");
+    TG_CHECK(label < kClasses, file, ": record ", r, " (byte offset ", r * kRecord, ") has label ",
+             int{label}, " (expected 0..", kClasses - 1, ")");
   }
   const size_t total = checked_add<size_t>(base, static_cast<size_t>(records), file + ": records");
   checked_alloc(file + " (" + std::to_string(total) + " CIFAR-10 records)", total * kRecord, [&] {

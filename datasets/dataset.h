@@ -1,5 +1,5 @@
 // Datasets: labelled images served as host f32 NCHW batches, with the recipe's preprocessing
-// and augmentation (digest §3.2-3.6). Opened by name through open_dataset() (the one name ->
+// and augmentation (the reference code's). Opened by name through open_dataset() (the one name ->
 // factory table is in datasets/registry.cpp):
 //   mnist, fashion-mnist  IDX files (raw or .gz): train-images-idx3-ubyte[.gz], ... in `path`.
 //                         Pixels -> 2 * (x / 255 - 0.5) in [-1, 1], no augmentation.
@@ -32,13 +32,13 @@ enum class Split { train, test };
 
 struct DataOptions {
   std::string name = "mnist";
-  std::string path;              // directory with the dataset's files (unused for synthetic)
-  bool augment = true;           // train split only; the test split never augments
+  std::string path;     // directory with the dataset's files (unused for synthetic)
+  bool augment = true;  // train split only; the test split never augments
   // image-folder only
   std::string preprocess = "alexnet";  // "alexnet" (resize 256x256, crop 224, mean-subtract)
                                        // or "inception" (distorted crop, flip, jitter, [-1,1])
-  int64_t image_size = 0;        // output H = W; 0 = the dataset's default (28, 24, 224)
-  int64_t label_offset = 0;      // added to folder class indices (1 for 1001-class ImageNet nets)
+  int64_t image_size = 0;              // output H = W; 0 = the dataset's default (28, 24, 224)
+  int64_t label_offset = 0;  // added to folder class indices (1 for 1001-class ImageNet nets)
   // synthetic only
   int64_t synthetic_size = 1024;  // examples per split
   int64_t synthetic_channels = 1;
@@ -50,9 +50,9 @@ struct DatasetInfo {
   std::string name;
   std::string path;
   Split split = Split::train;
-  int64_t size = 0;  // number of examples
+  int64_t size = 0;                             // number of examples
   int64_t channels = 0, height = 0, width = 0;  // of the produced images
-  int64_t num_classes = 0;  // labels are in [0, num_classes)
+  int64_t num_classes = 0;                      // labels are in [0, num_classes)
 };
 
 class Dataset {

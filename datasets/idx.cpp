@@ -5,7 +5,8 @@
 // 1f 8b, whatever the file name), and are found as `base` or `base.gz` in the data directory.
 //
 // The whole split stays in memory as uint8 (60000 x 784 = 47 MB for MNIST train); load()
-// converts to f32 2 * (x / 255 - 0.5) through a 256-entry table (digest §3.2: LeNet inputs in
+// converts to f32 2 * (x / 255 - 0.5) through a 256-entry table (the reference code's LeNet inputs
+// in
 // [-1, 1], no augmentation).
 #include <zlib.h>
 
@@ -163,12 +164,11 @@ class IdxDataset final : public Dataset {
     const std::string image_file = find_idx_file(name, dir, prefix + "-images-idx3-ubyte");
     const std::string label_file = find_idx_file(name, dir, prefix + "-labels-idx1-ubyte");
 
-    IdxArray images = parse_idx(read_file(image_file), image_file, kImageMagic, 3,
-                                [&](const std::vector<int64_t>& idims) {
-                                  TG_CHECK(idims[1] == kSide && idims[2] == kSide, image_file,
-                                           ": images are ", idims[1], "x", idims[2], " (expected ",
-                                           kSide, "x", kSide, " for ", name, ")");
-                                });
+    IdxArray images = parse_idx(
+        read_file(image_file), image_file, kImageMagic, 3, [&](const std::vector<int64_t>& idims) {
+          TG_CHECK(idims[1] == kSide && idims[2] == kSide, image_file, ": images are ", idims[1],
+                   "x", idims[2], " (expected ", kSide, "x", kSide, " for ", name, ")");
+        });
     const std::vector<int64_t>& idims = images.dims;
     IdxArray labels = parse_idx(read_file(label_file), label_file, kLabelMagic, 1, {});
     const std::vector<int64_t>& ldims = labels.dims;
@@ -194,7 +194,8 @@ class IdxDataset final : public Dataset {
 
   void load(std::span<const int64_t> indices, bool augment, uint64_t aug_seed, uint64_t key_base,
             float* images, int32_t* labels) const override {
-    // No augmentation for IDX datasets (digest §3.2): `augment` and the keys are unused.
+    // No augmentation for IDX datasets (as in the reference code): `augment` and the keys are
+    // unused.
     check_indices(indices, info_.size, info_.name);
     constexpr int64_t kPixels = kSide * kSide;
     for (size_t k = 0; k < indices.size(); ++k) {

@@ -4,7 +4,7 @@
 // a class; anything else is ignored. Only the file list is kept in memory: load() decodes with
 // libjpeg-turbo (grayscale and CMYK converted to RGB) and preprocesses on the fly.
 //
-// Preprocessing (digest §3.2); S = image_size (default 224), images as 3 x S x S floats:
+// Preprocessing (the reference code's); S = image_size (default 224), images as 3 x S x S floats:
 //   "alexnet"   resize to 256 x 256 (bilinear, aspect ignored), then train: random S x S crop +
 //               random horizontal flip; eval: central S x S crop. Pixels 0..255 minus the RGB
 //               means (123.68, 116.78, 103.94).
@@ -149,7 +149,9 @@ bool decode_raw(const uint8_t* data, size_t size, int64_t max_pixels, Image* out
   return true;
 }
 
-Image decode_jpeg_file(const std::string& file) { return decode_jpeg(read_file(file), file); }
+Image decode_jpeg_file(const std::string& file) {
+  return decode_jpeg(read_file(file), file);
+}
 
 // ---- geometry and colour -----------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ import sys
 PAPER_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_DIR = os.path.dirname(PAPER_DIR)
 
-# ---- the paper's numbers (digest ../shared/paper/TERNGRAD.md §3.3-3.6) ---------------------------
+# ---- the paper's numbers (Figure 3, Tables 1-3) ------------------------------------------------
 # Each row: (row, settings, workers, gradients, paper iterations, {metric: paper value in %}).
 
 

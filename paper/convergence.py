@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The convergence check (digest section 2) from `terngrad convergence-check --json`.
+"""The convergence check (the paper's Theorem 1) from `terngrad convergence-check --json`.
 
 Left: E||w_t - w*||^2 against t (log-log) for SGD and TernGrad on ridge regression, with a 1/t
 reference line through the last SGD point. Right: the z-scores of the moment tests on the real

@@ -2,7 +2,7 @@
 """Figure 3 of the TernGrad paper: LeNet/MNIST test accuracy vs workers N, ours beside the paper's.
 
 Two panels, (a) momentum 0.9 with LR 0.01 and (b) vanilla SGD with LR 0.1: the paper's readings
-(digest section 3.3, +-0.02) as open markers with thin lines, FP32 grey circles, TernGrad red
+(read from Figure 3, +-0.02) as open markers with thin lines, FP32 grey circles, TernGrad red
 triangles; ours as filled markers with thick lines. Ours are the finished full-length (10,000
 iterations) runs in RUNS/figure3/<row>/summary.json written by paper/figure3.sh, and, for points
 with no such run, the runs recorded in paper/README.md (N = 2, 4 and 8, momentum). Shortened runs

@@ -2,7 +2,7 @@
 # shellcheck disable=SC2034  # TABLE, CONFIG, DATA_DEFAULT, USAGE_TEXT are read by common.sh
 # Figure 3 of the paper: LeNet on MNIST, test accuracy vs the number of workers N in
 # {2, 4, 8, 16, 32, 64}, FP32 baseline vs TernGrad, (a) momentum 0.9 with LR 0.01, (b) vanilla SGD
-# with LR 0.1 (digest §3.3). Total batch 64 split over the N workers, 10K iterations, polynomial
+# with LR 0.1 (Figure 3). Total batch 64 split over the N workers, 10K iterations, polynomial
 # LR (power 0.5), wd 5e-4, all tensors ternarized, c = 2.5, EMA evaluation. 24 runs; each takes
 # 6-15 min on one CPU core (OMP_NUM_THREADS=1), ~3 min with 2 cores.
 # Results page: paper/figure3.md; numbers: paper/collect.py figure3; plot: paper/figure3.py.

@@ -3,7 +3,7 @@
 
 Reads the JSON lines (a file, or stdin with "-"), draws one panel per cluster (ethernet,
 infiniband): images/s against GPUs (log-log) for AlexNet, GoogLeNet and VGG-A, fp32 (solid) and
-TernGrad (dashed) as the model predicts them, with the paper's readings (digest section 4.2, carried
+TernGrad (dashed) as the model predicts them, with the paper's readings (Figure 5 by eye, carried
 in the JSON as paper_*_images_per_sec) as markers: circles fp32, triangles TernGrad.
 
 Usage:

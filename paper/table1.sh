@@ -3,7 +3,7 @@
 # Table 1 of the paper: CifarNet on CIFAR-10, Adam LR 0.0002 constant, FP32 vs TernGrad with
 # 2 workers (total batch 128, 300K iterations) and 16 workers (total batch 2048, 18.75K
 # iterations); everything else identical, all tensors ternarized, c = 2.5, EMA evaluation
-# (digest §3.4). Each run is ~38.4 M images (768 epochs).
+# (the paper, Table 1). Each run is ~38.4 M images (768 epochs).
 # Results page: paper/table1.md; numbers: paper/collect.py table1.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 

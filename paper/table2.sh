@@ -2,7 +2,7 @@
 # shellcheck disable=SC2034  # TABLE, CONFIG, DATA_DEFAULT, USAGE_TEXT are read by common.sh
 # Table 2 and Figure 4 of the paper: AlexNet on ImageNet, momentum 0.9, 128 images per worker,
 # base LR scaled with the total batch (0.01/0.02/0.04 at 256/512/1024), x0.1 every 20 epochs,
-# wd 5e-4, ~74 epochs at every batch size (digest §3.5). TernGrad rows: c = 2.5, tensors under
+# wd 5e-4, ~74 epochs at every batch size (Table 2). TernGrad rows: c = 2.5, tensors under
 # 9217 elements (biases, BN offsets) and the classifier in FP32 (the reference script's
 # size_to_binarize 9217, quantize_logits false), dropout 0.2 instead of 0.5. The noclip row: c = 0.
 # Figure 4 (a) accuracy and (b) loss vs iteration come from the 4-worker rows' metrics.jsonl;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # shellcheck disable=SC2034  # TABLE, CONFIG, DATA_DEFAULT, USAGE_TEXT are read by common.sh
 # Table 3 of the paper: GoogLeNet (Inception-v1 with BN, no auxiliary heads) on ImageNet,
-# momentum 0.9, 64 images per worker, polynomial LR (power 0.5) to 0 (digest §3.6). TernGrad
+# momentum 0.9, 64 images per worker, polynomial LR (power 0.5) to 0 (the paper, Table 3). TernGrad
 # rows: c = 2.5, every tensor ternarized but the classifier (the code's quantize_logits false),
 # dropout 0.08 instead of 0.2 and weight decay 1e-5 (2e-5 at 8 workers) instead of 4e-5.
 # Results page: paper/table3.md; numbers: paper/collect.py table3.

@@ -1,5 +1,5 @@
-// The quantities behind TernGrad's convergence argument (digest §2.4, §2.5), measured on a real
-// gradient: how much stronger the ternary gradient's bound is than SGD's, and how layer-wise
+// The quantities behind TernGrad's convergence argument (Assumption 3, Figure 2), measured on a
+// real gradient: how much stronger the ternary gradient's bound is than SGD's, and how layer-wise
 // scalers and clipping shrink it. Host computation on f32 spans, double accumulation; no device.
 // `terngrad measure-bounds` (cmd/measure_bounds_cmd.h) feeds it with training gradients.
 //
@@ -14,7 +14,7 @@
 //            |g_i| >= s are kept with probability 1 at s * sign(g_i) (ternary_rule.h), i.e.
 //            "clip, then ternarize". Without clipping s >= max|g|, so h = g.
 //   ternary  t_i = s * sign(h_i) * b_i, P(b_i = 1) = |h_i| / s: E[t] = h,
-//            E||t||^2 = s ||h||_1 (the "second moment"), Var = s ||h||_1 - ||h||^2 (digest §1.2).
+//            E||t||^2 = s ||h||_1 (the "second moment"), Var = s ||h||_1 - ||h||^2 (derived).
 //   bound_ratio   = s ||h||_1 / ||h||^2 >= 1: how much larger TernGrad's second moment is than
 //            the (clipped) gradient's own. For the model: sum_l s_l ||h_l||_1 / sum_l ||h_l||^2
 //            (s_l = the tensor's own scaler under layer scaling, the model-wide one under model

@@ -65,8 +65,8 @@ void write_float(const Device& d, uint8_t* p, float v) {
 
 void check_buffers(const Compressor& c, const Tensor& g, const Tensor& msg, size_t bytes) {
   check_tensor(g, "gradient", DType::f32, g.device());
-  TG_CHECK(g.is_contiguous() && g.numel() == c.total(), c.name(), ": gradient must be a contiguous f32 [",
-           c.total(), "], got ", g.str());
+  TG_CHECK(g.is_contiguous() && g.numel() == c.total(), c.name(),
+           ": gradient must be a contiguous f32 [", c.total(), "], got ", g.str());
   check_tensor(msg, "message", DType::u8, g.device());
   TG_CHECK(msg.is_contiguous() && static_cast<size_t>(msg.numel()) == bytes, c.name(),
            ": message must be a contiguous u8 [", bytes, "] on the gradient's device, got ",
@@ -316,13 +316,15 @@ class BaselineCompressor final : public Compressor {
       const GradSlot& sl = layout_[t];
       const float* gs = p + sl.offset;
       if (o_.method == "fp16") {
-        TG_DISPATCH(d, "fp16_pack", fp16_pack_cpu(gs, sl.numel, m), fp16_pack_cuda(gs, sl.numel, m));
+        TG_DISPATCH(d, "fp16_pack", fp16_pack_cpu(gs, sl.numel, m),
+                    fp16_pack_cuda(gs, sl.numel, m));
       } else if (o_.method == "qsgd") {
         const uint64_t stream = rng_stream(RngPurpose::ternarize, static_cast<uint64_t>(step),
                                            static_cast<uint64_t>(worker), t);
-        TG_DISPATCH(d, "qsgd_pack",
-                    qsgd_pack_cpu(gs, sl.numel, o_.qsgd_levels, o_.qsgd_bucket, o_.seed, stream, m),
-                    qsgd_pack_cuda(gs, sl.numel, o_.qsgd_levels, o_.qsgd_bucket, o_.seed, stream, m));
+        TG_DISPATCH(
+            d, "qsgd_pack",
+            qsgd_pack_cpu(gs, sl.numel, o_.qsgd_levels, o_.qsgd_bucket, o_.seed, stream, m),
+            qsgd_pack_cuda(gs, sl.numel, o_.qsgd_levels, o_.qsgd_bucket, o_.seed, stream, m));
       } else {
         float* rs = residual + sl.offset;
         TG_DISPATCH(d, "onebit_pack", onebit_pack_cpu(gs, rs, sl.numel, m),
@@ -343,9 +345,10 @@ class BaselineCompressor final : public Compressor {
         TG_DISPATCH(d, "fp16_unpack", fp16_unpack_accumulate_cpu(m, sl.numel, 1.0f, a),
                     fp16_unpack_accumulate_cuda(m, sl.numel, 1.0f, a));
       } else if (o_.method == "qsgd") {
-        TG_DISPATCH(d, "qsgd_unpack",
-                    qsgd_unpack_accumulate_cpu(m, sl.numel, o_.qsgd_levels, o_.qsgd_bucket, 1.0f, a),
-                    qsgd_unpack_accumulate_cuda(m, sl.numel, o_.qsgd_levels, o_.qsgd_bucket, 1.0f, a));
+        TG_DISPATCH(
+            d, "qsgd_unpack",
+            qsgd_unpack_accumulate_cpu(m, sl.numel, o_.qsgd_levels, o_.qsgd_bucket, 1.0f, a),
+            qsgd_unpack_accumulate_cuda(m, sl.numel, o_.qsgd_levels, o_.qsgd_bucket, 1.0f, a));
       } else {
         TG_DISPATCH(d, "onebit_unpack", onebit_unpack_accumulate_cpu(m, sl.numel, 1.0f, a),
                     onebit_unpack_accumulate_cuda(m, sl.numel, 1.0f, a));
@@ -404,7 +407,8 @@ Compressor::Compressor(std::vector<GradSlot> layout) : layout_(std::move(layout)
   int64_t expect = 0;
   for (const GradSlot& s : layout_) {
     TG_CHECK(s.offset == expect && s.numel >= 0, "compressor layout: slot '", s.name,
-             "' must start at ", expect, " (slots are contiguous, in order), got offset ", s.offset);
+             "' must start at ", expect, " (slots are contiguous, in order), got offset ",
+             s.offset);
     expect += s.numel;
   }
   total_ = expect;
@@ -465,20 +469,20 @@ size_t Compressor::payload_bytes(int64_t step, SlotRange r) const {
   return static_cast<size_t>(wire(step, r).bytes);
 }
 
-void Compressor::encode(const Tensor& g, const float* shared, int64_t step, int worker,
-                        Tensor& msg, SlotRange r) {
+void Compressor::encode(const Tensor& g, const float* shared, int64_t step, int worker, Tensor& msg,
+                        SlotRange r) {
   r = resolve(r);
   check_buffers(*this, g, msg, payload_bytes(step, r));
   encode_range(g, shared, step, worker, r, msg);
 }
 
-void Compressor::accumulate(const Tensor& msg, const float* shared, int64_t step,
-                            Accumulator& acc, SlotRange r) const {
+void Compressor::accumulate(const Tensor& msg, const float* shared, int64_t step, Accumulator& acc,
+                            SlotRange r) const {
   r = resolve(r);
   const size_t bytes = payload_bytes(step, r);
-  TG_CHECK(msg.dtype() == DType::u8 && msg.is_contiguous() &&
-               static_cast<size_t>(msg.numel()) == bytes,
-           name(), ": message must be a contiguous u8 [", bytes, "], got ", msg.str());
+  TG_CHECK(
+      msg.dtype() == DType::u8 && msg.is_contiguous() && static_cast<size_t>(msg.numel()) == bytes,
+      name(), ": message must be a contiguous u8 [", bytes, "], got ", msg.str());
   accumulate_range(msg, shared, step, r, acc);
 }
 
@@ -508,9 +512,13 @@ Accumulator Compressor::make_accumulator(const Device& device, SlotRange r) cons
           b};
 }
 
-std::vector<std::string> compressor_names() { return {"none", "fp16", "terngrad", "qsgd", "onebit"}; }
+std::vector<std::string> compressor_names() {
+  return {"none", "fp16", "terngrad", "qsgd", "onebit"};
+}
 
-bool identity_for_one_worker(const CompressionOptions& o) { return o.method == "none"; }
+bool identity_for_one_worker(const CompressionOptions& o) {
+  return o.method == "none";
+}
 
 std::unique_ptr<Compressor> make_compressor(const CompressionOptions& o,
                                             std::vector<GradSlot> layout) {
@@ -522,8 +530,8 @@ std::unique_ptr<Compressor> make_compressor(const CompressionOptions& o,
            "compression.floating_grad_epoch needs the number of steps per epoch");
   TG_CHECK(o.scaler_sharing == "max" || o.scaler_sharing == "none",
            "compression.scaler_sharing must be 'max' or 'none', got '", o.scaler_sharing, "'");
-  TG_CHECK(o.qsgd_levels >= 1 && o.qsgd_levels <= 127, "compression.qsgd_levels must be in [1, 127], got ",
-           o.qsgd_levels);
+  TG_CHECK(o.qsgd_levels >= 1 && o.qsgd_levels <= 127,
+           "compression.qsgd_levels must be in [1, 127], got ", o.qsgd_levels);
   TG_CHECK(o.qsgd_bucket >= 1, "compression.qsgd_bucket must be >= 1, got ", o.qsgd_bucket);
   if (o.method == "none") return std::make_unique<NoneCompressor>(std::move(layout));
   if (o.method == "terngrad") return std::make_unique<TernGradCompressor>(o, std::move(layout));
@@ -539,7 +547,8 @@ std::vector<float> shared_meta(const Compressor& c, std::span<const Tensor> work
   std::vector<float> shared(static_cast<size_t>(c.num_meta(r)), 0.0f), meta(shared.size());
   for (size_t w = 0; w < worker_grads.size(); ++w) {
     c.local_meta(worker_grads[w], meta.data(), r);
-    for (size_t i = 0; i < meta.size(); ++i) shared[i] = w == 0 ? meta[i] : std::max(shared[i], meta[i]);
+    for (size_t i = 0; i < meta.size(); ++i)
+      shared[i] = w == 0 ? meta[i] : std::max(shared[i], meta[i]);
   }
   return shared;
 }

@@ -12,8 +12,8 @@
 // independent of the order messages arrive in.
 //
 // The flat gradient is split into slots (one per parameter tensor, the arena's entries); each
-// slot is compressed on its own (layer-wise scalers, digest §1.5) or sent as raw fp32 when an
-// exclusion rule says so (digest §1.7: fewer than min_size elements; the classifier's two
+// slot is compressed on its own (layer-wise scalers, as in the paper) or sent as raw fp32 when an
+// exclusion rule says so (the reference code's: fewer than min_size elements; the classifier's two
 // tensors unless quantize_logits; every tensor during a floating_grad_epoch epoch).
 #pragma once
 
@@ -57,16 +57,14 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 // Sums of decoded messages: integer code sums for grid-aligned slots, floats for the rest, over
 // the elements [origin, origin + ints.numel()) of the flat gradient (one slot range's).
 struct Accumulator {
-  Tensor ints;      // i32
-  Tensor floats;    // f32
+  Tensor ints;    // i32
+  Tensor floats;  // f32
   int64_t origin = 0;
   // The sums of flat-gradient element `element` (which must lie in the accumulator's range).
   int32_t* int_at(int64_t element) { return ints.data<int32_t>() + (element - origin); }
   float* float_at(int64_t element) { return floats.data<float>() + (element - origin); }
   const int32_t* int_at(int64_t element) const { return ints.data<int32_t>() + (element - origin); }
-  const float* float_at(int64_t element) const {
-    return floats.data<float>() + (element - origin);
-  }
+  const float* float_at(int64_t element) const { return floats.data<float>() + (element - origin); }
 };
 
 // A contiguous run of slots [first, last) of a compressor's layout: what one bucket of a

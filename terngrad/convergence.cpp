@@ -1,5 +1,5 @@
 // The convergence checks of terngrad/convergence.h: ridge regression with SGD and TernGrad
-// (digest §2.1-2.3), and the moment tests of the ternarizer (digest §1.2, §2.4).
+// (the paper's Theorem 1), and the moment tests of the ternarizer.
 #include "terngrad/convergence.h"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// The convergence claims of the paper (digest §2), checked numerically: the computations behind
+// The convergence claims of the paper (Theorem 1), checked numerically: the computations behind
 // `terngrad convergence-check`.
 //
 // (a) Convergence on a strongly convex problem with a known minimum. Ridge regression on synthetic
@@ -17,8 +17,8 @@
 // (b) Unbiasedness and the variance identity of the ternarizer on a given gradient (in practice a
 //     real network's gradient, from `terngrad convergence-check`'s training run). For each tensor
 //     (slot) with scaler s >= max|g|, D independent ternarizations t_d give
-//       E[t] = g                                   (unbiasedness, digest §1.2)
-//       E||t||^2 - ||g||^2 = s ||g||_1 - ||g||^2   (the variance identity, digest §1.2 / §2.4)
+//       E[t] = g                                   (unbiasedness, the paper)
+//       E||t||^2 - ||g||^2 = s ||g||_1 - ||g||^2   (the variance identity, derived)
 //     and the exact per-element moments of t (values in {-s, 0, +s}, P(keep) = |g_k| / s) give
 //     each measured quantity's null distribution, hence a z-score:
 //       z_proj  projection of the mean error on g: (m - g) . g / ||g||, normal (two-sided); the

@@ -1,4 +1,4 @@
-// The gradient histograms of the paper's Figure 2 (digest §2.5), for one tensor at one iteration:
+// The gradient histograms of the paper's Figure 2, for one tensor at one iteration:
 //   (a) original   worker W's raw gradient g                       equal-width bins over ±max|g|
 //   (b) clipped    h = clamp(g, -s, s), the gradient ternarized     equal-width bins over ±s
 //   (c) ternary    worker W's ternary gradient s * code, code ∈ {-1, 0, 1}    counts per level
@@ -43,8 +43,8 @@ struct GridCounts {
 
 // Counts x on the grid k·step. A value counts as k·step when it is within 1e-3·step of it (the
 // compressor computes (s/N)·k in f32, whose rounding grows with |k| <= N; levels are a whole step
-// apart, so the tolerance cannot confuse two of them). Throws if kmax < 0, step < 0 or not finite, or a value is
-// off the grid or beyond ±kmax·step (naming it and its index).
+// apart, so the tolerance cannot confuse two of them). Throws if kmax < 0, step < 0 or not finite,
+// or a value is off the grid or beyond ±kmax·step (naming it and its index).
 GridCounts grid_counts(std::span<const float> x, double step, int kmax);
 
 struct TensorHistograms {

@@ -31,8 +31,8 @@ const std::vector<PresetRow>& presets() {
   return rows;
 }
 
-// Digest §4.2, images/s: {GPUs, Alex fp32, Alex tern, GoogLe fp32, GoogLe tern, VGG fp32, VGG
-// tern}. Values printed as "≈1.5K" in the digest are entered as 1500.
+// Figure 5 read by eye, images/s: {GPUs, Alex fp32, Alex tern, GoogLe fp32, GoogLe tern, VGG fp32,
+// VGG tern}. Values printed as "≈1.5K" in the readings are entered as 1500.
 struct ReadingRow {
   int gpus;
   double v[6];

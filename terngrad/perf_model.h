@@ -1,13 +1,13 @@
-// The paper's performance model (digest §4): training throughput (images/s) of synchronous
+// The paper's performance model (Figure 5): training throughput (images/s) of synchronous
 // data-parallel SGD on N GPUs, with fp32 or TernGrad gradients, from a handful of inputs: the
 // model's per-tensor parameter counts, the per-GPU mini-batch, one GPU's compute time per batch,
 // the encode time, and a cluster (GPUs per node, intra-node and inter-node links). Pure
 // arithmetic: no network, no device; the CLI (`terngrad perf-model`) feeds it with the parameter
 // counts of our own nets and prints Figure 5 of the paper.
 //
-// Certainty (tags of the digest, /work/shared/paper/TERNGRAD.md §0): the inputs, the clusters and
-// the figure are [P]; the per-element bits are [P][D]; the equations are the digest's
-// reconstruction [R] (§4.3: the paper's appendix could not be read), extended here by the ring
+// Certainty ([P] the paper, [D] derived, [R] reconstructed, not from the paper): the inputs, the
+// clusters and the figure are [P]; the per-element bits are [P][D]; the equations are a
+// reconstruction [R] (the paper's appendix equations were not available), extended here by the ring
 // variant and by exact per-tensor byte counts [R]. Every equation below is the one the code runs.
 //
 // Symbols:
@@ -17,14 +17,14 @@
 //   b        per-GPU mini-batch (AlexNet 128, GoogLeNet 64, VGG-A 32)           [P]
 //   n_t      elements of parameter tensor t (t = 1 .. T);  P = sum_t n_t        [D] (our nets)
 //   T_c      forward + backward of one GPU on b images (default b / R1, R1 the paper's 1-GPU
-//            fp32 reading, §4.2)                                                [R]
+//            fp32 reading, Fig. 5)                                              [R]
 //   T_enc    TernGrad's ternarize + encode + decode per iteration (default the paper's 1-GPU gap
 //            b / R1_tern - b / R1_fp32, clamped at 0)                           [R]
 //   BW_intra, a_intra   GPU <-> GPU bandwidth and latency inside a node          [P] kind, [R]
 //   value BW_net,   a_net     each node's network bandwidth and latency                [P] kind,
 //   [R] value
 //
-// Bits per gradient element [P][D] (§1.3, §4.4):
+// Bits per gradient element [P][D]:
 //   fp32       up 32, down 32, no scalers.
 //   TernGrad   up 2 (the 2-bit packing of terngrad/ternary_kernels.h; 1.585 = log2 3 is the
 //              entropy bound), down k(N) = ceil(log2(2N + 1)) (the N-worker sum of ternary codes
@@ -33,7 +33,7 @@
 //   Bytes of one message with beta bits per element: B(beta) = sum_t ceil(n_t beta / 8) + 4 T_s
 //   (T_s = T scalers for TernGrad, 0 for fp32; no ceil with unrounded beta).
 //
-// Iteration time and throughput [R] (digest §4.3):
+// Iteration time and throughput [R]:
 //   T_iter(N)  = T_c + [TernGrad] T_enc + T_intra + T_inter
 //   T_intra    = (G' - 1) / G' (B_up + B_down) / BW_intra + 2 (G' - 1) a_intra
 //                (reduce, then broadcast, over the node's switch / NVLink; 0 when G' = 1)
@@ -41,9 +41,10 @@
 //     out = in = (M - 1) / M B_up,node  and  (M - 1) / M B_down  per node and direction
 //     T_inter    = (M - 1) / M max(B_up,node, B_down) / BW_net + 2 a_net    full duplex (default)
 //                = (M - 1) / M (B_up,node + B_down) / BW_net + 2 a_net      half duplex
-//     B_up,node  = B(beta_up): the digest counts the node's upload at the per-GPU beta_up (2 bits
+//     B_up,node  = B(beta_up): the reconstruction counts the node's upload at the per-GPU beta_up
+//     (2 bits
 //                  for TernGrad; a node sum of G' GPUs' codes strictly needs ceil(log2(2G' + 1))
-//                  bits, a choice left to the digest's form).
+//                  bits, a choice left to the reconstruction's form).
 //   ring (hierarchical: intra-node as above, ring allreduce of the node sums across nodes; for
 //         TernGrad the k(N)-bit sum fields of comm/ternary_collectives.h packed_allreduce):
 //     T_inter    = 2 (M - 1) / M B(beta_ring) / BW_net + 2 (M - 1) a_net    full duplex
@@ -51,7 +52,7 @@
 //   T_inter = 0 when M = 1.
 //   Throughput = N b / T_iter(N)        Speedup = Throughput_TernGrad / Throughput_fp32
 //
-// Headlines the model is checked against (tests/terngrad/perf_model_test.cpp; §4.1, §4.2):
+// Headlines the model is checked against (tests/terngrad/perf_model_test.cpp; Figure 5):
 // AlexNet ~3x on 8 GPUs over 1 Gbit/s Ethernet [S][P]; VGG-A ~2x on 512 GPUs over InfiniBand [S]
 // (the reconstruction does not reach it with nominal 100 Gbit/s links: see paper/figure5.md);
 // no gain within one node [P].
@@ -85,7 +86,7 @@ struct Cluster {
   int gpus_per_node = 4;    // G >= 1
   Link intra, inter;
   bool full_duplex = true;
-  // Whose 1-GPU readings of the paper (§4.2) give the default T_c and T_enc: "gtx1080" (cluster
+  // Whose 1-GPU readings of the paper (Figure 5) give the default T_c and T_enc: "gtx1080" (cluster
   // (a)) or "p100" (cluster (b)); empty: none (compute times must then be given).
   std::string gpu;
 };
@@ -94,11 +95,11 @@ struct Cluster {
 // cluster and the field).
 void validate(const Cluster& c);
 
-// The paper's clusters [P] with the digest's assumptions [R]:
+// The paper's clusters [P] with our assumptions [R]:
 //   ethernet    128 nodes x 4 GTX 1080 behind one PCIe 3.0 switch (12 GB/s = 96 Gbit/s, 10 us),
 //               1 Gbit/s Ethernet between nodes (50 us), full duplex;
 //   infiniband  128 nodes x 4 Tesla P100 on NVLink (40 GB/s = 320 Gbit/s, 5 us), 100 Gbit/s
-//               InfiniBand EDR between nodes (2 us; the digest's §4.1 figure, not 56 Gbit/s FDR).
+//               InfiniBand EDR between nodes (2 us; our assumption, not 56 Gbit/s FDR).
 // Throws on an unknown name, listing the known ones.
 Cluster cluster_preset(std::string_view name);
 std::vector<std::string> cluster_preset_names();
@@ -149,7 +150,7 @@ struct Comparison {
 };
 Comparison compare(const Workload& w, const Cluster& c, int gpus, const ModelOptions& options = {});
 
-// ---- the paper's figure (digest §4.2, read from the poster, ~ +-3% of full scale) -----------
+// ---- the paper's Figure 5, read by eye, ~ +-3% of full scale ------------------------------
 
 // The networks of Figure 5 as our nets are named: "alexnet", "googlenet", "vgg_a".
 std::vector<std::string> figure5_networks();
@@ -161,7 +162,7 @@ std::optional<int64_t> paper_batch(std::string_view network);
 struct PaperReading {
   double fp32 = 0, terngrad = 0;  // images/s
 };
-// The figure's reading for (network, "gtx1080" | "p100", N); nullopt where the digest has none
+// The figure's reading for (network, "gtx1080" | "p100", N); nullopt where there is none
 // (cluster (b) is read at 1-16 and 512 GPUs only).
 std::optional<PaperReading> paper_reading(std::string_view network, std::string_view gpu, int gpus);
 

@@ -271,9 +271,8 @@ Checkpoint parse_checkpoint(std::string_view bytes, const std::string& path) {
   std::memcpy(&hlen, bytes.data() + sizeof(kMagic), sizeof(hlen));
   const size_t hstart = sizeof(kMagic) + sizeof(hlen);
   // hstart <= body (min_size), so body - hstart cannot wrap.
-  TG_CHECK(hlen <= kMaxHeader && hlen <= body - hstart, path,
-           ": corrupt checkpoint header length ", hlen, " (", body - hstart,
-           " bytes lie between the length and the checksum)");
+  TG_CHECK(hlen <= kMaxHeader && hlen <= body - hstart, path, ": corrupt checkpoint header length ",
+           hlen, " (", body - hstart, " bytes lie between the length and the checksum)");
   json::Value h;
   try {
     h = json::parse(bytes.substr(hstart, hlen));
@@ -296,19 +295,20 @@ Checkpoint parse_checkpoint(std::string_view bytes, const std::string& path) {
       for (const json::Value& d : e["shape"].arr) {
         shape.push_back(checked_integer<int64_t>(d.as_number(), what + " shape"));
         TG_CHECK(shape.back() >= 0, what, " has a negative dimension ", shape.back());
-        TG_CHECK(shape.size() <= static_cast<size_t>(kMaxDims), what, " has more than ",
-                 kMaxDims, " dimensions");
+        TG_CHECK(shape.size() <= static_cast<size_t>(kMaxDims), what, " has more than ", kMaxDims,
+                 " dimensions");
       }
       const auto off = checked_integer<uint64_t>(e["offset"].as_number(), what + " offset");
       const auto nb = checked_integer<uint64_t>(e["nbytes"].as_number(), what + " nbytes");
       const auto numel = static_cast<uint64_t>(checked_numel(shape, what));
-      TG_CHECK(nb == checked_mul<uint64_t>(numel, element_size(dt), what + ": element count * "
-                                                                           "element size"),
+      TG_CHECK(nb == checked_mul<uint64_t>(numel, element_size(dt),
+                                           what + ": element count * "
+                                                  "element size"),
                what, " size does not match its shape");
       // Compared against the payload's length, not as payload + off + nb <= body: a hostile
       // offset must not wrap around.
-      TG_CHECK(off <= payload_bytes && nb <= payload_bytes - off, what, " (offset ", off,
-               ", ", nb, " bytes) lies outside the file's ", payload_bytes, " payload bytes");
+      TG_CHECK(off <= payload_bytes && nb <= payload_bytes - off, what, " (offset ", off, ", ", nb,
+               " bytes) lies outside the file's ", payload_bytes, " payload bytes");
       Tensor t = Tensor::empty(shape, dt);
       if (nb) std::memcpy(t.raw_data(), bytes.data() + payload + off, nb);
       ck.tensors.emplace_back(name, std::move(t));

@@ -227,7 +227,8 @@ const std::vector<KeySpec>& key_specs() {
        "Gradient bucket size in MB (f32 bytes; the first bucket at most 1 MB): each bucket is "
        "exchanged as soon as backward has produced it (PyTorch DDP's bucket_cap_mb)"},
       {"comm", "overlap", member<&C::comm, &K::overlap>, any(),
-       "Exchange buckets while backward runs (gloo: a thread; nccl: a side stream); false = after it"},
+       "Exchange buckets while backward runs (gloo: a thread; nccl: a side stream); false = after "
+       "it"},
       {"comm", "timeout", member<&C::comm, &K::timeout>, above(0),
        "Seconds a collective or the rendezvous waits for a peer before the run fails"},
       {"comm", "interface", member<&C::comm, &K::interface>, any(),
@@ -745,8 +746,8 @@ Config load_config_file(const std::string& path, const std::vector<std::string>&
   TG_CHECK(in, "cannot open config file '", path, "': ", std::strerror(errno));
   // Refuse a huge file before reading it (check_toml_limits refuses the text again).
   const auto size = std::filesystem::file_size(path, ec);
-  TG_CHECK(ec || size <= kMaxTomlBytes, path, ": ", size, " bytes of TOML (at most ",
-           kMaxTomlBytes, " are read; a config is a few KiB)");
+  TG_CHECK(ec || size <= kMaxTomlBytes, path, ": ", size, " bytes of TOML (at most ", kMaxTomlBytes,
+           " are read; a config is a few KiB)");
   std::ostringstream ss;
   ss << in.rdbuf();
   TG_CHECK(!in.bad(), "cannot read config file '", path, "'");

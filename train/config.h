@@ -16,15 +16,15 @@ namespace tg::train {
 
 struct ModelConfig {
   std::string name = "lenet";
-  int64_t num_classes = 0;      // 0 = the net's default
-  double dropout = -1.0;        // fraction dropped; < 0 = the net's default
+  int64_t num_classes = 0;  // 0 = the net's default
+  double dropout = -1.0;    // fraction dropped; < 0 = the net's default
 
   bool operator==(const ModelConfig&) const = default;
 };
 
 struct DataConfig {
   std::string name = "mnist";
-  std::string path = "";        // "" = the dataset's default location where one exists
+  std::string path = "";  // "" = the dataset's default location where one exists
   bool augment = true;
   std::string preprocess = "alexnet";
   int64_t image_size = 0;
@@ -33,32 +33,32 @@ struct DataConfig {
   int64_t synthetic_channels = 1;
   int64_t synthetic_classes = 10;
   int64_t eval_batch_size = 500;
-  int64_t eval_limit = 0;       // evaluate on the first N test examples only; 0 = all
-  int64_t prefetch = 2;         // batches loaded ahead by a background thread; 0 = none
+  int64_t eval_limit = 0;  // evaluate on the first N test examples only; 0 = all
+  int64_t prefetch = 2;    // batches loaded ahead by a background thread; 0 = none
 
   bool operator==(const DataConfig&) const = default;
 };
 
 struct TrainConfig {
   int64_t iterations = 10000;
-  int64_t batch_size = 64;      // the total (global) batch over all workers
+  int64_t batch_size = 64;             // the total (global) batch over all workers
   std::string optimizer = "momentum";  // sgd | momentum | adam
   double lr = 0.01;
   std::string lr_policy = "polynomial";  // constant | polynomial | exponential | step
-  double lr_power = 0.5;        // polynomial
-  double lr_end = 0.0;          // polynomial
-  int64_t lr_decay_steps = 0;   // polynomial T (0 = iterations); exponential D
-  double lr_decay_epochs = 0.0; // exponential: D = int(train_size / batch_size * epochs) if > 0
-  double lr_decay_rate = 0.1;   // exponential, step
-  bool lr_staircase = true;     // exponential
+  double lr_power = 0.5;                 // polynomial
+  double lr_end = 0.0;                   // polynomial
+  int64_t lr_decay_steps = 0;            // polynomial T (0 = iterations); exponential D
+  double lr_decay_epochs = 0.0;  // exponential: D = int(train_size / batch_size * epochs) if > 0
+  double lr_decay_rate = 0.1;    // exponential, step
+  bool lr_staircase = true;      // exponential
   std::vector<int64_t> lr_boundaries;  // step
   double momentum = 0.9;
   double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_epsilon = 1e-8;
-  double weight_decay = 5e-4;   // L2 coefficient on the net's decayed weights
+  double weight_decay = 5e-4;  // L2 coefficient on the net's decayed weights
   int64_t seed = 123;
-  int64_t log_every = 100;      // metrics.jsonl "train" record every N iterations
-  int64_t eval_every = 0;       // test-set evaluation every N iterations; 0 = only at the end
-  double ema_decay = 0.9999;    // 0 = no EMA; evaluation then uses the raw weights
+  int64_t log_every = 100;          // metrics.jsonl "train" record every N iterations
+  int64_t eval_every = 0;           // test-set evaluation every N iterations; 0 = only at the end
+  double ema_decay = 0.9999;        // 0 = no EMA; evaluation then uses the raw weights
   int64_t checkpoint_every = 1000;  // 0 = only the final checkpoint
 
   bool operator==(const TrainConfig&) const = default;
@@ -74,15 +74,15 @@ struct WorkersConfig {
 
 // [compression]: how each worker's gradient goes on the wire (terngrad/compressor.h).
 struct CompressionConfig {
-  std::string method = "none";          // none | fp16 | terngrad | qsgd | onebit
-  double clip = 2.5;                    // terngrad: scaler c * sigma; 0 = max|g| (no clipping)
-  int64_t min_size = 1;                 // terngrad: tensors with fewer elements stay fp32
-  bool quantize_logits = true;          // terngrad: false keeps the classifier's w, b in fp32
-  int64_t floating_grad_epoch = 0;      // terngrad: F > 0 sends epochs e % F == F - 1 in fp32
-  std::string scaler_sharing = "max";   // terngrad: max (shared) | none (ablation)
-  std::string pack = "two_bit";         // terngrad: two_bit (2 bits/elt) | base3 (1.6 bits/elt)
-  int64_t qsgd_levels = 4;              // qsgd: s
-  int64_t qsgd_bucket = 512;            // qsgd: elements per bucket
+  std::string method = "none";         // none | fp16 | terngrad | qsgd | onebit
+  double clip = 2.5;                   // terngrad: scaler c * sigma; 0 = max|g| (no clipping)
+  int64_t min_size = 1;                // terngrad: tensors with fewer elements stay fp32
+  bool quantize_logits = true;         // terngrad: false keeps the classifier's w, b in fp32
+  int64_t floating_grad_epoch = 0;     // terngrad: F > 0 sends epochs e % F == F - 1 in fp32
+  std::string scaler_sharing = "max";  // terngrad: max (shared) | none (ablation)
+  std::string pack = "two_bit";        // terngrad: two_bit (2 bits/elt) | base3 (1.6 bits/elt)
+  int64_t qsgd_levels = 4;             // qsgd: s
+  int64_t qsgd_bucket = 512;           // qsgd: elements per bucket
   bool operator==(const CompressionConfig&) const = default;
 };
 
@@ -90,12 +90,12 @@ struct CompressionConfig {
 // --rank/--world-size, Slurm, Open MPI; comm/communicator.h). These keys never change the
 // numbers a run computes (every algorithm is exact), so they may differ on --resume.
 struct CommConfig {
-  std::string backend = "auto";       // auto | gloo | nccl
-  std::string algorithm = "auto";     // auto | ps | allgather | packed-allreduce | ring
-  double bucket_mb = 25.0;            // gradient bucket size (MB of f32), as PyTorch DDP
-  bool overlap = true;                // exchange buckets while backward runs
-  double timeout = 45.0;              // seconds a collective or the rendezvous waits for a peer
-  std::string interface = "";         // gloo: network interface to use ("" = by hostname)
+  std::string backend = "auto";    // auto | gloo | nccl
+  std::string algorithm = "auto";  // auto | ps | allgather | packed-allreduce | ring
+  double bucket_mb = 25.0;         // gradient bucket size (MB of f32), as PyTorch DDP
+  bool overlap = true;             // exchange buckets while backward runs
+  double timeout = 45.0;           // seconds a collective or the rendezvous waits for a peer
+  std::string interface = "";      // gloo: network interface to use ("" = by hostname)
   bool operator==(const CommConfig&) const = default;
 };
 
@@ -106,7 +106,7 @@ struct Config {
   WorkersConfig workers;
   CompressionConfig compression;
   CommConfig comm;
-  std::string device = "cpu";   // top-level key: "cpu", "cuda", "cuda:N"
+  std::string device = "cpu";  // top-level key: "cpu", "cuda", "cuda:N"
 
   bool operator==(const Config&) const = default;
 };

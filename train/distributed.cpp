@@ -188,14 +188,13 @@ ProcessGroup::ProcessGroup(const RankEnv& env, const std::string& job_id, const 
     TG_CHECK(their_world == env.world_size, "rendezvous: rank ", r, " was started with world size ",
              their_world, ", this rank (", env.rank, ") with ", env.world_size,
              " (every rank must be given the same world size)");
-    TG_CHECK(
-        theirs.config == fingerprint, "rendezvous: rank ", r,
-        " runs another config than this rank (", env.rank,
-        "); every rank must train the same run. Differences:",
-        config_diff(fingerprint, theirs.config,
-                    "rank " + std::to_string(env.rank) + ": ", "rank " + std::to_string(r) + ": "));
-    TG_CHECK(theirs.backend == backend, "rendezvous: rank ", r, " uses backend ",
-             theirs.backend, ", this rank (", env.rank, ") ", backend,
+    TG_CHECK(theirs.config == fingerprint, "rendezvous: rank ", r,
+             " runs another config than this rank (", env.rank,
+             "); every rank must train the same run. Differences:",
+             config_diff(fingerprint, theirs.config, "rank " + std::to_string(env.rank) + ": ",
+                         "rank " + std::to_string(r) + ": "));
+    TG_CHECK(theirs.backend == backend, "rendezvous: rank ", r, " uses backend ", theirs.backend,
+             ", this rank (", env.rank, ") ", backend,
              " (comm.backend = \"auto\" picks by device; give every rank the same device kind)");
     shared_gpu = shared_gpu || (!gpu.empty() && theirs.gpu == gpu);
     const int64_t their_start = theirs.start_step;

@@ -101,8 +101,9 @@ class ProcessGroup {
 
  private:
   std::string key(const std::string& what, int rank) const;
-  std::vector<char> through_device(const void* in, size_t in_bytes, size_t out_bytes,
-                                   const std::function<void(const void* in, void* out)>& collective);
+  std::vector<char> through_device(
+      const void* in, size_t in_bytes, size_t out_bytes,
+      const std::function<void(const void* in, void* out)>& collective);
   RankEnv env_;
   std::string prefix_;
   std::chrono::milliseconds timeout_;

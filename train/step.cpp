@@ -48,12 +48,13 @@ void TrainStep::run(const std::vector<HostBatch>& batches, int64_t step, double 
   const Device dev = net_.device();
   auto clock = [&] {
     if (times && dev.is_cuda()) cuda::synchronize(dev.index);
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
   };
   const int workers = static_cast<int>(batches.size());
   TG_CHECK(workers >= 1, "train step: no batches");
-  TG_CHECK(compressor_ != nullptr || workers == 1,
-           "train step: ", workers, " workers need a compressor (method none averages in fp32)");
+  TG_CHECK(compressor_ != nullptr || workers == 1, "train step: ", workers,
+           " workers need a compressor (method none averages in fp32)");
   const int first_worker = group_ ? group_->first_worker : 0;
   const int total_workers = group_ ? group_->total_workers : workers;
   const float inv_workers = 1.0f / static_cast<float>(total_workers);

@@ -101,8 +101,8 @@ class TrainStep {
   std::optional<StepComm> group_;
   GradientHook hook_;
   std::unique_ptr<comm::Reducer> reducer_;
-  bool staged_ = false;             // gloo with a GPU net: gradients staged through the host
-  bool overlap_backward_ = false;   // buckets exchanged while the last worker's backward runs
+  bool staged_ = false;            // gloo with a GPU net: gradients staged through the host
+  bool overlap_backward_ = false;  // buckets exchanged while the last worker's backward runs
   std::unordered_map<const AutogradMeta*, size_t> slot_of_leaf_;  // arena entry of a param
   std::vector<Tensor> worker_grads_;  // the local workers' gradients but the last (arena) one
   Tensor reduced_;                    // the averaged gradient the optimizer applies

@@ -51,7 +51,8 @@ class BackwardContext {
   void accumulate(size_t i, const Tensor& g);
 
  private:
-  friend void backward(const Tensor&, const Tensor&, const std::function<void(const AutogradMeta&)>&);
+  friend void backward(const Tensor&, const Tensor&,
+                       const std::function<void(const AutogradMeta&)>&);
   std::vector<Tensor> grad_outputs_;
   const std::vector<std::shared_ptr<AutogradMeta>>* inputs_ = nullptr;
 };

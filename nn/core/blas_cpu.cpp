@@ -53,8 +53,8 @@ namespace {
 // with OpenBLAS 0.3.21, e.g. m=500 n=2450 k=64, every transpose combination). Training must end
 // with the same parameters for any thread count, so OpenBLAS always runs single-threaded here and
 // the parallelism is ours: C is cut into a grid of tiles chosen from the shape and the machine,
-// never from the thread count, and each tile is one single-threaded sgemm. Whichever thread runs a tile, and
-// however many there are, every element of C is computed by the same call.
+// never from the thread count, and each tile is one single-threaded sgemm. Whichever thread runs a
+// tile, and however many there are, every element of C is computed by the same call.
 //
 // The grid: a power of two of tiles (so 1, 2, 4, 8 or 16 threads share them evenly), at most one
 // per kTileMinMacs of work and at most machine_tiles(): the machine's CPU count rounded up to a

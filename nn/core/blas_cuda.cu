@@ -2,8 +2,8 @@
 // column-major C^T = op(B)^T op(A)^T, so we swap the operands (and m/n) and keep the
 // transposition flags: the stored row-major matrices read as column-major are the transposes.
 #include "nn/core/blas.h"
-#include "nn/core/profile.h"
 #include "nn/core/cuda_check.cuh"
+#include "nn/core/profile.h"
 
 namespace tg {
 

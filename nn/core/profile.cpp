@@ -33,9 +33,13 @@ void enable(bool on, bool sync_cuda, int cuda_device) {
   s.device = cuda_device;
 }
 
-bool enabled() { return state().on; }
+bool enabled() {
+  return state().on;
+}
 
-const char* current_layer() { return t_layer; }
+const char* current_layer() {
+  return t_layer;
+}
 
 double now() {
   State& s = state();
@@ -62,8 +66,12 @@ std::vector<Row> rows() {
   return s.rows;
 }
 
-void add_flops(int64_t f) { g_flops.fetch_add(f, std::memory_order_relaxed); }
-int64_t flops() { return g_flops.load(); }
+void add_flops(int64_t f) {
+  g_flops.fetch_add(f, std::memory_order_relaxed);
+}
+int64_t flops() {
+  return g_flops.load();
+}
 
 void reset() {
   g_flops.store(0);

@@ -27,8 +27,8 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   t.strides_ = contiguous_strides(shape);
   t.dtype_ = dtype;
   t.device_ = device;
-  const auto bytes = checked_mul<int64_t>(numel_of(shape), static_cast<int64_t>(element_size(dtype)),
-                                          "tensor byte size");
+  const auto bytes = checked_mul<int64_t>(
+      numel_of(shape), static_cast<int64_t>(element_size(dtype)), "tensor byte size");
   t.storage_ = checked_alloc("a tensor of shape " + shape_str(shape), static_cast<uint64_t>(bytes),
                              [&] { return std::make_shared<Storage>(bytes, device); });
   return t;

@@ -1,5 +1,5 @@
-#include "nn/core/profile.h"
 #include "nn/layers/conv.h"
+#include "nn/core/profile.h"
 
 #include "nn/ops/padding.h"
 #include "nn/ops/relu.h"

@@ -1,5 +1,5 @@
-#include "nn/core/profile.h"
 #include "nn/layers/dense.h"
+#include "nn/core/profile.h"
 
 #include "nn/ops/linear.h"
 #include "nn/ops/relu.h"

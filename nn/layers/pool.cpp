@@ -1,5 +1,5 @@
-#include "nn/core/profile.h"
 #include "nn/layers/pool.h"
+#include "nn/core/profile.h"
 
 #include "nn/ops/pool2d.h"
 

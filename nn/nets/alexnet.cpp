@@ -1,5 +1,5 @@
-// AlexNet as the TernGrad reference code builds it (`alexnet` in its slim models.py; digest
-// §3.2): Krizhevsky's two-column AlexNet with batch norm on every convolution. Each column is
+// AlexNet as the TernGrad reference code builds it (`alexnet` in its slim models.py):
+// Krizhevsky's two-column AlexNet with batch norm on every convolution. Each column is
 // built as in the reference, with its own parameters (conv1_1 / conv1_2, ...), so each tensor
 // gets its own TernGrad scaler.
 //

@@ -1,5 +1,5 @@
 // CifarNet: the TensorFlow CIFAR-10 tutorial ConvNet as the TernGrad reference code builds it
-// (`cifar10_alexnet`, digest §3.2).
+// (`cifar10_alexnet`; github.com/wenwei202/terngrad).
 //
 //   x [N, 3, 24, 24]
 //   conv1   64 x 5x5, SAME, ReLU, std 0.05, bias 0.0      -> [N, 64, 24, 24]

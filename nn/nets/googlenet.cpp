@@ -1,6 +1,6 @@
 // GoogLeNet: TF-slim's Inception-v1 (inception_v1.py) as the TernGrad reference code builds it
-// (`googlenet` in its slim models.py: inception_v1 under inception_utils.inception_arg_scope;
-// digest §3.2). No auxiliary classifiers.
+// (`googlenet` in its slim models.py: inception_v1 under inception_utils.inception_arg_scope).
+// No auxiliary classifiers.
 //
 //   x [N, 3, 224, 224]
 //   Conv2d_1a_7x7    64 x 7x7 / 2                       -> [N, 64, 112, 112]

@@ -1,5 +1,5 @@
-// LeNet for MNIST as the TernGrad reference code builds it (digest §3.2): the Caffe LeNet
-// variant with SAME padding and ReLU after the convolutions.
+// LeNet for MNIST as the TernGrad reference code builds it (github.com/wenwei202/terngrad): the
+// Caffe LeNet variant with SAME padding and ReLU after the convolutions.
 //
 //   x [N, 1, 28, 28]
 //   conv1   20 x 5x5, SAME, ReLU, std 0.05, bias 0        -> [N, 20, 28, 28]

@@ -1,6 +1,6 @@
-// Net: one of the paper's networks (digest §3.2), its parameters in one ParamArena, its
-// non-trainable state (batch-norm moving statistics) in named buffers, and a forward pass that
-// records on the autograd tape.
+// Net: one of the paper's networks (as its reference code builds them), its parameters in one
+// ParamArena, its non-trainable state (batch-norm moving statistics) in named buffers, and a
+// forward pass that records on the autograd tape.
 //
 // Shapes: images are NCHW f32 (N batch, C channels, H, W); logits [N, num_classes];
 // labels i32 [N]. Nets are built by name through make_net() (nn/nets/registry.cpp holds the one

@@ -1,5 +1,5 @@
 // VGG-A (VggNet-A, 11 weight layers; Simonyan & Zisserman 2015, configuration A), used by the
-// paper only in its throughput model (digest §3.2, §4). Built as the TernGrad reference code's
+// paper only in its throughput model (Figure 5). Built as the TernGrad reference code's
 // `vgg_a` (slim models.py) without batch norm:
 //
 //   x [N, 3, 224, 224]

@@ -1,4 +1,4 @@
-// Learning-rate policies (digest §3.1, TF semantics), lr(step) for step = 0, 1, ...:
+// Learning-rate policies (the reference code's, TF semantics), lr(step) for step = 0, 1, ...:
 //   constant:     lr0
 //   polynomial:   (lr0 - end) * (1 - min(step, T) / T)^power + end     (T = decay_steps)
 //   exponential:  lr0 * rate^(step / D)        staircase: rate^floor(step / D)   (D = decay_steps)

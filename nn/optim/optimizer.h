@@ -1,4 +1,4 @@
-// Optimizers with TensorFlow semantics (digest §3.1), working on the flat parameter and
+// Optimizers with TensorFlow semantics (the reference code's), working on the flat parameter and
 // gradient buffers of a ParamArena (one fused kernel per step, CPU and CUDA):
 //   sgd:      w <- w - lr * g
 //   momentum: a <- m * a + g;  w <- w - lr * a          (TF MomentumOptimizer, not Nesterov)

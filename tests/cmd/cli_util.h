@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "train/json.h"
 #include "tests/testing/files.h"
+#include "train/json.h"
 
 namespace tg::testing {
 
@@ -94,14 +94,11 @@ inline CliResult run_cli(const std::vector<std::string>& args) {
 // `--set` pairs etc., inserted before `--out`.
 inline std::vector<std::string> quick_train_args(const std::string& out, int iterations = 40,
                                                  const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> a = {"train", "--no-progress",
-                                "--set", "data.name=synthetic",
-                                "--set", "data.synthetic_size=512",
-                                "--set", "data.eval_batch_size=128",
-                                "--set", "train.batch_size=16",
-                                "--set", "train.iterations=" + std::to_string(iterations),
-                                "--set", "train.log_every=5",
-                                "--set", "train.checkpoint_every=10"};
+  std::vector<std::string> a = {
+      "train", "--no-progress",           "--set", "data.name=synthetic",
+      "--set", "data.synthetic_size=512", "--set", "data.eval_batch_size=128",
+      "--set", "train.batch_size=16",     "--set", "train.iterations=" + std::to_string(iterations),
+      "--set", "train.log_every=5",       "--set", "train.checkpoint_every=10"};
   a.insert(a.end(), extra.begin(), extra.end());
   a.push_back("--out");
   a.push_back(out);

@@ -32,8 +32,9 @@ TEST(DataFetchCli, FetchesVerifiesAndTheResultTrains) {
   EXPECT_NE(r.err.find("already present"), std::string::npos) << r.err;
 
   // The fetched directory is a working data.path.
-  r = run_cli({"train", "--no-progress", "--set", "data.path=" + dest, "--set", "train.iterations=3",
-               "--set", "train.batch_size=8", "--set", "data.eval_limit=100"});
+  r = run_cli({"train", "--no-progress", "--set", "data.path=" + dest, "--set",
+               "train.iterations=3", "--set", "train.batch_size=8", "--set",
+               "data.eval_limit=100"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(json::parse(r.out)["test_examples"].as_number(), 100);
 }
@@ -52,7 +53,8 @@ TEST(DataFetchCli, ErrorsNameTheProblem) {
     std::filesystem::copy_file(kMnist + "/" + f, bad + "/" + f);
   std::string bytes = read_text(bad + "/t10k-labels-idx1-ubyte.gz");
   bytes[bytes.size() / 2] ^= 1;
-  std::filesystem::permissions(bad + "/t10k-labels-idx1-ubyte.gz", std::filesystem::perms::owner_write,
+  std::filesystem::permissions(bad + "/t10k-labels-idx1-ubyte.gz",
+                               std::filesystem::perms::owner_write,
                                std::filesystem::perm_options::add);
   write_text(bad + "/t10k-labels-idx1-ubyte.gz", bytes);
   r = run_cli({"data", "fetch", "mnist", "--dir", dir / "out", "--mirror", bad});

@@ -199,8 +199,7 @@ TEST(MeasureBoundsCli, Histograms) {
   EXPECT_TRUE(contains(bad.err, "conv2/w")) << bad.err;
   EXPECT_FALSE(fs::exists(tmp / "x/bounds.jsonl"));
   const CliResult off = run_cli(bounds_args(
-      tmp / "y", 2, 1,
-      {"--set", "compression.quantize_logits=false", "--histograms", "logits/w"}));
+      tmp / "y", 2, 1, {"--set", "compression.quantize_logits=false", "--histograms", "logits/w"}));
   EXPECT_NE(off.exit_code, 0);
   EXPECT_TRUE(contains(off.err, "not ternarized")) << off.err;
 }

@@ -1,4 +1,4 @@
-// The CI accuracy regression of the paper's LeNet claims (issue 6 §5; digest §3.3, §6.1), on the
+// The CI accuracy regression of the paper's LeNet claims (issue 6 §5; the paper's Figure 3), on the
 // real data, with the paper recipe (paper/configs/lenet_mnist.toml and lenet_fashion_mnist.toml:
 // momentum 0.9, LR 0.01 polynomial power 0.5 to zero, weight decay 5e-4, global batch 64, 10,000
 // iterations, EMA evaluation on the whole test set):

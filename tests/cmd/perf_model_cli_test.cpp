@@ -45,7 +45,7 @@ TEST(PerfModelCli, JsonLinesWithThePapersReadings) {
   EXPECT_EQ(lines[1]["nodes"].as_number(), 2);
   EXPECT_EQ(lines[1]["terngrad_down_bits"].as_number(), 5);  // ceil(log2 17)
   EXPECT_EQ(lines[3]["cluster"].as_string(), "infiniband");
-  EXPECT_FALSE(lines[5].has("paper_fp32_images_per_sec"));  // §4.2 has no 32-GPU reading on (b)
+  EXPECT_FALSE(lines[5].has("paper_fp32_images_per_sec"));  // Figure 5 has no 32-GPU reading on (b)
 }
 
 TEST(PerfModelCli, TableShowsOursBesideThePaper) {
@@ -139,7 +139,7 @@ TEST(PerfModelCli, BadArguments) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto lines = json_lines(r.out);
   ASSERT_EQ(lines.size(), 1u);
-  EXPECT_EQ(lines[0]["params"].as_number(), 1256080);  // digest §3.2
+  EXPECT_EQ(lines[0]["params"].as_number(), 1256080);  // our LeNet (nn/nets/lenet.cpp)
   EXPECT_EQ(lines[0]["compute_s"].as_number(), 0.016);
 }
 

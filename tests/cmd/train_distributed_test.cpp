@@ -35,31 +35,21 @@ using Clock = std::chrono::steady_clock;
 
 const std::string kMnist = std::string(TG_SHARED_DATA_DIR) + "/mnist";
 
-// A short LeNet/MNIST run with `workers` workers in all: batch 48 (2, 3 and 4 divide it), `iterations` iterations,
-// evaluation on the first 500 test images; `extra` goes before --out.
+// A short LeNet/MNIST run with `workers` workers in all: batch 48 (2, 3 and 4 divide it),
+// `iterations` iterations, evaluation on the first 500 test images; `extra` goes before --out.
 std::vector<std::string> lenet_args(const std::string& out, int workers, const std::string& method,
                                     int iterations = 24,
                                     const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> a = {"train",
-                                "--no-progress",
-                                "--set",
-                                "data.path=" + kMnist,
-                                "--set",
-                                "data.eval_limit=500",
-                                "--set",
-                                "train.batch_size=48",
-                                "--set",
-                                "train.iterations=" + std::to_string(iterations),
-                                "--set",
-                                "train.log_every=8",
-                                "--set",
-                                "train.checkpoint_every=0",
-                                "--set",
-                                "workers.count=" + std::to_string(workers),
-                                "--set",
-                                "compression.method=" + method,
-                                "--set",
-                                "comm.timeout=30"};
+  std::vector<std::string> a = {"train", "--no-progress",
+                                "--set", "data.path=" + kMnist,
+                                "--set", "data.eval_limit=500",
+                                "--set", "train.batch_size=48",
+                                "--set", "train.iterations=" + std::to_string(iterations),
+                                "--set", "train.log_every=8",
+                                "--set", "train.checkpoint_every=0",
+                                "--set", "workers.count=" + std::to_string(workers),
+                                "--set", "compression.method=" + method,
+                                "--set", "comm.timeout=30"};
   a.insert(a.end(), extra.begin(), extra.end());
   a.push_back("--out");
   a.push_back(out);
@@ -150,8 +140,9 @@ TEST(TrainDistributed, FourWorkersAgreeAcrossProcessCountsAndAlgorithms) {
       {"2", "auto"}, {"4", "ps"}, {"4", "packed-allreduce"}, {"4", "allgather"}};
   for (const auto& c : cases) {
     const std::string out = dir / (c.nproc + c.algorithm);
-    const CliResult r = run_cli(plus(lenet_args(out, 4, "terngrad"),
-                                     {"--set", "comm.algorithm=" + c.algorithm, "--nproc", c.nproc}));
+    const CliResult r =
+        run_cli(plus(lenet_args(out, 4, "terngrad"),
+                     {"--set", "comm.algorithm=" + c.algorithm, "--nproc", c.nproc}));
     expect_ok(r, "--nproc " + c.nproc + " " + c.algorithm);
     if (r.exit_code != 0) continue;
     EXPECT_EQ(sha_of(out), want) << "--nproc " << c.nproc << ", comm.algorithm " << c.algorithm;
@@ -167,8 +158,7 @@ TEST(TrainDistributed, Fp32ReduceScatterMatchesOneProcessAtRingAllreduceBytes) {
   TempDir dir;
   for (const int p : {2, 4}) {
     const std::string out = dir / ("fp32_p" + std::to_string(p));
-    const CliResult r =
-        run_cli(plus(lenet_args(out, 4, "none"), {"--nproc", std::to_string(p)}));
+    const CliResult r = run_cli(plus(lenet_args(out, 4, "none"), {"--nproc", std::to_string(p)}));
     expect_ok(r, "fp32 --nproc " + std::to_string(p));
     if (r.exit_code != 0) continue;
     const json::Value s = summary_of(out);
@@ -216,8 +206,8 @@ TEST(TrainDistributed, BucketsOverlapAndFp16KeepTheOneProcessBits) {
     EXPECT_EQ(s["params_sha256"].as_string(), want) << what;
     EXPECT_EQ(s["comm_overlap"].b, c.overlap) << what;
     EXPECT_GE(s["comm_buckets"].as_number(), c.sets.empty() ? 2 : 5) << what;
-    EXPECT_TRUE(contains(r.err, c.overlap ? "exchanged while backward runs"
-                                          : "exchanged after backward"))
+    EXPECT_TRUE(
+        contains(r.err, c.overlap ? "exchanged while backward runs" : "exchanged after backward"))
         << r.err;
     EXPECT_GE(s["comm_exposed_seconds_per_iter"].as_number(), 0.0) << what;
     if (c.method == "fp16") {
@@ -237,8 +227,8 @@ TEST(TrainDistributed, BucketsOverlapAndFp16KeepTheOneProcessBits) {
 TEST(TrainDistributed, RingAllreduceIsOptIn) {
   TempDir dir;
   const std::string out = dir / "ring";
-  const CliResult r = run_cli(
-      plus(lenet_args(out, 2, "none"), {"--nproc", "2", "--set", "comm.algorithm=ring"}));
+  const CliResult r =
+      run_cli(plus(lenet_args(out, 2, "none"), {"--nproc", "2", "--set", "comm.algorithm=ring"}));
   expect_ok(r, "ring");
   if (r.exit_code != 0) return;
   EXPECT_TRUE(contains(r.err, "fp32 by ring allreduce")) << r.err;
@@ -278,7 +268,8 @@ TEST(TrainDistributed, InterruptedRunResumesAcrossProcessesBitIdentically) {
   const std::string out = dir / "run";
   const auto args = plus(lenet_args(out, 2, "onebit", kIterations), {"--nproc", "2"});
   const pid_t launcher = spawn_cli(args, dir / "out1", dir / "err1");
-  ASSERT_TRUE(wait_for_line(out + "/metrics.jsonl", "\"step\":16", std::chrono::seconds(120), launcher))
+  ASSERT_TRUE(
+      wait_for_line(out + "/metrics.jsonl", "\"step\":16", std::chrono::seconds(120), launcher))
       << read_text(dir / "err1");
   ::kill(launcher, SIGINT);
   const int code = wait_exit_within(launcher, 60);
@@ -328,7 +319,8 @@ TEST(TrainDistributed, KilledWorkerStopsTheOthersNamingIt) {
   auto args = lenet_args(out, 3, "terngrad", 1000000, {"--set", "comm.timeout=10"});
   args = plus(args, {"--nproc", "3"});
   const pid_t launcher = spawn_cli(args, dir / "out", dir / "err");
-  ASSERT_TRUE(wait_for_line(out + "/metrics.jsonl", "\"step\":8", std::chrono::seconds(120), launcher))
+  ASSERT_TRUE(
+      wait_for_line(out + "/metrics.jsonl", "\"step\":8", std::chrono::seconds(120), launcher))
       << read_text(dir / "err");
   const pid_t victim = rank_pid(launcher, 1);
   ASSERT_GT(victim, 0) << "rank 1's process not found";
@@ -340,8 +332,8 @@ TEST(TrainDistributed, KilledWorkerStopsTheOthersNamingIt) {
   EXPECT_EQ(code, 128 + SIGKILL) << err;  // the first failing rank's status
   EXPECT_LE(seconds, 25.0) << err;
   EXPECT_NE(err.find("[launch] rank 1 was killed by signal 9"), std::string::npos) << err;
-  for (const char* rank : {"[rank 0] terngrad: error: lost rank 1 of 3",
-                           "[rank 2] terngrad: error: lost rank 1 of 3"})
+  for (const char* rank :
+       {"[rank 0] terngrad: error: lost rank 1 of 3", "[rank 2] terngrad: error: lost rank 1 of 3"})
     EXPECT_NE(err.find(rank), std::string::npos) << "missing \"" << rank << "\" in\n" << err;
   EXPECT_FALSE(fs::exists(out + "/summary.json"));
 }
@@ -450,8 +442,7 @@ TEST(TrainThreads, RanksSharingAHostSplitItsCpus) {
                                     "OMPI_COMM_WORLD_SIZE=2", "OMPI_MCA_ess_base_jobid=777"};
   };
   const auto m = run_two_ranks(lenet_args(dir / "mpi", 2, "terngrad"),
-                               lenet_args(dir / "mpi1", 2, "terngrad"), mpi(0), mpi(1),
-                               dir.str());
+                               lenet_args(dir / "mpi1", 2, "terngrad"), mpi(0), mpi(1), dir.str());
   expect_ok(m[0], "Open MPI rank 0");
   expect_ok(m[1], "Open MPI rank 1");
   EXPECT_EQ(summary_of(dir / "mpi")["threads_per_process"].as_number(), want);
@@ -467,9 +458,9 @@ TEST(TrainDistributed, RanksMeetThroughRedis) {
   RedisServer server;
   TempDir dir;
   const auto base = lenet_args(dir / "run", 2, "terngrad");
-  const auto r = run_two_ranks(plus(base, rank_flags(0, 2, server.url())),
-                               plus(lenet_args(dir / "rank1", 2, "terngrad"),
-                                    rank_flags(1, 2, server.url())));
+  const auto r =
+      run_two_ranks(plus(base, rank_flags(0, 2, server.url())),
+                    plus(lenet_args(dir / "rank1", 2, "terngrad"), rank_flags(1, 2, server.url())));
   expect_ok(r[0], "rank 0");
   expect_ok(r[1], "rank 1");
   EXPECT_EQ(sha_of(dir / "run"), reference_sha(2, "terngrad"));
@@ -478,10 +469,9 @@ TEST(TrainDistributed, RanksMeetThroughRedis) {
   EXPECT_FALSE(fs::exists(dir / "rank1"));
   EXPECT_EQ(r[1].out, "");
   // The same store and job id again: refused, naming the fix, instead of mixing two jobs' keys.
-  const auto again = run_two_ranks(plus(lenet_args(dir / "again", 2, "terngrad"),
-                                        rank_flags(0, 2, server.url())),
-                                   plus(lenet_args(dir / "again1", 2, "terngrad"),
-                                        rank_flags(1, 2, server.url())));
+  const auto again = run_two_ranks(
+      plus(lenet_args(dir / "again", 2, "terngrad"), rank_flags(0, 2, server.url())),
+      plus(lenet_args(dir / "again1", 2, "terngrad"), rank_flags(1, 2, server.url())));
   EXPECT_NE(again[0].exit_code, 0);
   EXPECT_NE(again[0].err.find("--job-id"), std::string::npos) << again[0].err;
 }
@@ -493,8 +483,8 @@ TEST(TrainDistributed, SlurmEnvironmentIsPickedUp) {
     return std::vector<std::string>{"SLURM_PROCID=" + std::to_string(rank), "SLURM_NTASKS=2",
                                     "SLURM_JOB_ID=4242"};
   };
-  const auto r = run_two_ranks(args, lenet_args(dir / "run1", 2, "terngrad"), env(0), env(1),
-                               dir.str());
+  const auto r =
+      run_two_ranks(args, lenet_args(dir / "run1", 2, "terngrad"), env(0), env(1), dir.str());
   expect_ok(r[0], "rank 0");
   expect_ok(r[1], "rank 1");
   const json::Value s = summary_of(dir / "run");
@@ -507,10 +497,10 @@ TEST(TrainDistributed, SlurmEnvironmentIsPickedUp) {
 TEST(TrainDistributed, MismatchedConfigIsRefusedAtStartUp) {
   TempDir dir;
   const std::string url = "file://" + (dir / "rdv");
-  const auto r = run_two_ranks(
-      plus(lenet_args(dir / "a", 2, "terngrad"), rank_flags(0, 2, url)),
-      plus(lenet_args(dir / "b", 2, "terngrad", 24, {"--set", "train.lr=0.02"}),
-           rank_flags(1, 2, url)));
+  const auto r =
+      run_two_ranks(plus(lenet_args(dir / "a", 2, "terngrad"), rank_flags(0, 2, url)),
+                    plus(lenet_args(dir / "b", 2, "terngrad", 24, {"--set", "train.lr=0.02"}),
+                         rank_flags(1, 2, url)));
   for (int i = 0; i < 2; ++i) {
     EXPECT_EQ(r[i].exit_code, 1) << r[i].err;
     EXPECT_NE(r[i].err.find("runs another config than this rank"), std::string::npos) << r[i].err;
@@ -523,9 +513,9 @@ TEST(TrainDistributed, MismatchedWorldSizeAndMissingRankAreNamed) {
   TempDir dir;
   const std::string url = "file://" + (dir / "rdv");
   const std::vector<std::string> quick = {"--set", "comm.timeout=3"};
-  const auto r = run_two_ranks(
-      plus(lenet_args(dir / "a", 2, "terngrad", 24, quick), rank_flags(0, 2, url)),
-      plus(lenet_args(dir / "b", 3, "terngrad", 24, quick), rank_flags(1, 3, url)));
+  const auto r =
+      run_two_ranks(plus(lenet_args(dir / "a", 2, "terngrad", 24, quick), rank_flags(0, 2, url)),
+                    plus(lenet_args(dir / "b", 3, "terngrad", 24, quick), rank_flags(1, 3, url)));
   EXPECT_EQ(r[0].exit_code, 1);
   EXPECT_NE(r[0].err.find("rank 1 was started with world size 3, this rank (0) with 2"),
             std::string::npos)
@@ -546,11 +536,10 @@ TEST(TrainDistributed, BadProcessCountsAreRefused) {
                    {"--nproc", "2", "--rank", "0", "--world-size", "2"}));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("cannot be combined with --rank"), std::string::npos) << r.err;
-  r = run_cli(plus(lenet_args(dir / "c", 2, "terngrad"),
-                   {"--set", "comm.backend=nccl", "--nproc", "2"}));
+  r = run_cli(
+      plus(lenet_args(dir / "c", 2, "terngrad"), {"--set", "comm.backend=nccl", "--nproc", "2"}));
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.err.find("comm.backend = \"nccl\" needs CUDA training"), std::string::npos)
-      << r.err;
+  EXPECT_NE(r.err.find("comm.backend = \"nccl\" needs CUDA training"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(dir / "c/summary.json"));
 }
 

@@ -347,8 +347,8 @@ TEST(TrainCli, HostileConfigsAreRefusedBeforeParsing) {
   EXPECT_NE(r.err.find("TOML nested more than"), std::string::npos) << r.err;
 
   // An element count that overflows int64 is an error, not undefined behaviour.
-  r = run_cli({"train", "--set", "data.name=synthetic", "--set",
-               "model.num_classes=4611686018427387904"});
+  r = run_cli(
+      {"train", "--set", "data.name=synthetic", "--set", "model.num_classes=4611686018427387904"});
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("terngrad: error:"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("bad_alloc"), std::string::npos) << r.err;
@@ -405,8 +405,8 @@ TEST(TrainCli, EmulatedTernGradWorkersReportExactPayloadAndAreReproducible) {
   TempDir dir;
   auto args = [&](const std::string& out, const std::string& seed) {
     std::vector<std::string> a = quick_args(out, 12);
-    a.insert(a.end(), {"--set", "workers.count=4", "--set", "compression.method=terngrad",
-                       "--set", "train.seed=" + seed});
+    a.insert(a.end(), {"--set", "workers.count=4", "--set", "compression.method=terngrad", "--set",
+                       "train.seed=" + seed});
     return a;
   };
   ASSERT_EQ(run_cli(args(dir / "a", "7")).exit_code, 0);

@@ -21,7 +21,6 @@
 #include "tests/testing/files.h"
 #include "tests/testing/redis_server.h"
 
-
 namespace tg::comm {
 namespace {
 

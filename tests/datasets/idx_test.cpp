@@ -251,8 +251,9 @@ TEST(Idx, TruncatedFileNamesExpectedAndActualSizes) {
 TEST(Idx, GzipBombIsRefusedAtTheDeclaredSize) {
   std::vector<uint8_t> header = label_bytes(IdxSpec{});  // 3 labels: 11 bytes
   z_stream zs{};
-  ASSERT_EQ(deflateInit2(&zs, Z_BEST_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 9, Z_DEFAULT_STRATEGY),
-            Z_OK);
+  ASSERT_EQ(
+      deflateInit2(&zs, Z_BEST_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 9, Z_DEFAULT_STRATEGY),
+      Z_OK);
   std::vector<uint8_t> gz(4 << 20);
   zs.next_out = gz.data();
   zs.avail_out = static_cast<uInt>(gz.size());
@@ -268,15 +269,15 @@ TEST(Idx, GzipBombIsRefusedAtTheDeclaredSize) {
   ASSERT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
   gz.resize(zs.total_out);
   deflateEnd(&zs);
-  expect_error_with(
-      [&] { detail::parse_idx(gz, "bomb-labels-idx1-ubyte.gz", 2049, 1, {}); },
-      {"bomb-labels-idx1-ubyte.gz", "more than 11 bytes after decompression"});
+  expect_error_with([&] { detail::parse_idx(gz, "bomb-labels-idx1-ubyte.gz", 2049, 1, {}); },
+                    {"bomb-labels-idx1-ubyte.gz", "more than 11 bytes after decompression"});
   // A header whose dimensions multiply past 64 bits is refused by the checked product.
   std::vector<uint8_t> huge;
   put_be32(huge, 2051);
   for (int d = 0; d < 3; ++d) put_be32(huge, 0x7fffffff);
-  expect_error_with([&] { detail::parse_idx(huge, "huge-images", 2051, 3, {}); },
-                    {"huge-images", "element count of the header's dimensions", "overflows uint64"});
+  expect_error_with(
+      [&] { detail::parse_idx(huge, "huge-images", 2051, 3, {}); },
+      {"huge-images", "element count of the header's dimensions", "overflows uint64"});
 }
 
 TEST(Idx, TrailingGarbageIsAnError) {

@@ -315,7 +315,7 @@ TEST(RealizedSparsity, MatchesTheExpectation) {
     EXPECT_NEAR(b.realized_sparsity(), b.sparsity(), 5 * 0.5 / std::sqrt(double(n))) << clip;
   }
   // For a Gaussian clipped at 2.5 sigma: 1.24% clipped; ||h|| / ||g|| ~ 0.989 and an angle of
-  // ~2.7 degrees (digest §1.6). Tolerances: sampling error of n = 2e5 draws (clipped count sd
+  // ~2.7 degrees (derived). Tolerances: sampling error of n = 2e5 draws (clipped count sd
   // ~0.025 points) plus the tail's variability on the norm.
   TensorStats st;
   tensor_stats_cpu(g.data(), n, &st);

@@ -36,7 +36,7 @@ std::vector<Tensor> gradients(int workers, uint64_t seed = 5) {
   return g;
 }
 
-// The digest's §1.10 semantics, written out element by element.
+// The reference code's training-step semantics, written out element by element.
 std::vector<double> reference_terngrad(const std::vector<Tensor>& g,
                                        const std::vector<GradSlot>& slots, double clip,
                                        int64_t step, uint64_t seed) {
@@ -266,12 +266,12 @@ TEST(Compressor, SlotRangesGiveTheBitsOfTheWholeAndDescribeTheirWire) {
         EXPECT_EQ(mid.slots[0].offset, 0);
         EXPECT_EQ(mid.slots[1].offset, all.slots[1].bytes);
         const std::string m = method;
-        const SlotCoding expect_fc_w = m == "none"   ? SlotCoding::f32
-                                       : m == "fp16" ? SlotCoding::f16
-                                       : m == "terngrad"
-                                           ? (std::string(sharing) == "max" ? SlotCoding::ternary
-                                                                           : SlotCoding::opaque)
-                                           : SlotCoding::opaque;
+        const SlotCoding expect_fc_w =
+            m == "none"   ? SlotCoding::f32
+            : m == "fp16" ? SlotCoding::f16
+            : m == "terngrad"
+                ? (std::string(sharing) == "max" ? SlotCoding::ternary : SlotCoding::opaque)
+                : SlotCoding::opaque;
         EXPECT_EQ(all.slots[2].coding, expect_fc_w) << method << " " << sharing;
         if (m == "terngrad") EXPECT_EQ(all.slots[1].coding, SlotCoding::f32);  // under min_size
       }

@@ -46,8 +46,7 @@ TEST(Histograms, GridCountsKnownValues) {
   const GridCounts g = grid_counts(x, 0.25, 2);
   EXPECT_EQ(g.counts, (std::vector<int64_t>{1, 0, 1, 2, 1}));
   EXPECT_EQ(g.level(-2), -0.5);
-  EXPECT_EQ(grid_counts(std::vector<float>{0, 0}, 0.0, 1).counts,
-            (std::vector<int64_t>{0, 2, 0}));
+  EXPECT_EQ(grid_counts(std::vector<float>{0, 0}, 0.0, 1).counts, (std::vector<int64_t>{0, 2, 0}));
   expect_error_with([] { grid_counts(std::vector<float>{0.1f}, 0.25, 2); }, {"not on the grid"});
   expect_error_with([] { grid_counts(std::vector<float>{0.75f}, 0.25, 2); }, {"|k| <= 2"});
   expect_error_with([] { grid_counts(std::vector<float>{0.5f}, 0.0, 1); }, {"index 0"});
@@ -102,8 +101,8 @@ TEST(Histograms, GaussianPanelsMatchExpectations) {
   CompressionOptions o;  // clip 2.5, sharing max
   const int bins = 51;
   const auto h = figure2_histograms(g, o, layout, {0}, 2, 7, bins)[0];
-  for (const auto* c : {&h.original.counts, &h.clipped.counts, &h.ternary.counts,
-                        &h.averaged.counts})
+  for (const auto* c :
+       {&h.original.counts, &h.clipped.counts, &h.ternary.counts, &h.averaged.counts})
     EXPECT_EQ(total(*c), n);
   // s = max over workers of 2.5 sigma_w, about 0.025.
   EXPECT_NEAR(h.scaler, 0.025, 0.0005);
@@ -127,7 +126,8 @@ TEST(Histograms, GaussianPanelsMatchExpectations) {
   // elements is the workers' mean clipped gradient's, within 5 standard deviations of the
   // codes' noise (each element's code variance <= 1, so the sum's s.d. <= s/N * sqrt(N n)).
   double avg_sum = 0, clipped_sum = 0;
-  for (int k = -kWorkers; k <= kWorkers; ++k) avg_sum += h.averaged.level(k) * h.averaged.counts[k + kWorkers];
+  for (int k = -kWorkers; k <= kWorkers; ++k)
+    avg_sum += h.averaged.level(k) * h.averaged.counts[k + kWorkers];
   for (int w = 0; w < kWorkers; ++w)
     for (int64_t i = 0; i < n; ++i)
       clipped_sum += std::clamp(g[w].data<float>()[i], -h.scaler, h.scaler) / kWorkers;

@@ -1,6 +1,6 @@
 // The performance model (terngrad/perf_model.h) on hand-computed cases: the bits and bytes per
 // element, every term of T_iter for ps and ring, full and half duplex, with latencies; then the
-// paper's headlines (digest §4.1-4.2) on the presets, with the parameter counts of our nets.
+// paper's headlines (Figure 5) on the presets, with the parameter counts of our nets.
 #include "terngrad/perf_model.h"
 
 #include <gtest/gtest.h>
@@ -62,9 +62,9 @@ TEST(PerfModel, BitsPerElementEachDirection) {
   EXPECT_EQ(up_bits(Gradients::terngrad), 2.0);
   EXPECT_EQ(down_bits(Gradients::fp32, 8, DownBits::ceil), 32.0);
   EXPECT_EQ(down_bits(Gradients::terngrad, 8, DownBits::ceil), 5.0);
-  EXPECT_NEAR(down_bits(Gradients::terngrad, 8, DownBits::exact), 4.0875, 1e-4);     // §4.4
-  EXPECT_NEAR(down_bits(Gradients::terngrad, 64, DownBits::exact), 7.0112, 1e-4);    // §4.4
-  EXPECT_NEAR(down_bits(Gradients::terngrad, 512, DownBits::exact), 10.0014, 1e-4);  // §4.4
+  EXPECT_NEAR(down_bits(Gradients::terngrad, 8, DownBits::exact), 4.0875, 1e-4);     // derived
+  EXPECT_NEAR(down_bits(Gradients::terngrad, 64, DownBits::exact), 7.0112, 1e-4);    // derived
+  EXPECT_NEAR(down_bits(Gradients::terngrad, 512, DownBits::exact), 10.0014, 1e-4);  // derived
 }
 
 TEST(PerfModel, MessageBytesCeilPerTensorPlusScalers) {
@@ -73,7 +73,7 @@ TEST(PerfModel, MessageBytesCeilPerTensorPlusScalers) {
   EXPECT_EQ(message_bytes({5, 8}, 32.0, false), 52.0);
   // Unrounded bits: no ceil.
   EXPECT_DOUBLE_EQ(message_bytes({5, 8}, 1.5, false), 13 * 1.5 / 8);
-  // AlexNet's payload in §4.4: 244 MB fp32, 15.2 MB TernGrad (2-bit codes + scalers).
+  // AlexNet's payload (derived): 244 MB fp32, 15.2 MB TernGrad (2-bit codes + scalers).
   EXPECT_NEAR(message_bytes({60969321}, 32.0, false) / 1e6, 243.9, 0.1);
   EXPECT_NEAR(message_bytes({60969321}, 2.0, true) / 1e6, 15.24, 0.01);
 }
@@ -181,7 +181,7 @@ TEST(PerfModel, PaperReadingsAndComputeTimes) {
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->fp32, 716);
   EXPECT_EQ(r->terngrad, 2193);
-  EXPECT_FALSE(paper_reading("alexnet", "p100", 32).has_value());  // not read in §4.2
+  EXPECT_FALSE(paper_reading("alexnet", "p100", 32).has_value());  // not read off Figure 5
   EXPECT_FALSE(paper_reading("lenet", "p100", 1).has_value());
   const auto t = paper_compute_times("alexnet", "gtx1080");
   ASSERT_TRUE(t.has_value());
@@ -216,9 +216,9 @@ Workload paper_workload(const std::string& net, const Cluster& c) {
   return w;
 }
 
-// "AlexNet 3.04x on 8 GPUs over 1 Gbit/s Ethernet" (§4.1). The reconstruction gives 2.69x with
+// "AlexNet 3.04x on 8 GPUs over 1 Gbit/s Ethernet" (Figure 5). The reconstruction gives 2.69x with
 // ceil(log2 17) = 5 down bits and 2.88x with log2 17 = 4.09; tolerance 15% of the paper's figure
-// (the readings themselves are +-3% of full scale, and §4.3 is a reconstruction).
+// (the readings themselves are +-3% of full scale, and the model is a reconstruction).
 constexpr double kHeadlineTol = 0.15;
 
 TEST(PerfModelHeadlines, AlexNetAbout3xOn8GpusOverEthernet) {
@@ -231,7 +231,7 @@ TEST(PerfModelHeadlines, AlexNetAbout3xOn8GpusOverEthernet) {
   ModelOptions exact;
   exact.down_bits = DownBits::exact;
   EXPECT_NEAR(compare(w, c, 8, exact).speedup, 3.04, kHeadlineTol * 3.04);
-  // fp32 collapses when the first inter-node link is crossed (§4.2: 1506 -> 716 img/s).
+  // fp32 collapses when the first inter-node link is crossed (Figure 5: 1506 -> 716 img/s).
   EXPECT_LT(r.fp32.images_per_sec, compare(w, c, 4).fp32.images_per_sec);
 }
 
@@ -253,9 +253,9 @@ TEST(PerfModelHeadlines, NoGainWithinOneNode) {
   }
 }
 
-// "VGG-A about 2x on 512 GPUs over InfiniBand" (§4.1, [S]; reading 44K / 20K = 2.2x) is NOT
-// reproduced by the reconstruction with nominal 100 Gbit/s links: the fp32 exchange of 531 MB
-// takes 42 ms there against 330 ms of compute, and TernGrad's 1-GPU encode gap (60 ms, from the
+// "VGG-A about 2x on 512 GPUs over InfiniBand" (a secondary summary [S]; reading 44K / 20K = 2.2x)
+// is NOT reproduced by the reconstruction with nominal 100 Gbit/s links: the fp32 exchange of 531
+// MB takes 42 ms there against 330 ms of compute, and TernGrad's 1-GPU encode gap (60 ms, from the
 // paper's own readings) outweighs it. This pins the value paper/figure5.md reports and checks the
 // trend the paper states: the gain is largest on Ethernet and for the FC-heavy nets.
 TEST(PerfModelHeadlines, InfiniBandGainsAreSmallInTheReconstruction) {

@@ -80,8 +80,8 @@ class RedisServer {
       } catch (const std::exception& e) {
         if (std::chrono::steady_clock::now() > deadline) {
           stop(SIGKILL);
-          throw std::runtime_error("redis-server on port " + port + " did not come up: " +
-                                   e.what() + "\nlog: " + read_text(log));
+          throw std::runtime_error("redis-server on port " + port +
+                                   " did not come up: " + e.what() + "\nlog: " + read_text(log));
         }
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));

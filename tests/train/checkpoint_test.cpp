@@ -141,7 +141,6 @@ TEST(CheckpointCompressorState, MismatchesAreRefusedNamingFileAndCulprit) {
   }
 }
 
-
 // A checkpoint's bytes from its header JSON and payload, with the SHA-256 it ends with, so the
 // parser is reached.
 std::string checkpoint_bytes(const std::string& header, size_t payload_bytes) {
@@ -156,7 +155,8 @@ std::string checkpoint_bytes(const std::string& header, size_t payload_bytes) {
 std::string one_tensor(const std::string& shape, const std::string& offset,
                        const std::string& nbytes) {
   return R"({"step":1,"net":"lenet","config_toml":"","tensors":[{"name":"fc1/w","dtype":"f32",)"
-         R"("shape":)" + shape + R"(,"offset":)" + offset + R"(,"nbytes":)" + nbytes + "}]}";
+         R"("shape":)" +
+         shape + R"(,"offset":)" + offset + R"(,"nbytes":)" + nbytes + "}]}";
 }
 
 // Issue 15: offsets whose bounds check wrapped around in unsigned arithmetic (a crash, or
@@ -168,9 +168,9 @@ TEST(CheckpointParse, HostileOffsetsAndShapesAreRefused) {
   expect_error_with(
       [&] {
         train::parse_checkpoint(
-            checkpoint_bytes(one_tensor("[2305843009213694464]", "9223372036854775808",
-                                        "9223372036854777856"),
-                             4096),
+            checkpoint_bytes(
+                one_tensor("[2305843009213694464]", "9223372036854775808", "9223372036854777856"),
+                4096),
             f);
       },
       {f, "corrupt checkpoint", "tensor 'fc1/w'", "lies outside"});
@@ -191,9 +191,8 @@ TEST(CheckpointParse, HostileOffsetsAndShapesAreRefused) {
   // 2^65 elements: the element count overflows.
   expect_error_with(
       [&] {
-        train::parse_checkpoint(checkpoint_bytes(one_tensor("[4611686018427387904,8]", "0", "0"),
-                                                 64),
-                                f);
+        train::parse_checkpoint(
+            checkpoint_bytes(one_tensor("[4611686018427387904,8]", "0", "0"), 64), f);
       },
       {f, "tensor 'fc1/w'"});
   expect_error_with(

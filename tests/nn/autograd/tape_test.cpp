@@ -26,8 +26,8 @@ TEST(Tape, LeafReadyFiresOnceAfterTheLastContribution) {
   Tensor b = Tensor::from_vector<float>({3, 4}, {2});
   Tensor unused = Tensor::from_vector<float>({5}, {1});
   for (Tensor* t : {&a, &b, &unused}) t->set_requires_grad(true);
-  Tensor h = mul(a, a);                    // node 0: reads a
-  Tensor y = add(mul(h, b), a);            // node 1: reads h, b; node 2: reads the product, a
+  Tensor h = mul(a, a);          // node 0: reads a
+  Tensor y = add(mul(h, b), a);  // node 1: reads h, b; node 2: reads the product, a
   std::vector<std::pair<std::string, std::vector<float>>> seen;
   backward(y, Tensor(), [&](const AutogradMeta& leaf) {
     const std::string who = &leaf == a.autograd_meta().get()   ? "a"

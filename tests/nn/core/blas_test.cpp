@@ -2,7 +2,9 @@
 // shapes that run as one call and as a grid of tiles, against a double reference; the tiling is
 // a function of the shape and the machine, never of the thread count; and the result has the
 // same bits for any OpenMP thread count (OpenBLAS's own threading does not, which is why
-// gemm_cpu tiles).
+// gemm_cpu tiles). Then the edge cases of gemm_reference.h through tg::gemm on the CPU (sizes 0
+// and 1, odd sizes, padded leading dimensions, alpha/beta, beta = 0 over NaN) and the checks of
+// validate_gemm.
 #include "nn/core/blas.h"
 
 #include <gtest/gtest.h>
@@ -12,7 +14,11 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
+
+#include "nn/core/error.h"
+#include "tests/nn/core/gemm_reference.h"
 
 namespace tg {
 namespace {
@@ -175,6 +181,50 @@ TEST(GemmCpu, InsideAParallelRegionSameBits) {
   for (int i = 0; i < 4; ++i) inside[i] = run(p, Trans::N, Trans::T, 1.0f, 0.0f, o.a, o.b, o.c);
   for (const auto& c : inside)
     EXPECT_EQ(std::memcmp(c.data(), outside.data(), sizeof(float) * c.size()), 0);
+}
+
+TEST(GemmCpu, EdgeCasesMatchTheNaiveLoop) {
+  uint64_t seed = 100;
+  for (const gemm_testing::Case& cs : gemm_testing::edge_cases())
+    for (Trans ta : {Trans::N, Trans::T})
+      for (Trans tb : {Trans::N, Trans::T}) {
+        SCOPED_TRACE(::testing::Message()
+                     << cs.m << "x" << cs.n << "x" << cs.k << " pad " << cs.pad << " ta "
+                     << (ta == Trans::T) << " tb " << (tb == Trans::T) << " alpha " << cs.alpha
+                     << " beta " << cs.beta);
+        gemm_testing::Operands o = gemm_testing::make_operands(cs, ta, tb, ++seed);
+        const std::vector<double> want = gemm_testing::reference(o);
+        std::vector<float> c = o.c;
+        GemmArgs g = o.g;
+        g.a = o.a.data();
+        g.b = o.b.data();
+        g.c = c.data();
+        gemm(Device::cpu(), g);
+        std::string first;
+        EXPECT_EQ(gemm_testing::mismatches(cs, o, c, want, &first), 0) << first;
+      }
+}
+
+TEST(GemmCpu, RejectsBadShapesNamingThem) {
+  std::vector<float> a(64, 1.0f), b(64, 1.0f), c(64, 0.0f);
+  GemmArgs g = dense_gemm(Trans::N, Trans::N, 4, 4, 4, 1.0f, a.data(), b.data(), 0.0f, c.data());
+  EXPECT_NO_THROW(gemm(Device::cpu(), g));
+  GemmArgs bad = g;
+  bad.lda = 3;  // < k
+  EXPECT_THROW(gemm(Device::cpu(), bad), Error);
+  bad = g;
+  bad.trans_b = Trans::T;
+  bad.ldb = 3;  // < k for op(B) = B^T
+  EXPECT_THROW(gemm(Device::cpu(), bad), Error);
+  bad = g;
+  bad.ldc = 3;  // < n
+  EXPECT_THROW(gemm(Device::cpu(), bad), Error);
+  bad = g;
+  bad.m = -1;
+  EXPECT_THROW(gemm(Device::cpu(), bad), Error);
+  bad = g;
+  bad.k = int64_t{1} << 31;  // beyond the BLAS int range
+  EXPECT_THROW(gemm(Device::cpu(), bad), Error);
 }
 
 }  // namespace
