@@ -354,7 +354,8 @@ ConvergenceCurve run_ridge_sgd(const RidgeProblem& p, const SgdOptions& opts,
         for (int wk = 0; wk < N; ++wk)
           for (int64_t j = 0; j < d; ++j) h[j] += gw[wk * d + j] / N;
       } else {
-        // Shared scaler (digest §1.4): s = max over workers of each one's max|g| or c * sigma.
+        // Shared scaler (the paper's scaler sharing): s = max over workers of each one's max|g| or
+        // c * sigma.
         float s = 0;
         for (int wk = 0; wk < N; ++wk) {
           for (int64_t j = 0; j < d; ++j) gf[wk * d + j] = static_cast<float>(gw[wk * d + j]);

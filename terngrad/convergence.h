@@ -7,12 +7,12 @@
 //     SGD with N emulated workers, each drawing a minibatch of b samples (with replacement), runs
 //     with the learning rate gamma_t = gamma0 / (1 + t / t0): sum gamma_t = inf, sum gamma_t^2 <
 //     inf (Assumption 2). Plain SGD averages the N minibatch gradients; TernGrad ternarizes each
-//     with a scaler shared across workers (s = max_w s_w, digest §1.4) and averages the ternary
-//     gradients. We record E||w_t - w*||^2 (mean over independent repeats) at log-spaced t and fit
-//     the rate: with gamma_t ~ c / t and 2 mu c > 1 (mu the smallest Hessian eigenvalue) the error
-//     decays like 1 / t, i.e. slope -1 on a log-log plot.
-//     The scaler is max|g| (clip = 0) by default: Theorem 1 is for that unbiased operator; with
-//     clip > 0 elements beyond c * sigma are saturated, which biases the gradient.
+//     with a scaler shared across workers (s = max_w s_w, the paper's scaler sharing) and averages
+//     the ternary gradients. We record E||w_t - w*||^2 (mean over independent repeats) at
+//     log-spaced t and fit the rate: with gamma_t ~ c / t and 2 mu c > 1 (mu the smallest Hessian
+//     eigenvalue) the error decays like 1 / t, i.e. slope -1 on a log-log plot. The scaler is
+//     max|g| (clip = 0) by default: Theorem 1 is for that unbiased operator; with clip > 0 elements
+//     beyond c * sigma are saturated, which biases the gradient.
 //
 // (b) Unbiasedness and the variance identity of the ternarizer on a given gradient (in practice a
 //     real network's gradient, from `terngrad convergence-check`'s training run). For each tensor

@@ -1,5 +1,6 @@
-// Exponential moving average of the parameters, TF ExponentialMovingAverage with num_updates
-// (digest §3.1): d = min(decay, (1 + t) / (10 + t)); shadow <- d * shadow + (1 - d) * params,
+// Exponential moving average of the parameters, TF ExponentialMovingAverage with num_updates,
+// as the paper's reference code (github.com/wenwei202/terngrad) evaluates:
+//   d = min(decay, (1 + t) / (10 + t)),  shadow <- d * shadow + (1 - d) * params,
 // computed in TF's assign_moving_average form shadow <- shadow - (shadow - params) * (1 - d)
 // (f32, 1 - d formed in f32 like TF's graph). The shadow starts as a copy of the parameters.
 // Evaluation uses the shadow weights. Throws on decay outside [0, 1), t < 0, or params of
