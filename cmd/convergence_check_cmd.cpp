@@ -301,13 +301,14 @@ void real_checks(const ConvergenceCheckArgs& a, const tern::Ternarizer& tz,
 }  // namespace
 
 CLI::App* add_convergence_check_command(CLI::App& app, ConvergenceCheckArgs& a) {
-  auto* cmd = app.add_subcommand(
-      "convergence-check",
-      "Check the paper's convergence claims numerically, one PASS/FAIL verdict per check: (a) "
-      "SGD and TernGrad converge to the closed-form minimum of ridge regression with "
-      "sum gamma = inf, sum gamma^2 < inf (rate fitted); (b) on a configured network's real "
-      "gradients, the ternarizer is unbiased and obeys E||t||^2 - ||g||^2 = s||g||_1 - ||g||^2. "
-      "Exit 0 if all pass, 2 if one fails, 1 on an error");
+  // One short line in `terngrad --help`; the detail in `terngrad convergence-check --help`.
+  auto* cmd = app.add_subcommand("convergence-check",
+                                 "Check the paper's convergence claims numerically (PASS/FAIL)");
+  cmd->footer(
+      "One PASS/FAIL verdict per check: (a) SGD and TernGrad converge to the closed-form minimum "
+      "of ridge regression with sum gamma = inf, sum gamma^2 < inf (rate fitted); (b) on a "
+      "configured network's real gradients, the ternarizer is unbiased and obeys E||t||^2 - "
+      "||g||^2 = s||g||_1 - ||g||^2. Exit 0 if all pass, 2 if one fails, 1 on an error.");
   cmd->add_option("-c,--config", a.config_path,
                   "(b) TOML config of the training run that supplies gradients (default: the "
                   "built-in LeNet/MNIST recipe)")

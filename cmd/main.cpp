@@ -102,10 +102,10 @@ int main(int argc, char** argv) {
       "rank that failed first (128 + N if killed by signal N).");
 
   // ---- train ---------------------------------------------------------------------------------
-  auto* train = app.add_subcommand(
-      "train",
-      "Train a network: in this process, or as P processes (--nproc P here; --rank/--world-size/"
-      "--rendezvous, Slurm or Open MPI across nodes), workers.count / P workers each");
+  auto* train = app.add_subcommand("train", "Train a network, in one process or several");
+  train->footer(
+      "In this process, or as P processes (--nproc P on this machine; --rank/--world-size/"
+      "--rendezvous, Slurm or Open MPI across nodes), workers.count / P workers each.");
   std::string config_path, out_dir, device_flag;
   std::vector<std::string> overrides;
   bool resume = false, progress_on = false, progress_off = false;

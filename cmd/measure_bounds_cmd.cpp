@@ -53,14 +53,17 @@ void check_absent(const fs::path& p, const std::string& dir) {
 }  // namespace
 
 CLI::App* add_measure_bounds_command(CLI::App& app, MeasureBoundsArgs& a) {
-  auto* cmd = app.add_subcommand(
-      "measure-bounds",
-      "Measure TernGrad's bound quantities while training (Assumption 3, Figure 2): per ternarized "
-      "tensor and for the model, ||g||^2, ||g||_inf*||g||_1, bound_ratio = s*||h||_1/||h||^2 "
-      "with layer-wise vs one model-wide scaler and with vs without clipping, the ternary "
-      "variance, code sparsity, and the clipped fraction, length ratio and angle. Writes "
-      "DIR/bounds.jsonl (one row per iteration, tensor, scaling, clip), DIR/bounds.txt (median "
-      "table, also on stdout) and the run in DIR/train; paper/bounds.py draws the figures");
+  // One short line in `terngrad --help`; the detail in `terngrad measure-bounds --help`.
+  auto* cmd = app.add_subcommand("measure-bounds",
+                                 "Measure TernGrad's gradient-bound quantities while training");
+  cmd->footer(
+      "Measures TernGrad's bound quantities while training (Assumption 3, Figure 2): per "
+      "ternarized tensor and for the model, ||g||^2, ||g||_inf*||g||_1, bound_ratio = "
+      "s*||h||_1/||h||^2 with layer-wise vs one model-wide scaler and with vs without clipping, "
+      "the ternary variance, code sparsity, and the clipped fraction, length ratio and angle. "
+      "Writes DIR/bounds.jsonl (one row per iteration, tensor, scaling, clip), DIR/bounds.txt "
+      "(median table, also on stdout) and the run in DIR/train; paper/bounds.py draws the "
+      "figures.");
   cmd->add_option("-c,--config", a.config_path,
                   "TOML config file (default: built-in defaults, the LeNet/MNIST recipe; with "
                   "--checkpoint: the checkpoint's own config)")

@@ -101,10 +101,11 @@ void print_cluster_header(const Cluster& c, const perf::ModelOptions& mo, const 
 }  // namespace
 
 CLI::App* add_perf_model_command(CLI::App& app, PerfModelArgs& a) {
-  auto* cmd = app.add_subcommand(
-      "perf-model",
-      "The paper's performance model (Figure 5): images/s of fp32 and TernGrad training on 1-512 "
-      "GPUs, from our nets' parameter counts, beside the paper's readings");
+  auto* cmd = app.add_subcommand("perf-model",
+                                 "The paper's performance model (Figure 5) against its readings");
+  cmd->footer(
+      "Images/s of fp32 and TernGrad training on 1-512 GPUs, from our nets' parameter counts, "
+      "beside the paper's Figure 5 readings.");
   cmd->add_option("--cluster", a.clusters,
                   "ethernet | infiniband | a TOML cluster file (repeatable; default both "
                   "presets)")
