@@ -41,10 +41,11 @@ supp=$here/tests/sanitize
 # The tests each mode runs (ctest -R), and the test executables that hold them (built alone:
 # a sanitized build of the whole tree is not needed for them).
 ASAN_TESTS='Checkpoint|Config|Json|Launch|Idx|Cifar|ImageFolder|Registry|Sampler|Store|Gloo|LocalComm|Aggregate|Reducer|Ternary|Compressor|Baseline|fuzz_|TrainDistributed|TrainCli|Cli|HostilePeer|Faults'
-# ... less the end-to-end training runs that check numerics rather than input handling (several
-# trainings each, minutes under ASan; the plain ctest run has them): the error paths of the CLI,
+# ... less the end-to-end training runs and the ternarizer's statistical tests, which check
+# numerics rather than input handling (minutes under ASan; the plain ctest run has them; --tests
+# all runs them too): the error paths of the CLI,
 # the launcher, lost, hostile and stopped peers and the disk faults stay in.
-ASAN_EXCLUDE='InterruptedRunResumes|ResumeAfterKill9|FourWorkersAgree|SigtermSaves|BucketsOverlapAndFp16|Fp32ReduceScatterMatches|SlurmEnvironment|RanksMeetThroughRedis|TwoProcessesMatch|OneRankWithARendezvous|EmulatedTernGradWorkers|RingAllreduceIsOptIn|WritesSummaryMetrics|EvalReproduces'
+ASAN_EXCLUDE='TernaryStats|InterruptedRunResumes|ResumeAfterKill9|FourWorkersAgree|SigtermSaves|BucketsOverlapAndFp16|Fp32ReduceScatterMatches|SlurmEnvironment|RanksMeetThroughRedis|TwoProcessesMatch|OneRankWithARendezvous|EmulatedTernGradWorkers|RingAllreduceIsOptIn|WritesSummaryMetrics|EvalReproduces'
 ASAN_TARGETS=(terngrad train_checkpoint_test train_config_test train_json_test train_launch_test
   datasets_idx_test datasets_cifar10_test datasets_image_folder_test datasets_registry_test
   datasets_sampler_test comm_store_test comm_gloo_comm_test comm_local_comm_test

@@ -8,4 +8,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test-tools
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)"
-bash scripts/sanitize.sh all --fuzz-seconds "${TG_FUZZ_SECONDS:-5}"
+bash scripts/sanitize.sh all --fuzz-seconds "${TG_FUZZ_SECONDS:-3}"
