@@ -22,41 +22,32 @@ namespace {
 TEST(GemmCuda, EdgeCasesMatchTheNaiveLoopAndTheCpu) {
   TG_REQUIRE_CUDA();
   const Device gpu = Device::cuda(0);
-  uint64_t seed = 100;
-  for (const gemm_testing::Case& cs : gemm_testing::edge_cases())
-    for (Trans ta : {Trans::N, Trans::T})
-      for (Trans tb : {Trans::N, Trans::T}) {
-        SCOPED_TRACE(::testing::Message()
-                     << cs.m << "x" << cs.n << "x" << cs.k << " pad " << cs.pad << " ta "
-                     << (ta == Trans::T) << " tb " << (tb == Trans::T) << " alpha " << cs.alpha
-                     << " beta " << cs.beta);
-        const gemm_testing::Operands o = gemm_testing::make_operands(cs, ta, tb, ++seed);
-        const std::vector<double> want = gemm_testing::reference(o);
-        auto upload = [&](const std::vector<float>& v) {
-          return Tensor::from_vector(v, {static_cast<int64_t>(v.size())}).to(gpu);
-        };
-        const Tensor a = upload(o.a), b = upload(o.b), c = upload(o.c);
-        GemmArgs g = o.g;
-        g.a = a.data<float>();
-        g.b = b.data<float>();
-        g.c = c.data<float>();
-        gemm(gpu, g);
-        cuda::synchronize(0);
-        const std::vector<float> got = c.to(Device::cpu()).to_vector<float>();
-        std::string first;
-        EXPECT_EQ(gemm_testing::mismatches(cs, o, got, want, &first), 0)
-            << "vs reference: " << first;
+  gemm_testing::for_each_case([&](const gemm_testing::Case& cs, const gemm_testing::Operands& o,
+                                  const std::vector<double>& want) {
+    auto upload = [&](const std::vector<float>& v) {
+      return Tensor::from_vector(v, {static_cast<int64_t>(v.size())}).to(gpu);
+    };
+    const Tensor a = upload(o.a), b = upload(o.b), c = upload(o.c);
+    GemmArgs g = o.g;
+    g.a = a.data<float>();
+    g.b = b.data<float>();
+    g.c = c.data<float>();
+    gemm(gpu, g);
+    cuda::synchronize(0);
+    const std::vector<float> got = c.to(Device::cpu()).to_vector<float>();
+    std::string first;
+    EXPECT_EQ(gemm_testing::mismatches(cs, o, got, want, &first), 0) << "vs reference: " << first;
 
-        std::vector<float> cpu = o.c;
-        GemmArgs h = o.g;
-        h.a = o.a.data();
-        h.b = o.b.data();
-        h.c = cpu.data();
-        gemm(Device::cpu(), h);
-        const std::vector<double> cpu_d(cpu.begin(), cpu.end());
-        EXPECT_EQ(gemm_testing::mismatches(cs, o, got, cpu_d, &first, 2.0), 0)
-            << "vs gemm_cpu: " << first;
-      }
+    std::vector<float> cpu = o.c;
+    GemmArgs h = o.g;
+    h.a = o.a.data();
+    h.b = o.b.data();
+    h.c = cpu.data();
+    gemm(Device::cpu(), h);
+    const std::vector<double> cpu_d(cpu.begin(), cpu.end());
+    EXPECT_EQ(gemm_testing::mismatches(cs, o, got, cpu_d, &first, 2.0), 0)
+        << "vs gemm_cpu: " << first;
+  });
 }
 
 }  // namespace

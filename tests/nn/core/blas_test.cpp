@@ -184,25 +184,17 @@ TEST(GemmCpu, InsideAParallelRegionSameBits) {
 }
 
 TEST(GemmCpu, EdgeCasesMatchTheNaiveLoop) {
-  uint64_t seed = 100;
-  for (const gemm_testing::Case& cs : gemm_testing::edge_cases())
-    for (Trans ta : {Trans::N, Trans::T})
-      for (Trans tb : {Trans::N, Trans::T}) {
-        SCOPED_TRACE(::testing::Message()
-                     << cs.m << "x" << cs.n << "x" << cs.k << " pad " << cs.pad << " ta "
-                     << (ta == Trans::T) << " tb " << (tb == Trans::T) << " alpha " << cs.alpha
-                     << " beta " << cs.beta);
-        gemm_testing::Operands o = gemm_testing::make_operands(cs, ta, tb, ++seed);
-        const std::vector<double> want = gemm_testing::reference(o);
-        std::vector<float> c = o.c;
-        GemmArgs g = o.g;
-        g.a = o.a.data();
-        g.b = o.b.data();
-        g.c = c.data();
-        gemm(Device::cpu(), g);
-        std::string first;
-        EXPECT_EQ(gemm_testing::mismatches(cs, o, c, want, &first), 0) << first;
-      }
+  gemm_testing::for_each_case([](const gemm_testing::Case& cs, const gemm_testing::Operands& o,
+                                 const std::vector<double>& want) {
+    std::vector<float> c = o.c;
+    GemmArgs g = o.g;
+    g.a = o.a.data();
+    g.b = o.b.data();
+    g.c = c.data();
+    gemm(Device::cpu(), g);
+    std::string first;
+    EXPECT_EQ(gemm_testing::mismatches(cs, o, c, want, &first), 0) << first;
+  });
 }
 
 TEST(GemmCpu, RejectsBadShapesNamingThem) {

@@ -4,6 +4,8 @@
 // pairs including beta = 0 over a C full of NaN (BLAS semantics: C is then not read).
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -124,6 +126,23 @@ inline int64_t mismatches(const Case& cs, const Operands& o, const std::vector<f
                  "] = " + std::to_string(got[at]) + ", reference " + std::to_string(want[at]);
     }
   return bad;
+}
+
+// Calls fn(case, operands, reference) for every edge case and transpose pair, under a
+// SCOPED_TRACE that names them (the CPU and CUDA tests walk the same cases).
+template <typename Fn>
+void for_each_case(Fn&& fn) {
+  uint64_t seed = 100;
+  for (const Case& cs : edge_cases())
+    for (Trans ta : {Trans::N, Trans::T})
+      for (Trans tb : {Trans::N, Trans::T}) {
+        SCOPED_TRACE(::testing::Message()
+                     << cs.m << "x" << cs.n << "x" << cs.k << " pad " << cs.pad << " ta "
+                     << (ta == Trans::T) << " tb " << (tb == Trans::T) << " alpha " << cs.alpha
+                     << " beta " << cs.beta);
+        const Operands o = make_operands(cs, ta, tb, ++seed);
+        fn(cs, o, reference(o));
+      }
 }
 
 }  // namespace tg::gemm_testing
