@@ -284,8 +284,14 @@ int main(int argc, char** argv) {
       fo.force = fetch_force;
       fo.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
       const std::string where = data::fetch_dataset(fo);
-      std::fprintf(stderr, "%s is ready: pass --set data.path=%s\n", fetch_name.c_str(),
-                   where.c_str());
+      if (fetch_dir.empty())  // data/<name>: found there without data.path
+        std::fprintf(stderr,
+                     "%s is ready in %s: runs started from this directory find it without "
+                     "data.path\n",
+                     fetch_name.c_str(), where.c_str());
+      else
+        std::fprintf(stderr, "%s is ready: pass --set data.path=%s\n", fetch_name.c_str(),
+                     where.c_str());
       std::printf("%s\n",
                   json::Object().add("dataset", fetch_name).add("path", where).str().c_str());
       return 0;

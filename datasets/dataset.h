@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -70,7 +71,26 @@ class Dataset {
   DatasetInfo info_;
 };
 
-// Throws on an unknown name (listing the known ones), a missing path, or invalid files.
+// Where a dataset's files are. With data.path set, there. Without it, the first of:
+//   data/<name>      relative to the working directory, where `terngrad data fetch <name>` puts it
+//   the system location of an installed package (fashion-mnist: Debian's dataset-fashion-mnist,
+//                    /usr/share/datasets/fashion-mnist)
+// A directory counts when it holds the dataset's first training file. `source` says which rule
+// found it ("data.path", "data/<name>", "installed package ..."), for the run's log.
+struct DataLocation {
+  std::string path;
+  std::string source;
+};
+// Throws when nothing is found, naming every place looked at and the command that fetches the
+// dataset (or, for image-folder, that data.path is required). Datasets without files
+// (synthetic) resolve to an empty path.
+DataLocation locate_dataset(const DataOptions& options);
+// The same, returning nothing instead of throwing when the files are not found (an unknown
+// name still throws).
+std::optional<DataLocation> find_dataset(const DataOptions& options);
+
+// Throws on an unknown name (listing the known ones), a dataset that locate_dataset() cannot
+// find, or invalid files.
 std::unique_ptr<Dataset> open_dataset(const DataOptions& options, Split split);
 std::vector<std::string> dataset_names();
 

@@ -25,7 +25,6 @@ constexpr uint32_t kImageMagic = 2051;  // 0x00000803: unsigned byte, 3 dimensio
 constexpr uint32_t kLabelMagic = 2049;  // 0x00000801: unsigned byte, 1 dimension
 constexpr int64_t kSide = 28;           // MNIST and Fashion-MNIST images are 28 x 28
 constexpr int64_t kClasses = 10;
-constexpr const char* kFashionDefaultPath = "/usr/share/datasets/fashion-mnist";
 
 uint32_t be32(const uint8_t* p) {
   return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
@@ -243,9 +242,11 @@ std::unique_ptr<Dataset> open_mnist(const DataOptions& options, Split split) {
 }
 
 std::unique_ptr<Dataset> open_fashion_mnist(const DataOptions& options, Split split) {
+  TG_CHECK(!options.path.empty(),
+           "fashion-mnist: no data.path given (expected the directory with "
+           "train-images-idx3-ubyte[.gz] etc.)");
   check_image_size("fashion-mnist", options);
-  const std::string dir = options.path.empty() ? kFashionDefaultPath : options.path;
-  return std::make_unique<IdxDataset>("fashion-mnist", dir, split);
+  return std::make_unique<IdxDataset>("fashion-mnist", options.path, split);
 }
 
 }  // namespace tg::data::detail

@@ -432,8 +432,17 @@ void Trainer::State::open_output() {
 // Model, data, optimizer, schedule, compressor, EMA.
 void Trainer::State::build() {
   net = make_net(cfg.model.name, net_options(cfg), device);
-  train_ds = data::open_dataset(data_options(cfg), data::Split::train);
-  test_ds = data::open_dataset(data_options(cfg), data::Split::test);
+  // Without data.path the files are looked for (data/<name>, then an installed package): the log
+  // says which copy the run reads.
+  data::DataOptions dopts = data_options(cfg);
+  const data::DataLocation where = data::locate_dataset(dopts);
+  if (dopts.path.empty() && !where.path.empty()) {
+    dopts.path = where.path;
+    say("data: " + dopts.name + " from " + where.path + " (no data.path: found in " + where.source +
+        ")");
+  }
+  train_ds = data::open_dataset(dopts, data::Split::train);
+  test_ds = data::open_dataset(dopts, data::Split::test);
   check_compatible(*net, *train_ds);
   check_compatible(*net, *test_ds);
   const int64_t train_size = train_ds->info().size;
