@@ -326,7 +326,7 @@ int worker_main(const Options& o) {
     ao.overlap = o.overlap;
     ao.float_ring = c.ring;
     tern::CompressionOptions co;
-    co.method = c.method;
+    co.method = parse_enum(tern::kMethods, c.method, "method");
     co.pack = parse_format(o.format);
     const std::unique_ptr<tern::Compressor> compressor = tern::make_compressor(co, layout);
     comm::AggregateStats st;

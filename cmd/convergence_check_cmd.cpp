@@ -2,6 +2,7 @@
 // TernGrad, (b) the ternarizer's moments on a real network's gradients; the computations are
 // terngrad/convergence.h, the gradients come from the Trainer's gradient hook.
 #include "cmd/convergence_check_cmd.h"
+#include "cmd/default_data.h"
 
 #include "cmd/progress.h"
 
@@ -147,6 +148,7 @@ void real_checks(const ConvergenceCheckArgs& a, const tern::Ternarizer& tz,
                  std::vector<Verdict>& verdicts) {
   Config cfg = a.config_path.empty() ? default_config(a.overrides)
                                      : load_config_file(a.config_path, a.overrides);
+  choose_default_data(cfg, a.config_path, a.overrides);
   std::vector<int64_t> steps = a.sample_steps;
   if (steps.empty()) steps = {0, 10, 100};
   for (int64_t s : steps)

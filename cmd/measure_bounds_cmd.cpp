@@ -2,12 +2,14 @@
 // gradient hook that samples one worker's gradient every K iterations, the statistics of
 // terngrad/bounds.h, JSON lines and a summary table.
 #include "cmd/measure_bounds_cmd.h"
+#include "cmd/default_data.h"
 
 #include "cmd/progress.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -71,10 +73,9 @@ CLI::App* add_measure_bounds_command(CLI::App& app, MeasureBoundsArgs& a) {
   cmd->add_option("--set", a.overrides, "Override a config key: section.key=value (repeatable)")
       ->allow_extra_args(false);
   cmd->add_option(
-         "-o,--out", a.out_dir,
-         "Output directory (created; must not hold bounds.jsonl, bounds.txt, train/ or, with "
-         "--histograms, histograms.jsonl)")
-      ->required();
+      "-o,--out", a.out_dir,
+      "Output directory (created; must not hold bounds.jsonl, bounds.txt, train/ or, with "
+      "--histograms, histograms.jsonl; default: a new runs/measure-bounds-<UTC time>)");
   cmd->add_option("--every", a.every,
                   "Sample every K iterations: 0, K, 2K, ... (the gradient of that iteration, "
                   "before its update)")
@@ -101,7 +102,14 @@ CLI::App* add_measure_bounds_command(CLI::App& app, MeasureBoundsArgs& a) {
 }
 
 int run_measure_bounds(const MeasureBoundsArgs& a) {
-  TG_CHECK(!a.out_dir.empty(), "measure-bounds: --out DIR is required");
+  std::string out_dir = a.out_dir;
+  if (out_dir.empty()) {  // a new folder per run, as TensorBoard's runs/ convention
+    const std::time_t now = std::time(nullptr);
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::gmtime(&now));
+    out_dir = std::string("runs/measure-bounds-") + stamp;
+    std::fprintf(stderr, "measure-bounds: no --out: writing to %s\n", out_dir.c_str());
+  }
   TG_CHECK(a.every >= 1, "measure-bounds: --every must be >= 1, got ", a.every);
   std::vector<std::string> overrides = a.overrides;
   if (!a.device.empty()) overrides.push_back("device=" + a.device);
@@ -119,21 +127,22 @@ int run_measure_bounds(const MeasureBoundsArgs& a) {
   } else {
     cfg = a.config_path.empty() ? default_config(overrides)
                                 : load_config_file(a.config_path, overrides);
+    choose_default_data(cfg, a.config_path, overrides);
   }
   TG_CHECK(a.worker >= 0 && a.worker < cfg.workers.count, "measure-bounds: --worker ", a.worker,
            " is out of range: the config has workers.count = ", cfg.workers.count,
            " (expected 0 .. ", cfg.workers.count - 1, ")");
 
-  const fs::path dir(a.out_dir);
+  const fs::path dir(out_dir);
   const fs::path rows_path = dir / kRowsName, table_path = dir / kTableName;
   const fs::path hist_path = dir / kHistName;
   const fs::path run_dir = dir / (ck ? kScratchDirName : kTrainDirName);
-  for (const fs::path& p : {rows_path, table_path, run_dir}) check_absent(p, a.out_dir);
-  if (!a.histograms.empty()) check_absent(hist_path, a.out_dir);
+  for (const fs::path& p : {rows_path, table_path, run_dir}) check_absent(p, out_dir);
+  if (!a.histograms.empty()) check_absent(hist_path, out_dir);
   TG_CHECK(a.bins >= 1, "measure-bounds: --bins must be >= 1, got ", a.bins);
   std::error_code ec;
   fs::create_directories(dir, ec);
-  TG_CHECK(!ec && fs::is_directory(dir), "cannot create output directory ", a.out_dir, ": ",
+  TG_CHECK(!ec && fs::is_directory(dir), "cannot create output directory ", out_dir, ": ",
            ec.message());
 
   // The layout of the net's gradient (built on the host: only the layout is needed) and which
@@ -158,9 +167,9 @@ int run_measure_bounds(const MeasureBoundsArgs& a) {
   std::vector<size_t> hist_slots;
   if (!a.histograms.empty()) {
     hist_slots = histogram_slots(a.histograms, layout, ternarized);
-    TG_CHECK(copts.scaler_sharing == "max",
+    TG_CHECK(copts.scaler_sharing == tern::ScalerSharing::max,
              "--histograms needs compression.scaler_sharing = \"max\" (got \"",
-             copts.scaler_sharing,
+             enum_name(tern::kScalerSharings, copts.scaler_sharing),
              "\"): with per-worker scalers the averaged gradient lies on no grid");
   }
 

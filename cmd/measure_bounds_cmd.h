@@ -36,7 +36,7 @@ namespace tg::cli {
 struct MeasureBoundsArgs {
   std::string config_path;             // "" = built-in defaults (or the checkpoint's config)
   std::vector<std::string> overrides;  // --set section.key=value
-  std::string out_dir;                 // required
+  std::string out_dir;                 // "" = a new runs/measure-bounds-<UTC time>
   int64_t every = 100;                 // K: sample iterations 0, K, 2K, ...
   int worker = 0;                      // whose gradient (global worker index)
   std::string checkpoint;              // one gradient at this checkpoint's parameters

@@ -150,7 +150,7 @@ class TernGradCompressor final : public Compressor {
     ternary_ = ternarized_slots(layout_, o_);
   }
   std::string name() const override { return "terngrad"; }
-  bool shared() const { return o_.scaler_sharing == "max"; }
+  bool shared() const { return o_.scaler_sharing == ScalerSharing::max; }
   int64_t meta_per_slot() const override { return shared() ? 1 : 0; }
 
  protected:
@@ -282,16 +282,17 @@ class BaselineCompressor final : public Compressor {
  public:
   BaselineCompressor(const CompressionOptions& o, std::vector<GradSlot> layout)
       : Compressor(std::move(layout)), o_(o) {}
-  std::string name() const override { return o_.method; }
+  std::string name() const override { return std::string(enum_name(kMethods, o_.method)); }
 
  protected:
   size_t slot_bytes(const GradSlot& sl) const {
-    if (o_.method == "fp16") return fp16_packed_bytes(sl.numel);
-    if (o_.method == "qsgd") return qsgd_packed_bytes(sl.numel, o_.qsgd_levels, o_.qsgd_bucket);
+    if (o_.method == Method::fp16) return fp16_packed_bytes(sl.numel);
+    if (o_.method == Method::qsgd)
+      return qsgd_packed_bytes(sl.numel, o_.qsgd_levels, o_.qsgd_bucket);
     return onebit_packed_bytes(sl.numel);
   }
   WireLayout wire_range(int64_t, SlotRange r) const override {
-    const SlotCoding coding = o_.method == "fp16" ? SlotCoding::f16 : SlotCoding::opaque;
+    const SlotCoding coding = o_.method == Method::fp16 ? SlotCoding::f16 : SlotCoding::opaque;
     return layout_of(
         r, [&](size_t t) { return slot_bytes(layout_[t]); }, [&](size_t) { return coding; });
   }
@@ -302,7 +303,7 @@ class BaselineCompressor final : public Compressor {
     const float* p = g.data<float>();
     uint8_t* m = msg.data<uint8_t>();
     float* residual = nullptr;
-    if (o_.method == "onebit") {
+    if (o_.method == Method::onebit) {
       check_worker(*this, "encode", worker);
       if (residuals_.size() <= static_cast<size_t>(worker)) residuals_.resize(worker + 1);
       Tensor& res = residuals_[worker];
@@ -315,10 +316,10 @@ class BaselineCompressor final : public Compressor {
     for (size_t t = r.first; t < r.last; ++t) {
       const GradSlot& sl = layout_[t];
       const float* gs = p + sl.offset;
-      if (o_.method == "fp16") {
+      if (o_.method == Method::fp16) {
         TG_DISPATCH(d, "fp16_pack", fp16_pack_cpu(gs, sl.numel, m),
                     fp16_pack_cuda(gs, sl.numel, m));
-      } else if (o_.method == "qsgd") {
+      } else if (o_.method == Method::qsgd) {
         const uint64_t stream = rng_stream(RngPurpose::ternarize, static_cast<uint64_t>(step),
                                            static_cast<uint64_t>(worker), t);
         TG_DISPATCH(
@@ -341,10 +342,10 @@ class BaselineCompressor final : public Compressor {
     for (size_t t = r.first; t < r.last; ++t) {
       const GradSlot& sl = layout_[t];
       float* a = acc.float_at(sl.offset);
-      if (o_.method == "fp16") {
+      if (o_.method == Method::fp16) {
         TG_DISPATCH(d, "fp16_unpack", fp16_unpack_accumulate_cpu(m, sl.numel, 1.0f, a),
                     fp16_unpack_accumulate_cuda(m, sl.numel, 1.0f, a));
-      } else if (o_.method == "qsgd") {
+      } else if (o_.method == Method::qsgd) {
         TG_DISPATCH(
             d, "qsgd_unpack",
             qsgd_unpack_accumulate_cpu(m, sl.numel, o_.qsgd_levels, o_.qsgd_bucket, 1.0f, a),
@@ -365,7 +366,7 @@ class BaselineCompressor final : public Compressor {
 
  public:
   NamedTensors state(int worker) const override {
-    if (o_.method != "onebit") return Compressor::state(worker);
+    if (o_.method != Method::onebit) return Compressor::state(worker);
     check_worker(*this, "state", worker);
     const bool live =
         static_cast<size_t>(worker) < residuals_.size() && residuals_[worker].defined();
@@ -373,7 +374,7 @@ class BaselineCompressor final : public Compressor {
   }
 
   void load_state(int worker, const NamedTensors& state) override {
-    if (o_.method != "onebit") return Compressor::load_state(worker, state);
+    if (o_.method != Method::onebit) return Compressor::load_state(worker, state);
     check_worker(*this, "load_state", worker);
     const Tensor* residual = nullptr;
     for (const auto& [name, t] : state) {
@@ -513,11 +514,13 @@ Accumulator Compressor::make_accumulator(const Device& device, SlotRange r) cons
 }
 
 std::vector<std::string> compressor_names() {
-  return {"none", "fp16", "terngrad", "qsgd", "onebit"};
+  std::vector<std::string> out;
+  for (std::string_view n : enum_names(kMethods)) out.emplace_back(n);
+  return out;
 }
 
 bool identity_for_one_worker(const CompressionOptions& o) {
-  return o.method == "none";
+  return o.method == Method::none;
 }
 
 std::unique_ptr<Compressor> make_compressor(const CompressionOptions& o,
@@ -528,18 +531,15 @@ std::unique_ptr<Compressor> make_compressor(const CompressionOptions& o,
            o.floating_grad_epoch);
   TG_CHECK(o.floating_grad_epoch == 0 || o.steps_per_epoch > 0,
            "compression.floating_grad_epoch needs the number of steps per epoch");
-  TG_CHECK(o.scaler_sharing == "max" || o.scaler_sharing == "none",
-           "compression.scaler_sharing must be 'max' or 'none', got '", o.scaler_sharing, "'");
-  TG_CHECK(o.qsgd_levels >= 1 && o.qsgd_levels <= 127,
-           "compression.qsgd_levels must be in [1, 127], got ", o.qsgd_levels);
+  TG_CHECK(o.qsgd_levels >= 1 && o.qsgd_levels <= kMaxQsgdLevels,
+           "compression.qsgd_levels must be in [1, ", kMaxQsgdLevels, "], got ", o.qsgd_levels);
   TG_CHECK(o.qsgd_bucket >= 1, "compression.qsgd_bucket must be >= 1, got ", o.qsgd_bucket);
-  if (o.method == "none") return std::make_unique<NoneCompressor>(std::move(layout));
-  if (o.method == "terngrad") return std::make_unique<TernGradCompressor>(o, std::move(layout));
-  if (o.method == "fp16" || o.method == "qsgd" || o.method == "onebit")
+  if (o.method == Method::none) return std::make_unique<NoneCompressor>(std::move(layout));
+  if (o.method == Method::terngrad)
+    return std::make_unique<TernGradCompressor>(o, std::move(layout));
+  if (o.method == Method::fp16 || o.method == Method::qsgd || o.method == Method::onebit)
     return std::make_unique<BaselineCompressor>(o, std::move(layout));
-  std::string known;
-  for (const auto& n : compressor_names()) known += (known.empty() ? "" : ", ") + n;
-  TG_THROW("unknown compression.method '", o.method, "' (known: ", known, ")");
+  TG_THROW("compression.method: no compressor for method ", static_cast<int>(o.method));
 }
 
 std::vector<float> shared_meta(const Compressor& c, std::span<const Tensor> worker_grads,

@@ -24,23 +24,42 @@
 #include <utility>
 #include <vector>
 
+#include "nn/core/enum_names.h"
 #include "nn/core/tensor.h"
 #include "terngrad/ternary_kernels.h"
 
 namespace tg::tern {
 
+// How a worker's gradient goes on the wire; kMethods names them (the config's
+// compression.method).
+enum class Method { none, fp16, terngrad, qsgd, onebit };
+inline constexpr EnumTable<Method, 5> kMethods = {{{Method::none, "none"},
+                                                   {Method::fp16, "fp16"},
+                                                   {Method::terngrad, "terngrad"},
+                                                   {Method::qsgd, "qsgd"},
+                                                   {Method::onebit, "onebit"}}};
+// TernGrad's scaler: the largest over the workers (shared, Section 3.2 of the paper) or each
+// worker its own (the ablation).
+enum class ScalerSharing { max, none };
+inline constexpr EnumTable<ScalerSharing, 2> kScalerSharings = {
+    {{ScalerSharing::max, "max"}, {ScalerSharing::none, "none"}}};
+inline constexpr EnumTable<PackFormat, 2> kPackFormats = {
+    {{PackFormat::two_bit, "two_bit"}, {PackFormat::base3, "base3"}}};
+// QSGD's levels s: a level and its sign travel in one signed byte.
+inline constexpr int kMaxQsgdLevels = 127;
+
 struct CompressionOptions {
-  std::string method = "none";  // none | fp16 | terngrad | qsgd | onebit
+  Method method = Method::none;
   // terngrad
-  double clip = 2.5;                   // c: scaler c * sigma; 0 = no clipping, scaler max|g|
-  int64_t min_size = 1;                // slots with fewer elements stay fp32
-  bool quantize_logits = true;         // false: the last two slots (classifier w, b) stay fp32
-  int64_t floating_grad_epoch = 0;     // F > 0: epochs e with e % F == F - 1 are sent in fp32
-  double steps_per_epoch = 0;          // needed when floating_grad_epoch > 0
-  std::string scaler_sharing = "max";  // max | none (each worker its own scaler: the ablation)
+  double clip = 2.5;                // c: scaler c * sigma; 0 = no clipping, scaler max|g|
+  int64_t min_size = 1;             // slots with fewer elements stay fp32
+  bool quantize_logits = true;      // false: the last two slots (classifier w, b) stay fp32
+  int64_t floating_grad_epoch = 0;  // F > 0: epochs e with e % F == F - 1 are sent in fp32
+  double steps_per_epoch = 0;       // needed when floating_grad_epoch > 0
+  ScalerSharing scaler_sharing = ScalerSharing::max;
   PackFormat pack = PackFormat::two_bit;
   // qsgd
-  int qsgd_levels = 4;
+  int qsgd_levels = 4;  // 1 .. kMaxQsgdLevels
   int64_t qsgd_bucket = 512;
   uint64_t seed = 123;  // Philox seed of every stochastic choice
 };

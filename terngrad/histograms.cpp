@@ -60,11 +60,12 @@ std::vector<TensorHistograms> figure2_histograms(std::span<const Tensor> grads,
   TG_CHECK(worker >= 0 && worker < n, "figure2_histograms: worker ", worker, " out of range 0 .. ",
            n - 1);
   TG_CHECK(bins >= 1, "figure2_histograms: bins must be >= 1, got ", bins);
-  TG_CHECK(o.scaler_sharing == "max",
+  TG_CHECK(o.scaler_sharing == ScalerSharing::max,
            "gradient histograms need compression.scaler_sharing = \"max\" (got \"",
-           o.scaler_sharing, "\"): with per-worker scalers the averaged gradient lies on no grid");
+           enum_name(kScalerSharings, o.scaler_sharing),
+           "\"): with per-worker scalers the averaged gradient lies on no grid");
   CompressionOptions to = o;
-  to.method = "terngrad";
+  to.method = Method::terngrad;
   TG_CHECK(!floating_grad_step(to, step), "figure2_histograms: iteration ", step,
            " is in a floating-gradient epoch (compression.floating_grad_epoch): nothing is "
            "ternarized");

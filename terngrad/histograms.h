@@ -58,7 +58,7 @@ struct TensorHistograms {
 // The four panels for the given slots of `layout` (indices; each must be ternarized under `o`),
 // from the N workers' flat gradients at `step` (f32 [total] on the host, N = grads.size()):
 // (a) and (b) of worker `worker`, (c) its codes, (d) the aggregate of all N. `o.method` is
-// ignored (terngrad is used); scaler_sharing must be "max" (with per-worker scalers the average
+// ignored (terngrad is used); scaler_sharing must be max (with per-worker scalers the average
 // lies on no common grid). Throws on a slot that is not ternarized (naming it), on a floating-
 // gradient step (nothing is ternarized then), bins < 1, or a worker out of range.
 std::vector<TensorHistograms> figure2_histograms(std::span<const Tensor> grads,

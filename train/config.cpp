@@ -19,7 +19,12 @@
 #include <type_traits>
 #include <variant>
 
+#include "datasets/dataset.h"
+#include "nn/core/enum_names.h"
 #include "nn/core/error.h"
+#include "nn/nets/net.h"
+#include "nn/optim/lr_schedule.h"
+#include "terngrad/compressor.h"
 #include "train/json.h"
 #include "train/toml_limits.h"
 
@@ -59,15 +64,12 @@ struct Rule {
     increasing
   };
   Kind kind = Kind::any;
-  double bound = 0.0;                     // at_least, above, below; between: the lower end
-  std::vector<std::string_view> allowed;  // one_of
-  double upper = 0.0;                     // between: the upper end (inclusive)
+  double bound = 0.0;                // at_least, above, below; between: the lower end
+  std::vector<std::string> allowed;  // one_of
+  double upper = 0.0;                // between: the upper end (inclusive)
 };
 Rule any() {
   return {};
-}
-Rule non_empty() {
-  return {Rule::Kind::non_empty, 0.0, {}};
 }
 Rule at_least(double b) {
   return {Rule::Kind::at_least, b, {}};
@@ -86,8 +88,12 @@ Rule between(double lo, double hi) {
 Rule unit() {
   return {Rule::Kind::unit, 0.0, {}};
 }
-Rule one_of(std::vector<std::string_view> allowed) {
+Rule one_of(std::vector<std::string> allowed) {
   return {Rule::Kind::one_of, 0.0, std::move(allowed)};
+}
+// The names of a library's enum table (nn/core/enum_names.h).
+Rule one_of_names(const std::vector<std::string_view>& names) {
+  return one_of(std::vector<std::string>(names.begin(), names.end()));
 }
 Rule device_rule() {
   return {Rule::Kind::device, 0.0, {}};
@@ -118,17 +124,17 @@ const std::vector<KeySpec>& key_specs() {
   static const std::vector<KeySpec> specs = {
       {"", "device", top_level<&C::device>, device_rule(), "Compute device of the run"},
 
-      {"model", "name", member<&C::model, &M::name>, non_empty(),
-       "Network to train, by registry name: lenet, cifarnet, alexnet, googlenet, vgg_a"},
+      {"model", "name", member<&C::model, &M::name>, one_of(net_names()),
+       "Network to train, by registry name"},
       {"model", "num_classes", member<&C::model, &M::num_classes>, at_least(0),
        "Output classes; 0 = the net's default"},
       {"model", "dropout", member<&C::model, &M::dropout>, below(1),
        "Dropout fraction; < 0 = the net's default"},
 
-      {"data", "name", member<&C::data, &D::name>, non_empty(),
-       "Dataset: mnist, fashion-mnist, cifar10, image-folder, synthetic"},
+      {"data", "name", member<&C::data, &D::name>, one_of(data::dataset_names()), "Dataset"},
       {"data", "path", member<&C::data, &D::path>, any(),
-       "Directory with the dataset's files; empty = the dataset's default location"},
+       "Directory with the dataset's files; empty = data/<name> (where `terngrad data fetch` "
+       "puts it), then an installed package (fashion-mnist: /usr/share/datasets/fashion-mnist)"},
       {"data", "augment", member<&C::data, &D::augment>, any(),
        "Apply the dataset's training augmentation to the train split"},
       {"data", "preprocess", member<&C::data, &D::preprocess>, one_of({"alexnet", "inception"}),
@@ -158,8 +164,8 @@ const std::vector<KeySpec>& key_specs() {
        "Optimizer, with TensorFlow semantics"},
       {"train", "lr", member<&C::train, &T::lr>, at_least(0), "Base learning rate"},
       {"train", "lr_policy", member<&C::train, &T::lr_policy>,
-       one_of({"constant", "polynomial", "exponential", "step"}), "Learning-rate schedule"},
-      {"train", "lr_power", member<&C::train, &T::lr_power>, at_least(0), "polynomial: power"},
+       one_of_names(enum_names(kLrPolicies)), "Learning-rate schedule"},
+      {"train", "lr_power", member<&C::train, &T::lr_power>, above(0), "polynomial: power"},
       {"train", "lr_end", member<&C::train, &T::lr_end>, at_least(0),
        "polynomial: final learning rate"},
       {"train", "lr_decay_steps", member<&C::train, &T::lr_decay_steps>, at_least(0),
@@ -195,7 +201,7 @@ const std::vector<KeySpec>& key_specs() {
        "emulated); train.batch_size must be a multiple of N"},
 
       {"compression", "method", member<&C::compression, &Z::method>,
-       one_of({"none", "fp16", "terngrad", "qsgd", "onebit"}),
+       one_of_names(enum_names(tern::kMethods)),
        "How each worker's gradient goes on the wire; none = fp32"},
       {"compression", "clip", member<&C::compression, &Z::clip>, at_least(0),
        "terngrad: scaler = clip * the tensor's gradient std (gradient clipping); 0 = no "
@@ -207,12 +213,13 @@ const std::vector<KeySpec>& key_specs() {
       {"compression", "floating_grad_epoch", member<&C::compression, &Z::floating_grad_epoch>,
        at_least(0), "terngrad: F > 0 sends epochs e with e % F == F - 1 in fp32; 0 = never"},
       {"compression", "scaler_sharing", member<&C::compression, &Z::scaler_sharing>,
-       one_of({"max", "none"}),
+       one_of_names(enum_names(tern::kScalerSharings)),
        "terngrad: max = all workers share the largest scaler; none = each its own (ablation)"},
-      {"compression", "pack", member<&C::compression, &Z::pack>, one_of({"two_bit", "base3"}),
+      {"compression", "pack", member<&C::compression, &Z::pack>,
+       one_of_names(enum_names(tern::kPackFormats)),
        "terngrad: wire format, two_bit = 2 bits per element, base3 = 5 per byte (1.6 bits)"},
-      {"compression", "qsgd_levels", member<&C::compression, &Z::qsgd_levels>, between(1, 65535),
-       "qsgd: quantization levels s"},
+      {"compression", "qsgd_levels", member<&C::compression, &Z::qsgd_levels>,
+       between(1, tern::kMaxQsgdLevels), "qsgd: quantization levels s"},
       {"compression", "qsgd_bucket", member<&C::compression, &Z::qsgd_bucket>, at_least(1),
        "qsgd: elements per bucket, each with its own norm"},
 
@@ -679,6 +686,10 @@ class Builder {
              latest("train.lr_policy", "train.lr_decay_steps"),
              ": train.lr_policy = \"exponential\" needs train.lr_decay_steps > 0 or "
              "train.lr_decay_epochs > 0 (the decay period)");
+    TG_CHECK(t.lr_policy != "step" || !t.lr_boundaries.empty(),
+             latest("train.lr_policy", "train.lr_boundaries"),
+             ": train.lr_policy = \"step\" needs train.lr_boundaries (the iterations where the "
+             "rate drops)");
     return config_;
   }
 
@@ -798,6 +809,69 @@ std::string reference_markdown() {
     out += "| `" + qualified(s) + "` | " + type_name(type_of(s)) + " | `" +
            markdown_cell(toml_text(get_value(s, defaults))) + "` | " +
            markdown_cell(std::string(s.doc) + (rule.empty() ? "" : " (" + rule + ")")) + " |\n";
+  }
+  return out;
+}
+
+std::vector<KeySamples> key_samples() {
+  const Config defaults;
+  std::vector<KeySamples> out;
+  for (const auto& s : key_specs()) {
+    KeySamples k;
+    k.key = qualified(s);
+    const auto type = static_cast<KeyType>(type_of(s));
+    const Rule& r = s.rule;
+    // A number as TOML text of the key's type (integers rounded up into the range).
+    const auto number = [&](double x) {
+      if (type == kInteger) return std::to_string(static_cast<int64_t>(std::ceil(x)));
+      std::ostringstream o;
+      o.precision(17);
+      o << x;
+      std::string t = o.str();
+      if (t.find_first_of(".e") == std::string::npos) t += ".0";
+      return t;
+    };
+    switch (type) {
+      case kBoolean:
+        k.accepted = {"true", "false"};
+        break;
+      case kIntArray:
+        k.accepted = {"[]", "[1, 5]"};
+        break;
+      case kString:
+        if (r.kind == Rule::Kind::one_of) {
+          for (const auto& a : r.allowed) k.accepted.push_back(toml_text(FieldValue(a)));
+        } else if (r.kind == Rule::Kind::device) {
+          k.accepted = {"\"cpu\""};  // cuda needs a GPU: its own tests
+        } else {
+          k.accepted = {toml_text(get_value(s, defaults))};  // free-form: the default
+        }
+        break;
+      case kInteger:
+      case kFloat:
+        switch (r.kind) {
+          case Rule::Kind::at_least:
+            k.accepted = {number(r.bound), number(r.bound + 1), number(r.bound + 1000)};
+            break;
+          case Rule::Kind::above:
+            k.accepted = {number(r.bound + (type == kInteger ? 1 : 1e-3)), number(r.bound + 1000)};
+            break;
+          case Rule::Kind::below:
+            k.accepted = {number(r.bound - 2), number(r.bound - 1), number(r.bound - 1e-3)};
+            break;
+          case Rule::Kind::between:
+            k.accepted = {number(r.bound), number((r.bound + r.upper) / 2), number(r.upper)};
+            break;
+          case Rule::Kind::unit:
+            k.accepted = {number(0), number(0.5), number(0.999)};
+            break;
+          default:
+            k.accepted = {toml_text(get_value(s, defaults))};
+            break;
+        }
+        break;
+    }
+    out.push_back(std::move(k));
   }
   return out;
 }

@@ -140,4 +140,14 @@ std::string config_diff(const std::string& a, const std::string& b, const std::s
 // The key reference as a Markdown table: key, type, default, meaning.
 std::string reference_markdown();
 
+// Every key of the reference, in its order, with values its rule accepts as TOML text: a range's
+// ends and a value inside it, every allowed name, both booleans, an empty and a two-element list;
+// free-form strings (paths, the network interface) their default only. For the test that checks
+// the libraries accept every value the config accepts (tests/train/options_schema_test.cpp).
+struct KeySamples {
+  std::string key;  // "section.key", or "device"
+  std::vector<std::string> accepted;
+};
+std::vector<KeySamples> key_samples();
+
 }  // namespace tg::train

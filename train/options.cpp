@@ -30,14 +30,16 @@ data::DataOptions data_options(const Config& c) {
 tern::CompressionOptions compression_options(const Config& c, int64_t train_size) {
   const CompressionConfig& k = c.compression;
   tern::CompressionOptions o;
-  o.method = k.method;
+  // Categorical keys are parsed here, once; the config accepted only these tables' names.
+  o.method = parse_enum(tern::kMethods, k.method, "compression.method");
   o.clip = k.clip;
   o.min_size = k.min_size;
   o.quantize_logits = k.quantize_logits;
   o.floating_grad_epoch = k.floating_grad_epoch;
   o.steps_per_epoch = static_cast<double>(train_size) / static_cast<double>(c.train.batch_size);
-  o.scaler_sharing = k.scaler_sharing;
-  o.pack = k.pack == "base3" ? tern::PackFormat::base3 : tern::PackFormat::two_bit;
+  o.scaler_sharing =
+      parse_enum(tern::kScalerSharings, k.scaler_sharing, "compression.scaler_sharing");
+  o.pack = parse_enum(tern::kPackFormats, k.pack, "compression.pack");
   o.qsgd_levels = static_cast<int>(k.qsgd_levels);
   o.qsgd_bucket = k.qsgd_bucket;
   o.seed = static_cast<uint64_t>(c.train.seed);
@@ -59,12 +61,12 @@ LrScheduleOptions lr_schedule_options(const Config& c, int64_t train_size) {
   LrScheduleOptions lo;
   // The reference code ignores the decay policy for Adam (constant LR); we follow the config
   // literally and let the paper configs say "constant".
-  lo.policy = tc.lr_policy;
+  lo.policy = parse_enum(kLrPolicies, tc.lr_policy, "train.lr_policy");
   lo.lr = tc.lr;
   lo.end_lr = tc.lr_end;
   lo.power = tc.lr_power;
   lo.decay_steps = tc.lr_decay_steps > 0 ? tc.lr_decay_steps : tc.iterations;
-  if (tc.lr_policy == "exponential" && tc.lr_decay_epochs > 0)
+  if (lo.policy == LrPolicy::exponential && tc.lr_decay_epochs > 0)
     lo.decay_steps = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(train_size) /
                                                                tc.batch_size * tc.lr_decay_epochs));
   lo.decay_rate = tc.lr_decay_rate;

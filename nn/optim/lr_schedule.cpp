@@ -17,8 +17,6 @@ namespace tg {
 
 namespace {
 
-constexpr const char* kPolicies = "constant, polynomial, exponential, step";
-
 bool finite_nonneg(double x) {
   return std::isfinite(x) && x >= 0.0;
 }
@@ -30,25 +28,23 @@ bool finite_pos(double x) {
 
 LrSchedule::LrSchedule(LrScheduleOptions options) : options_(std::move(options)) {
   const LrScheduleOptions& o = options_;
-  const std::string& p = o.policy;
-  TG_CHECK(p == "constant" || p == "polynomial" || p == "exponential" || p == "step",
-           "lr_schedule: unknown policy '", p, "' (known: ", kPolicies, ")");
+  const std::string_view p = enum_name(kLrPolicies, o.policy);
   TG_CHECK(finite_nonneg(o.lr), "lr_schedule: lr must be finite and >= 0 for policy '", p,
            "', got ", o.lr);
-  if (p == "polynomial") {
+  if (o.policy == LrPolicy::polynomial) {
     TG_CHECK(o.decay_steps > 0, "lr_schedule: decay_steps must be > 0 for policy '", p, "', got ",
              o.decay_steps);
     TG_CHECK(finite_nonneg(o.end_lr), "lr_schedule: end_lr must be finite and >= 0 for policy '", p,
              "', got ", o.end_lr);
     TG_CHECK(finite_pos(o.power), "lr_schedule: power must be finite and > 0 for policy '", p,
              "', got ", o.power);
-  } else if (p == "exponential") {
+  } else if (o.policy == LrPolicy::exponential) {
     TG_CHECK(o.decay_steps > 0, "lr_schedule: decay_steps must be > 0 for policy '", p, "', got ",
              o.decay_steps);
     TG_CHECK(finite_pos(o.decay_rate),
              "lr_schedule: decay_rate must be finite and > 0 for policy '", p, "', got ",
              o.decay_rate);
-  } else if (p == "step") {
+  } else if (o.policy == LrPolicy::step) {
     TG_CHECK(finite_pos(o.decay_rate),
              "lr_schedule: decay_rate must be finite and > 0 for policy '", p, "', got ",
              o.decay_rate);
@@ -68,16 +64,16 @@ LrSchedule::LrSchedule(LrScheduleOptions options) : options_(std::move(options))
 double LrSchedule::operator()(int64_t step) const {
   TG_CHECK(step >= 0, "lr_schedule: step must be >= 0, got ", step);
   const LrScheduleOptions& o = options_;
-  if (o.policy == "polynomial") {
+  if (o.policy == LrPolicy::polynomial) {
     const double frac = static_cast<double>(std::min(step, o.decay_steps)) / o.decay_steps;
     return (o.lr - o.end_lr) * std::pow(1.0 - frac, o.power) + o.end_lr;
   }
-  if (o.policy == "exponential") {
+  if (o.policy == LrPolicy::exponential) {
     const double e = o.staircase ? static_cast<double>(step / o.decay_steps)
                                  : static_cast<double>(step) / o.decay_steps;
     return o.lr * std::pow(o.decay_rate, e);
   }
-  if (o.policy == "step") {
+  if (o.policy == LrPolicy::step) {
     const auto k =
         std::upper_bound(o.boundaries.begin(), o.boundaries.end(), step) - o.boundaries.begin();
     return o.lr * std::pow(o.decay_rate, static_cast<double>(k));

@@ -9,10 +9,18 @@
 #include <string>
 #include <vector>
 
+#include "nn/core/enum_names.h"
+
 namespace tg {
 
+enum class LrPolicy { constant, polynomial, exponential, step };
+inline constexpr EnumTable<LrPolicy, 4> kLrPolicies = {{{LrPolicy::constant, "constant"},
+                                                        {LrPolicy::polynomial, "polynomial"},
+                                                        {LrPolicy::exponential, "exponential"},
+                                                        {LrPolicy::step, "step"}}};
+
 struct LrScheduleOptions {
-  std::string policy = "constant";  // "constant", "polynomial", "exponential", "step"
+  LrPolicy policy = LrPolicy::constant;
   double lr = 0.01;
   double end_lr = 0.0;              // polynomial
   double power = 0.5;               // polynomial
@@ -24,7 +32,7 @@ struct LrScheduleOptions {
 
 class LrSchedule {
  public:
-  // Throws on an unknown policy or bad values (negative lr, decay_steps <= 0 where needed,
+  // Throws on bad values (negative lr, decay_steps <= 0 where needed,
   // unsorted boundaries), naming the field.
   explicit LrSchedule(LrScheduleOptions options);
   double operator()(int64_t step) const;

@@ -4,6 +4,7 @@
 // the options. The computations themselves are tested in tests/terngrad/convergence_test.cpp.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -68,6 +69,33 @@ TEST(ConvergenceCheckCli, QuickRunPassesWithOneVerdictPerCheck) {
   EXPECT_NE(r.out.find("convergence-check: all 6 checks passed"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("fitted rate"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("conv1"), std::string::npos) << r.out;  // a LeNet tensor in the table
+}
+
+// With no config and no data given, in a directory without data/: the installed Fashion-MNIST
+// package (the set-up command's), named in the log and the JSON.
+TEST(ConvergenceCheckCli, WithoutDataFlagsUsesTheInstalledFashionMnist) {
+  const std::string system_dir = "/usr/share/datasets/fashion-mnist";
+  if (!std::filesystem::exists(system_dir + "/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << system_dir << " is absent";
+  TempDir cwd, io;
+  const std::vector<std::string> args = {"convergence-check",
+                                         "--checks",
+                                         "real",
+                                         "--json",
+                                         "--draws",
+                                         "64",
+                                         "--sample-steps",
+                                         "0",
+                                         "--set",
+                                         "train.batch_size=16",
+                                         "--set",
+                                         "data.eval_limit=16"};
+  const int code = wait_exit(spawn_cli(args, io / "out", io / "err", {}, cwd.str()));
+  const std::string out = read_text(io / "out"), err = read_text(io / "err");
+  ASSERT_EQ(code, 0) << err;
+  EXPECT_TRUE(contains(err, "data: fashion-mnist from " + system_dir)) << err;
+  EXPECT_TRUE(contains(err, "installed package dataset-fashion-mnist")) << err;
+  EXPECT_TRUE(contains(out, "\"dataset\":\"fashion-mnist\"")) << out;
 }
 
 TEST(ConvergenceCheckCli, JsonGivesOneObjectPerCheck) {

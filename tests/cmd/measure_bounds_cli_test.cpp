@@ -53,6 +53,31 @@ TEST(MeasureBoundsCli, Help) {
   EXPECT_TRUE(contains(top.out, "measure-bounds"));
 }
 
+// With no config, data or --out: the first of MNIST and Fashion-MNIST found (here data/mnist in
+// the working directory, as `terngrad data fetch mnist` leaves it) and a new runs/ folder.
+TEST(MeasureBoundsCli, RunsWithoutDataOrOutFlags) {
+  const fs::path shared = fs::path(TG_SHARED_DATA_DIR) / "mnist";
+  if (!fs::exists(shared / "train-images-idx3-ubyte.gz")) GTEST_SKIP() << shared << " is absent";
+  TempDir cwd, io;
+  fs::create_directories(cwd / "data");
+  fs::create_directory_symlink(fs::absolute(shared), fs::path(cwd / "data") / "mnist");
+  const std::vector<std::string> args = {
+      "measure-bounds", "--no-progress",      "--every", "1",
+      "--set",          "train.iterations=2", "--set",   "train.batch_size=16",
+      "--set",          "data.eval_limit=16"};
+  const int code = wait_exit(spawn_cli(args, io / "out", io / "err", {}, cwd.str()));
+  const std::string err = read_text(io / "err");
+  ASSERT_EQ(code, 0) << err;
+  EXPECT_TRUE(contains(err, "data: mnist from data/mnist")) << err;
+  EXPECT_TRUE(contains(err, "no --out: writing to runs/measure-bounds-")) << err;
+  std::vector<fs::path> runs;
+  for (const auto& e : fs::directory_iterator(cwd / "runs")) runs.push_back(e.path());
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].filename().string().rfind("measure-bounds-", 0), 0u) << runs[0];
+  const auto rows = json_lines(read_text(runs[0] / "bounds.jsonl"));
+  EXPECT_FALSE(rows.empty());
+}
+
 TEST(MeasureBoundsCli, RowsTableAndRun) {
   TempDir tmp;
   const std::string out = tmp / "b";
@@ -206,9 +231,9 @@ TEST(MeasureBoundsCli, Histograms) {
 
 TEST(MeasureBoundsCli, BadArguments) {
   TempDir tmp;
-  // --every must be positive, --out is required.
+  // --every and --bins must be positive (refused before anything runs).
   EXPECT_NE(run_cli(bounds_args(tmp / "a", 2, 0)).exit_code, 0);
-  EXPECT_NE(run_cli({"measure-bounds", "--every", "3"}).exit_code, 0);
+  EXPECT_NE(run_cli({"measure-bounds", "--every", "3", "--bins", "0"}).exit_code, 0);
   // A worker the config does not have.
   const CliResult w = run_cli(bounds_args(tmp / "w", 2, 1, {"--worker", "3"}));
   EXPECT_NE(w.exit_code, 0);

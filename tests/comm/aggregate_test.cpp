@@ -88,18 +88,18 @@ struct Method {
 std::vector<Method> methods() {
   std::vector<Method> m;
   CompressionOptions o;
-  o.method = "none";
+  o.method = ::tg::tern::Method::none;
   m.push_back({"none", o});
-  o.method = "fp16";
+  o.method = ::tg::tern::Method::fp16;
   m.push_back({"fp16", o});
-  o.method = "qsgd";
+  o.method = ::tg::tern::Method::qsgd;
   o.qsgd_bucket = 64;
   m.push_back({"qsgd", o});
   o = {};
-  o.method = "onebit";
+  o.method = ::tg::tern::Method::onebit;
   m.push_back({"onebit", o});
   o = {};
-  o.method = "terngrad";
+  o.method = ::tg::tern::Method::terngrad;
   o.min_size = 8;  // conv1.b and fc2.b go as raw fp32
   m.push_back({"terngrad_shared", o});
   // Logits raw, base-3 codes, and step 1 a floating-gradient epoch (every slot raw fp32).
@@ -110,8 +110,8 @@ std::vector<Method> methods() {
   o.steps_per_epoch = 1;
   m.push_back({"terngrad_shared_base3_floating", o});
   o = {};
-  o.method = "terngrad";
-  o.scaler_sharing = "none";
+  o.method = ::tg::tern::Method::terngrad;
+  o.scaler_sharing = ::tg::tern::ScalerSharing::none;
   o.min_size = 8;
   m.push_back({"terngrad_unshared", o});
   return m;
@@ -141,13 +141,15 @@ WireBytes expected_wire(const Method& m, const AggregateOptions& opt, const std:
   if (c->num_meta() > 0) wire_model::add(total, allgather(w * c->num_meta() * sizeof(float)));
   const TernaryAlgorithm a = opt.algorithm;
   const bool floating = step % 2 == 1 && m.o.floating_grad_epoch == 2;
-  const bool ternary_path = m.o.method == "terngrad" && m.o.scaler_sharing == "max" &&
+  const bool ternary_path = m.o.method == ::tg::tern::Method::terngrad &&
+                            m.o.scaler_sharing == ::tg::tern::ScalerSharing::max &&
                             a != TernaryAlgorithm::allgather && !floating;
-  const bool all_f32 = m.o.method == "none" || (m.o.method == "terngrad" && floating);
-  if (p > 1 && (all_f32 || m.o.method == "fp16")) {
+  const bool all_f32 = m.o.method == ::tg::tern::Method::none ||
+                       (m.o.method == ::tg::tern::Method::terngrad && floating);
+  if (p > 1 && (all_f32 || m.o.method == ::tg::tern::Method::fp16)) {
     // The elementwise path: alltoall of W ranges of e bytes per element, allgather of one f32
     // range.
-    const uint64_t e = m.o.method == "fp16" ? 2 : 4;
+    const uint64_t e = m.o.method == ::tg::tern::Method::fp16 ? 2 : 4;
     const auto range = static_cast<uint64_t>((c->total() + p - 1) / p);
     wire_model::add(total, gloo ? gloo_wire::alltoall(w * e * range, p)
                                 : wire_model::alltoall(w * e * range, p));
@@ -211,13 +213,18 @@ void run_and_check(Communicator& comm, const Method& m, const AggregateOptions& 
     EXPECT_EQ(st.wire.received, model.received) << at << " (" << describe(st) << ")";
     EXPECT_EQ(st.routes.size(), c->layout().size()) << at;
     const bool floating = step % 2 == 1 && m.o.floating_grad_epoch == 2;
-    const bool all_f32 = m.o.method == "none" || (m.o.method == "terngrad" && floating);
-    if (all_f32 || m.o.method == "fp16") {  // the exact reduce-scatter path on several ranks
+    const bool all_f32 = m.o.method == ::tg::tern::Method::none ||
+                         (m.o.method == ::tg::tern::Method::terngrad && floating);
+    if (all_f32 ||
+        m.o.method == ::tg::tern::Method::fp16) {  // the exact reduce-scatter path on several ranks
       EXPECT_EQ(st.elementwise_path, p > 1) << at;
-      EXPECT_EQ(st.elementwise_bytes, p == 1 ? 0 : m.o.method == "fp16" ? 2 : 4) << at;
+      EXPECT_EQ(st.elementwise_bytes, p == 1                                   ? 0
+                                      : m.o.method == ::tg::tern::Method::fp16 ? 2
+                                                                               : 4)
+          << at;
       for (SlotRoute route : st.routes)
         EXPECT_EQ(route, p > 1 ? SlotRoute::reduce_scatter : SlotRoute::message) << at;
-      if (m.o.method == "none" && p > 1 && w == 1) {
+      if (m.o.method == ::tg::tern::Method::none && p > 1 && w == 1) {
         // a ring allreduce's 2 (P - 1) / P of the bytes, plus padding
         const double ring = 2.0 * (p - 1) / p * 4 * c->total();
         EXPECT_LE(static_cast<double>(st.wire.sent), ring + 8.0 * p) << at;
@@ -226,7 +233,8 @@ void run_and_check(Communicator& comm, const Method& m, const AggregateOptions& 
     EXPECT_GE(st.encode_s, 0.0);
     EXPECT_GE(st.comm_s, 0.0);
     EXPECT_GE(st.reduce_s, 0.0);
-    const bool ternary_path = m.o.method == "terngrad" && m.o.scaler_sharing == "max" &&
+    const bool ternary_path = m.o.method == ::tg::tern::Method::terngrad &&
+                              m.o.scaler_sharing == ::tg::tern::ScalerSharing::max &&
                               a != TernaryAlgorithm::allgather && !floating;
     EXPECT_EQ(st.ternary_path, ternary_path) << at;
     if (ternary_path) {
@@ -340,7 +348,7 @@ class AggregateBucket : public ::testing::TestWithParam<std::tuple<PackFormat, i
 TEST_P(AggregateBucket, ManySmallSlotsMixedRoutesExact) {
   const auto [pack, chunk, overlap] = GetParam();
   Method m{"terngrad_many", {}};
-  m.o.method = "terngrad";
+  m.o.method = ::tg::tern::Method::terngrad;
   m.o.min_size = 10;  // about a tenth of the slots stay raw fp32
   m.o.pack = pack;
   AggregateOptions pipeline;
@@ -378,7 +386,7 @@ INSTANTIATE_TEST_SUITE_P(
 // Every slot ternary and every one through ps: the gathered block is empty and skipped.
 TEST(AggregateRoutes, NothingGatheredWhenEverySlotIsTernary) {
   Method m{"terngrad_all_ternary", {}};
-  m.o.method = "terngrad";
+  m.o.method = ::tg::tern::Method::terngrad;
   const int p = 3, w = 2;
   const auto want = emulated(m, p * w);
   auto comms = make_local_group(p, 20s);
@@ -396,7 +404,8 @@ TEST(AggregateGloo, BitIdenticalToEmulatedWithGlooWireBytes) {
   const int p = 2, w = 2;
   std::vector<Method> cases;
   for (const Method& m : methods())
-    if (m.o.method == "none" || m.o.method == "terngrad") cases.push_back(m);
+    if (m.o.method == ::tg::tern::Method::none || m.o.method == ::tg::tern::Method::terngrad)
+      cases.push_back(m);
   std::vector<std::vector<std::vector<float>>> want;
   for (const Method& m : cases) want.push_back(emulated(m, p * w));
   const auto errors = run_ranks(p, [&](int r) {
@@ -420,7 +429,7 @@ TEST(AggregateErrors, NamesWhatIsWrong) {
   auto comms = make_local_group(1, 5s);
   Communicator& comm = *comms[0];
   CompressionOptions o;
-  o.method = "terngrad";
+  o.method = ::tg::tern::Method::terngrad;
   auto c = tern::make_compressor(o, test_layout());
   const std::vector<Tensor> grads = local_grads(*c, 0, 1, 0);
   Tensor out = Tensor::empty({c->total()});

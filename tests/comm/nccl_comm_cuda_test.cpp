@@ -168,7 +168,7 @@ TEST(NcclComm, ReducerOverlapsBackwardOnTheSideStream) {
   };
   for (const char* method : {"terngrad", "none", "fp16"}) {
     tern::CompressionOptions o;
-    o.method = method;
+    o.method = parse_enum(tern::kMethods, method, "method");
     o.min_size = 16;
     auto reference = tern::make_compressor(o, layout);
     for (bool overlap : {true, false}) {

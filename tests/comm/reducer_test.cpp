@@ -75,14 +75,14 @@ std::vector<CompressionOptions> methods() {
   std::vector<CompressionOptions> m;
   for (const char* name : {"none", "fp16", "qsgd", "onebit", "terngrad"}) {
     CompressionOptions o;
-    o.method = name;
+    o.method = parse_enum(tern::kMethods, name, "method");
     o.qsgd_bucket = 64;
     o.min_size = 8;  // terngrad: the small slots go as raw f32 among the ternary ones
     m.push_back(o);
   }
   CompressionOptions own;
-  own.method = "terngrad";
-  own.scaler_sharing = "none";
+  own.method = ::tg::tern::Method::terngrad;
+  own.scaler_sharing = ::tg::tern::ScalerSharing::none;
   m.push_back(own);
   return m;
 }
@@ -134,7 +134,9 @@ void run_rank(Communicator* comm, int rank, int w, const CompressionOptions& o, 
 
 TEST(Reducer, BitIdenticalToEmulatedForEveryMethodBucketingAndOrder) {
   for (const CompressionOptions& o : methods()) {
-    const std::string label = o.method + (o.scaler_sharing == "none" ? " own scalers" : "");
+    const std::string label =
+        std::string(enum_name(tern::kMethods, o.method)) +
+        (o.scaler_sharing == ::tg::tern::ScalerSharing::none ? " own scalers" : "");
     // Emulated workers: the reducer without a communicator.
     {
       const auto want = emulated(o, 3);
@@ -167,7 +169,7 @@ TEST(Reducer, BitIdenticalToEmulatedForEveryMethodBucketingAndOrder) {
 TEST(Reducer, APeerThatNeverJoinsFailsTheStep) {
   auto comms = make_local_group(2, 300ms);
   CompressionOptions o;
-  o.method = "terngrad";
+  o.method = ::tg::tern::Method::terngrad;
   auto c = tern::make_compressor(o, layout_of(kSizes));
   Reducer reducer(*c, comms[0].get(), ReducerOptions{1500, 300, true, {}});
   std::vector<Tensor> grads = {worker_grad(c->layout(), 0, 0)};

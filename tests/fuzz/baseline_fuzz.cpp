@@ -6,7 +6,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   tg::fuzz::Reader r(data, size);
   const uint8_t flags = r.byte();
   tg::tern::CompressionOptions o;
-  const char* methods[] = {"fp16", "qsgd", "onebit", "none"};
+  using tg::tern::Method;
+  const Method methods[] = {Method::fp16, Method::qsgd, Method::onebit, Method::none};
   o.method = methods[flags % 4];
   o.qsgd_levels = 1 + r.byte() % 16;
   o.qsgd_bucket = 1 + r.byte() % 130;

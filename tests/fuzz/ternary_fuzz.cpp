@@ -22,9 +22,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   tg::tern::CompressionOptions o;
-  o.method = "terngrad";
+  o.method = ::tg::tern::Method::terngrad;
   o.pack = flags & 1 ? tg::tern::PackFormat::base3 : tg::tern::PackFormat::two_bit;
-  o.scaler_sharing = flags & 2 ? "none" : "max";
+  o.scaler_sharing = flags & 2 ? ::tg::tern::ScalerSharing::none : ::tg::tern::ScalerSharing::max;
   o.quantize_logits = flags & 4;
   o.min_size = flags & 8 ? 8 : 1;
   o.clip = flags & 16 ? 0.0 : 2.5;

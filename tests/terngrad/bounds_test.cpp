@@ -206,7 +206,7 @@ TEST(BoundsAgreeWithCompressor, ScalersAndTernarizedSlots) {
   for (const double clip : {0.0, 2.5}) {
     for (const bool logits : {true, false}) {
       CompressionOptions o;
-      o.method = "terngrad";
+      o.method = ::tg::tern::Method::terngrad;
       o.clip = clip;
       o.min_size = 21;  // excludes conv/b (20) and fc/b (10)
       o.quantize_logits = logits;
@@ -268,9 +268,9 @@ TEST(BoundRows, RatioAtLeastOneAndOrdered) {
 TEST(BoundRows, RealizedZerosAreTheCompressorsCodes) {
   const Tensor g = net_gradient(13);
   CompressionOptions o;
-  o.method = "terngrad";
+  o.method = ::tg::tern::Method::terngrad;
   o.clip = 2.5;
-  o.scaler_sharing = "none";
+  o.scaler_sharing = ::tg::tern::ScalerSharing::none;
   o.seed = 99;
   const auto comp = make_compressor(o, net_layout());
   const int64_t step = 7;

@@ -31,7 +31,7 @@ Tensor gradient(int64_t step, int worker) {
 
 std::unique_ptr<Compressor> onebit() {
   CompressionOptions o;
-  o.method = "onebit";
+  o.method = ::tg::tern::Method::onebit;
   return make_compressor(o, layout());
 }
 

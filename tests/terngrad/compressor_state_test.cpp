@@ -35,7 +35,7 @@ Tensor gradient(int64_t step, int worker) {
 
 std::unique_ptr<Compressor> make(const std::string& method) {
   CompressionOptions o;
-  o.method = method;
+  o.method = parse_enum(kMethods, method, "method");
   return make_compressor(o, layout());
 }
 

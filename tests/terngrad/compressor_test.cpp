@@ -71,7 +71,7 @@ TEST(Compressor, TernGradAggregateEqualsTheHandComputedReference) {
     for (double clip : {2.5, 0.0}) {
       SCOPED_TRACE(::testing::Message() << workers << " workers, clip " << clip);
       CompressionOptions o;
-      o.method = "terngrad";
+      o.method = ::tg::tern::Method::terngrad;
       o.clip = clip;
       auto c = make_compressor(o, layout());
       auto g = gradients(workers);
@@ -89,7 +89,7 @@ TEST(Compressor, TernGradAggregateEqualsTheHandComputedReference) {
 TEST(Compressor, SharedScalerAggregatesLieOnTheGridAndIgnoreMessageOrder) {
   constexpr int kWorkers = 4;
   CompressionOptions o;
-  o.method = "terngrad";
+  o.method = ::tg::tern::Method::terngrad;
   auto c = make_compressor(o, layout());
   auto g = gradients(kWorkers);
   std::vector<float> shared(c->num_meta()), meta(c->num_meta());
@@ -123,7 +123,7 @@ TEST(Compressor, SharedScalerAggregatesLieOnTheGridAndIgnoreMessageOrder) {
 
 TEST(Compressor, TernGradWireSizesAndExclusionRules) {
   CompressionOptions o;
-  o.method = "terngrad";
+  o.method = ::tg::tern::Method::terngrad;
   auto c = make_compressor(o, layout());
   EXPECT_EQ(c->payload_bytes(0), 125u + 5u + 251u + 3u);  // ceil(n / 4) per slot
   o.pack = PackFormat::base3;
@@ -145,7 +145,7 @@ TEST(Compressor, TernGradWireSizesAndExclusionRules) {
 
   // Without scaler sharing each message carries its own scaler (4 bytes per ternary slot).
   o.quantize_logits = true;
-  o.scaler_sharing = "none";
+  o.scaler_sharing = ::tg::tern::ScalerSharing::none;
   auto ns = make_compressor(o, layout());
   EXPECT_EQ(ns->num_meta(), 0);
   EXPECT_EQ(ns->payload_bytes(0), 125u + 5u + 251u + 3u + 16u);
@@ -153,8 +153,8 @@ TEST(Compressor, TernGradWireSizesAndExclusionRules) {
 
 TEST(Compressor, NoSharingUsesEachWorkersOwnScaler) {
   CompressionOptions o;
-  o.method = "terngrad";
-  o.scaler_sharing = "none";
+  o.method = ::tg::tern::Method::terngrad;
+  o.scaler_sharing = ::tg::tern::ScalerSharing::none;
   o.clip = 0;  // scaler = max|g| of the worker's own tensor
   auto c = make_compressor(o, layout());
   auto g = gradients(2);
@@ -182,7 +182,7 @@ TEST(Compressor, NoSharingUsesEachWorkersOwnScaler) {
 
 TEST(Compressor, FloatingGradEpochSendsFp32) {
   CompressionOptions o;
-  o.method = "terngrad";
+  o.method = ::tg::tern::Method::terngrad;
   o.floating_grad_epoch = 2;
   o.steps_per_epoch = 10;
   auto c = make_compressor(o, layout());
@@ -216,7 +216,7 @@ TEST(Compressor, NoneIsTheExactMeanAndBaselinesReportTheirKernelSizes) {
     qsgd += qsgd_packed_bytes(sl.numel, 4, 512);
     onebit += onebit_packed_bytes(sl.numel);
   }
-  o.method = "fp16";
+  o.method = ::tg::tern::Method::fp16;
   auto c16 = make_compressor(o, layout());
   EXPECT_EQ(c16->payload_bytes(0), fp16);
   aggregate_emulated(*c16, g, 0, out);
@@ -229,9 +229,9 @@ TEST(Compressor, NoneIsTheExactMeanAndBaselinesReportTheirKernelSizes) {
                        3;
     ASSERT_NEAR(out.data<float>()[i], want, mag / 2048 + 1e-7);
   }
-  o.method = "qsgd";
+  o.method = ::tg::tern::Method::qsgd;
   EXPECT_EQ(make_compressor(o, layout())->payload_bytes(0), qsgd);
-  o.method = "onebit";
+  o.method = ::tg::tern::Method::onebit;
   auto c1 = make_compressor(o, layout());
   EXPECT_EQ(c1->payload_bytes(0), onebit);
   aggregate_emulated(*c1, g, 0, out);  // runs, with per-worker error feedback
@@ -243,8 +243,11 @@ TEST(Compressor, NoneIsTheExactMeanAndBaselinesReportTheirKernelSizes) {
 // slots' part of the whole message, and the codings are what comm/aggregate.h routes by.
 TEST(Compressor, SlotRangesGiveTheBitsOfTheWholeAndDescribeTheirWire) {
   const std::vector<Tensor> g = gradients(3);
-  for (const char* method : {"none", "fp16", "terngrad", "qsgd", "onebit"}) {
-    for (const char* sharing : {"max", "none"}) {
+  for (const auto& m_entry : kMethods) {
+    for (const auto& s_entry : kScalerSharings) {
+      const Method method = m_entry.value;
+      const ScalerSharing sharing = s_entry.value;
+      const std::string method_name(m_entry.name), sharing_name(s_entry.name);
       CompressionOptions o;
       o.method = method;
       o.scaler_sharing = sharing;
@@ -257,7 +260,7 @@ TEST(Compressor, SlotRangesGiveTheBitsOfTheWholeAndDescribeTheirWire) {
         for (SlotRange r : {SlotRange{3, 4}, SlotRange{1, 3}, SlotRange{0, 1}})
           aggregate_emulated(*split, g, step, b, r);
         EXPECT_EQ(std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()), 0)
-            << method << " sharing " << sharing << " step " << step;
+            << method_name << " sharing " << sharing_name << " step " << step;
         const WireLayout all = whole->wire(step);
         EXPECT_EQ(static_cast<size_t>(all.bytes), whole->payload_bytes(step));
         const WireLayout mid = whole->wire(step, {1, 3});
@@ -265,15 +268,17 @@ TEST(Compressor, SlotRangesGiveTheBitsOfTheWholeAndDescribeTheirWire) {
         EXPECT_EQ(mid.bytes, all.slots[1].bytes + all.slots[2].bytes);
         EXPECT_EQ(mid.slots[0].offset, 0);
         EXPECT_EQ(mid.slots[1].offset, all.slots[1].bytes);
-        const std::string m = method;
+        const std::string m = method_name;
         const SlotCoding expect_fc_w =
             m == "none"   ? SlotCoding::f32
             : m == "fp16" ? SlotCoding::f16
             : m == "terngrad"
-                ? (std::string(sharing) == "max" ? SlotCoding::ternary : SlotCoding::opaque)
+                ? (sharing == ScalerSharing::max ? SlotCoding::ternary : SlotCoding::opaque)
                 : SlotCoding::opaque;
-        EXPECT_EQ(all.slots[2].coding, expect_fc_w) << method << " " << sharing;
-        if (m == "terngrad") EXPECT_EQ(all.slots[1].coding, SlotCoding::f32);  // under min_size
+        EXPECT_EQ(all.slots[2].coding, expect_fc_w) << method_name << " " << sharing_name;
+        if (m == "terngrad") {
+          EXPECT_EQ(all.slots[1].coding, SlotCoding::f32);  // under min_size
+        }
       }
     }
   }
@@ -283,17 +288,16 @@ TEST(Compressor, SlotRangesGiveTheBitsOfTheWholeAndDescribeTheirWire) {
 }
 
 TEST(Compressor, BadOptionsAreErrorsNamingTheKey) {
+  // Names outside the enums' tables are refused where text is parsed, naming the known ones.
+  expect_error_with([&] { parse_enum(kMethods, "sparsify", "compression.method"); },
+                    {"compression.method", "'sparsify'", "terngrad", "qsgd"});
+  expect_error_with([&] { parse_enum(kScalerSharings, "mean", "compression.scaler_sharing"); },
+                    {"compression.scaler_sharing", "'mean'", "max, none"});
   CompressionOptions o;
-  o.method = "sparsify";
-  expect_error_with([&] { make_compressor(o, layout()); },
-                    {"compression.method", "terngrad", "qsgd"});
-  o.method = "terngrad";
+  o.method = Method::terngrad;
   o.clip = -1;
   expect_error_with([&] { make_compressor(o, layout()); }, {"compression.clip"});
   o.clip = 2.5;
-  o.scaler_sharing = "mean";
-  expect_error_with([&] { make_compressor(o, layout()); }, {"compression.scaler_sharing"});
-  o.scaler_sharing = "max";
   o.floating_grad_epoch = 3;
   expect_error_with([&] { make_compressor(o, layout()); }, {"floating_grad_epoch"});
   std::vector<GradSlot> gap = {{"a", 0, 10}, {"b", 11, 5}};

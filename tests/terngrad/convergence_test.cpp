@@ -175,7 +175,7 @@ TEST(Ridge, TheEmulationIsTheCompressorsAggregate) {
     grads.push_back(Tensor::from_vector(g, {d}));
   }
   CompressionOptions co;
-  co.method = "terngrad";
+  co.method = ::tg::tern::Method::terngrad;
   co.clip = 0;
   co.seed = seed;
   auto comp = make_compressor(co, {{"w", 0, d}});

@@ -146,7 +146,7 @@ TEST(Histograms, Errors) {
                     {"'small' is not ternarized"});
   expect_error_with([&] { figure2_histograms(g, o, layout, {1}, 1, 0, 10); }, {"worker 1"});
   CompressionOptions none = o;
-  none.scaler_sharing = "none";
+  none.scaler_sharing = ::tg::tern::ScalerSharing::none;
   expect_error_with([&] { figure2_histograms(g, none, layout, {1}, 0, 0, 10); },
                     {"scaler_sharing"});
   EXPECT_EQ(figure2_histograms(g, o, layout, {1}, 0, 0, 10)[0].numel, 5);

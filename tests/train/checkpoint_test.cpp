@@ -30,7 +30,7 @@ constexpr int64_t kTotal = 312;
 
 std::unique_ptr<tern::Compressor> make(const std::string& method) {
   tern::CompressionOptions o;
-  o.method = method;
+  o.method = parse_enum(tern::kMethods, method, "method");
   return tern::make_compressor(o, layout());
 }
 

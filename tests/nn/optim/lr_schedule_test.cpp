@@ -32,7 +32,7 @@ TEST(LrSchedule, Constant) {
 // polynomial power 0.5 from 0.01 over T = 10000, end 0 (the reference LeNet/CIFAR recipe).
 TEST(LrSchedule, PolynomialSqrt) {
   LrScheduleOptions o;
-  o.policy = "polynomial";
+  o.policy = LrPolicy::polynomial;
   o.lr = 0.01;
   o.power = 0.5;
   o.decay_steps = 10000;
@@ -48,7 +48,7 @@ TEST(LrSchedule, PolynomialSqrt) {
 
 TEST(LrSchedule, PolynomialWithEndAndPower) {
   LrScheduleOptions o;
-  o.policy = "polynomial";
+  o.policy = LrPolicy::polynomial;
   o.lr = 0.1;
   o.end_lr = 0.001;
   o.power = 2.0;
@@ -63,7 +63,7 @@ TEST(LrSchedule, PolynomialWithEndAndPower) {
 
 TEST(LrSchedule, ExponentialStaircase) {
   LrScheduleOptions o;
-  o.policy = "exponential";
+  o.policy = LrPolicy::exponential;
   o.lr = 0.1;
   o.decay_rate = 0.1;
   o.decay_steps = 350;
@@ -80,7 +80,7 @@ TEST(LrSchedule, ExponentialStaircase) {
 
 TEST(LrSchedule, ExponentialContinuous) {
   LrScheduleOptions o;
-  o.policy = "exponential";
+  o.policy = LrPolicy::exponential;
   o.lr = 0.2;
   o.decay_rate = 0.5;
   o.decay_steps = 100;
@@ -95,7 +95,7 @@ TEST(LrSchedule, ExponentialContinuous) {
 // lr0 * rate^(number of boundaries <= step): the new rate applies at the boundary step itself.
 TEST(LrSchedule, StepBoundaries) {
   LrScheduleOptions o;
-  o.policy = "step";
+  o.policy = LrPolicy::step;
   o.lr = 0.1;
   o.decay_rate = 0.1;
   o.boundaries = {1000, 3000, 3001};
@@ -123,17 +123,15 @@ TEST(LrSchedule, ValidationErrors) {
   const double inf = std::numeric_limits<double>::infinity();
   auto build = [](LrScheduleOptions o) { LrSchedule s(std::move(o)); };
 
-  LrScheduleOptions o;
-  o.policy = "cosine";
-  expect_error_with(
-      [&] { build(o); },
-      {"lr_schedule: unknown policy 'cosine' (known: constant, polynomial, exponential, "
-       "step)"});
+  expect_error_with([&] { parse_enum(kLrPolicies, "cosine", "train.lr_policy"); },
+                    {"train.lr_policy: unknown value 'cosine' (known: constant, polynomial, "
+                     "exponential, step)"});
 
-  for (const char* p : {"constant", "polynomial", "exponential", "step"}) {
+  for (const auto& entry : kLrPolicies) {
+    const std::string p(entry.name);
     SCOPED_TRACE(p);
     LrScheduleOptions q;
-    q.policy = p;
+    q.policy = entry.value;
     q.decay_steps = 10;
     q.boundaries = {5};
     for (const double lr : {-0.1, nan, inf}) {
@@ -146,8 +144,8 @@ TEST(LrSchedule, ValidationErrors) {
     EXPECT_NO_THROW(build(q)) << "lr = 0 is allowed";
   }
 
-  o = LrScheduleOptions{};
-  o.policy = "polynomial";
+  LrScheduleOptions o;
+  o.policy = LrPolicy::polynomial;
   o.decay_steps = 0;
   expect_error_with([&] { build(o); },
                     {"lr_schedule: decay_steps must be > 0 for policy 'polynomial', got 0"});
@@ -167,7 +165,7 @@ TEST(LrSchedule, ValidationErrors) {
   }
 
   o = LrScheduleOptions{};
-  o.policy = "exponential";
+  o.policy = LrPolicy::exponential;
   expect_error_with([&] { build(o); },
                     {"lr_schedule: decay_steps must be > 0 for policy 'exponential', got 0"});
   o.decay_steps = 10;
@@ -178,7 +176,7 @@ TEST(LrSchedule, ValidationErrors) {
   }
 
   o = LrScheduleOptions{};
-  o.policy = "step";
+  o.policy = LrPolicy::step;
   expect_error_with([&] { build(o); },
                     {"lr_schedule: boundaries must not be empty for policy 'step'"});
   o.boundaries = {-1, 5};
@@ -197,7 +195,7 @@ TEST(LrSchedule, ValidationErrors) {
 
   // Fields of other policies are not checked.
   o = LrScheduleOptions{};
-  o.policy = "constant";
+  o.policy = LrPolicy::constant;
   o.decay_steps = -3;
   o.power = -1.0;
   o.decay_rate = -2.0;
