@@ -38,7 +38,6 @@
 
 #if TG_CUDA
 #include <cuda_runtime.h>
-#include <nccl.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -46,6 +45,7 @@
 #include <thread>
 #include <vector>
 
+#include "comm/nccl_lib.h"
 #include "comm/wire_model.h"
 #include "nn/core/cuda_runtime.h"
 #endif
@@ -154,7 +154,7 @@ class NcclCommunicator final : public Communicator {
     ncclUniqueId id{};
     const std::string id_key = base + "id";
     if (rank_ == 0) {
-      check_nccl_plain(ncclGetUniqueId(&id), "ncclGetUniqueId");
+      check_nccl_plain(nccl_.get_unique_id(&id), "ncclGetUniqueId");
       std::vector<char> v(sizeof(id));
       std::memcpy(v.data(), &id, sizeof(id));
       store.set(id_key, v);
@@ -168,10 +168,10 @@ class NcclCommunicator final : public Communicator {
     // 3. Non-blocking init, polled against the timeout.
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
-    ncclResult_t r = ncclCommInitRankConfig(&comm_, size_, id, rank_, &config);
+    ncclResult_t r = nccl_.comm_init_rank_config(&comm_, size_, id, rank_, &config);
     if (r != ncclSuccess && r != ncclInProgress) {
       const std::string why = last_error(r);
-      if (comm_ != nullptr) ncclCommAbort(comm_);
+      if (comm_ != nullptr) nccl_.comm_abort(comm_);
       comm_ = nullptr;
       TG_THROW("nccl: ncclCommInitRankConfig failed on rank ", rank_, " (", device_.str(),
                "): ", why);
@@ -201,7 +201,7 @@ class NcclCommunicator final : public Communicator {
     const ncclDataType_t t = nccl_type(dtype);
     const ncclRedOp_t o = op == ReduceOp::max ? ncclMax : ncclSum;
     cuda::DeviceGuard guard(device_.index);
-    check_nccl(ncclAllReduce(buf, buf, static_cast<size_t>(n), t, o, comm_, stream()), what);
+    check_nccl(nccl_.all_reduce(buf, buf, static_cast<size_t>(n), t, o, comm_, stream()), what);
     finish(what);
     wire_model::add(wire_,
                     wire_model::allreduce(static_cast<uint64_t>(n) * element_size(dtype), size_));
@@ -211,7 +211,7 @@ class NcclCommunicator final : public Communicator {
     const char* what = "allgather";
     begin(what);
     cuda::DeviceGuard guard(device_.index);
-    check_nccl(ncclAllGather(in, out, bytes, ncclUint8, comm_, stream()), what);
+    check_nccl(nccl_.all_gather(in, out, bytes, ncclUint8, comm_, stream()), what);
     finish(what);
     wire_model::add(wire_, wire_model::allgather(bytes, size_));
   }
@@ -224,17 +224,17 @@ class NcclCommunicator final : public Communicator {
     if (bytes > 0) {
       const char* i = static_cast<const char*>(in);
       char* o = static_cast<char*>(out);
-      check_nccl(ncclGroupStart(), what);
+      check_nccl(nccl_.group_start(), what);
       for (int r = 0; r < size_; ++r) {
         if (r == rank_) continue;
         check_nccl(
-            ncclSend(i + static_cast<size_t>(r) * bytes, bytes, ncclUint8, r, comm_, stream()),
+            nccl_.send(i + static_cast<size_t>(r) * bytes, bytes, ncclUint8, r, comm_, stream()),
             what);
         check_nccl(
-            ncclRecv(o + static_cast<size_t>(r) * bytes, bytes, ncclUint8, r, comm_, stream()),
+            nccl_.recv(o + static_cast<size_t>(r) * bytes, bytes, ncclUint8, r, comm_, stream()),
             what);
       }
-      check_nccl(ncclGroupEnd(), what);
+      check_nccl(nccl_.group_end(), what);
       wait_enqueued(what);
       const size_t own = static_cast<size_t>(rank_) * bytes;
       check_cuda(cudaMemcpyAsync(o + own, i + own, bytes, cudaMemcpyDeviceToDevice, stream()),
@@ -252,19 +252,19 @@ class NcclCommunicator final : public Communicator {
              ") passed a null output buffer");
     cuda::DeviceGuard guard(device_.index);
     if (bytes > 0) {
-      check_nccl(ncclGroupStart(), what);
+      check_nccl(nccl_.group_start(), what);
       if (rank_ == root) {
         char* o = static_cast<char*>(out);
         for (int r = 0; r < size_; ++r) {
           if (r == root) continue;
           check_nccl(
-              ncclRecv(o + static_cast<size_t>(r) * bytes, bytes, ncclUint8, r, comm_, stream()),
+              nccl_.recv(o + static_cast<size_t>(r) * bytes, bytes, ncclUint8, r, comm_, stream()),
               what);
         }
       } else {
-        check_nccl(ncclSend(in, bytes, ncclUint8, root, comm_, stream()), what);
+        check_nccl(nccl_.send(in, bytes, ncclUint8, root, comm_, stream()), what);
       }
-      check_nccl(ncclGroupEnd(), what);
+      check_nccl(nccl_.group_end(), what);
       wait_enqueued(what);
       if (rank_ == root) {
         char* mine = static_cast<char*>(out) + static_cast<size_t>(root) * bytes;
@@ -283,7 +283,7 @@ class NcclCommunicator final : public Communicator {
     begin(what);
     check_root(root, what);
     cuda::DeviceGuard guard(device_.index);
-    check_nccl(ncclBroadcast(buf, buf, bytes, ncclUint8, root, comm_, stream()), what);
+    check_nccl(nccl_.broadcast(buf, buf, bytes, ncclUint8, root, comm_, stream()), what);
     finish(what);
     wire_model::add(wire_, wire_model::broadcast(bytes, size_, rank_, root));
   }
@@ -292,7 +292,7 @@ class NcclCommunicator final : public Communicator {
     const char* what = "barrier";
     begin(what);
     cuda::DeviceGuard guard(device_.index);
-    check_nccl(ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclInt32, ncclSum, comm_, stream()),
+    check_nccl(nccl_.all_reduce(barrier_buf_, barrier_buf_, 1, ncclInt32, ncclSum, comm_, stream()),
                what);
     finish(what);
   }
@@ -302,15 +302,15 @@ class NcclCommunicator final : public Communicator {
     if (comm_ != nullptr) {
       cuda::DeviceGuard guard(device_.index);
       if (broken_) {
-        ncclCommAbort(comm_);
+        nccl_.comm_abort(comm_);
       } else {
         // Finalize flushes outstanding work; a peer that vanished could stall it, so it is polled
         // against the timeout like everything else and aborted past it.
-        bool done = ncclCommFinalize(comm_) == ncclSuccess;
+        bool done = nccl_.comm_finalize(comm_) == ncclSuccess;
         const auto deadline = Clock::now() + timeout_;
         for (int round = 0; !done; ++round) {
           ncclResult_t st = ncclSuccess;
-          if (ncclCommGetAsyncError(comm_, &st) != ncclSuccess || st != ncclInProgress ||
+          if (nccl_.comm_get_async_error(comm_, &st) != ncclSuccess || st != ncclInProgress ||
               Clock::now() > deadline) {
             done = st == ncclSuccess;
             break;
@@ -318,9 +318,9 @@ class NcclCommunicator final : public Communicator {
           pause_briefly(round);
         }
         if (done) {
-          ncclCommDestroy(comm_);
+          nccl_.comm_destroy(comm_);
         } else {
-          ncclCommAbort(comm_);
+          nccl_.comm_abort(comm_);
         }
       }
     }
@@ -337,8 +337,8 @@ class NcclCommunicator final : public Communicator {
   }
 
   std::string last_error(ncclResult_t r) const {
-    std::string s = ncclGetErrorString(r);
-    const char* last = ncclGetLastError(comm_);
+    std::string s = nccl_.get_error_string(r);
+    const char* last = nccl_.get_last_error(comm_);
     if (last != nullptr && *last != 0) s += std::string(" (") + last + ")";
     return s;
   }
@@ -348,7 +348,7 @@ class NcclCommunicator final : public Communicator {
 
   [[noreturn]] void fail(const std::string& msg) {
     broken_ = true;
-    if (comm_ != nullptr) ncclCommAbort(comm_);
+    if (comm_ != nullptr) nccl_.comm_abort(comm_);
     comm_ = nullptr;
     throw Error(__FILE__, __LINE__, msg);
   }
@@ -375,7 +375,7 @@ class NcclCommunicator final : public Communicator {
     const auto deadline = Clock::now() + timeout_;
     for (int round = 0;; ++round) {
       ncclResult_t st = ncclSuccess;
-      const ncclResult_t r = ncclCommGetAsyncError(comm_, &st);
+      const ncclResult_t r = nccl_.comm_get_async_error(comm_, &st);
       if (r != ncclSuccess) check_nccl(r, what);
       if (st == ncclSuccess) return;
       if (st != ncclInProgress) check_nccl(st, what);
@@ -397,7 +397,7 @@ class NcclCommunicator final : public Communicator {
       if (e == cudaSuccess) return;
       if (e != cudaErrorNotReady) check_cuda(e, what);
       ncclResult_t st = ncclSuccess;
-      const ncclResult_t r = ncclCommGetAsyncError(comm_, &st);
+      const ncclResult_t r = nccl_.comm_get_async_error(comm_, &st);
       if (r != ncclSuccess) check_nccl(r, what);
       if (st != ncclSuccess && st != ncclInProgress) check_nccl(st, what);
       if (Clock::now() > deadline) {
@@ -410,6 +410,7 @@ class NcclCommunicator final : public Communicator {
     }
   }
 
+  const NcclApi& nccl_ = nccl_api();  // loads NCCL before anything else is done
   int rank_, size_;
   Device device_;
   std::chrono::milliseconds timeout_;

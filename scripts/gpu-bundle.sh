@@ -16,7 +16,8 @@
 #                                CUDA toolkit/NCCL library: those come from the GPU machine),
 #                                lib/compat/ (libstdc++, libgcc_s: used there only when the
 #                                machine's own are missing or too old), bench/pytorch_step.py,
-#                                configs/, data/mnist/ (the four IDX files)
+#                                configs/, data/mnist/ (the four IDX files), dlopen-libraries.txt
+#                                (the CUDA libraries opened on demand, which ldd does not show)
 #   MANIFEST.txt                 the commit, the toolchain, and every file with its size
 # It prints the bundle's size and the file list, and exits 1 if the size is over --max-mib.
 set -euo pipefail
@@ -30,7 +31,7 @@ while [ $# -gt 0 ]; do
     --out) OUT_DIR=$(realpath -m "${2:?--out needs a folder}"); shift 2 ;;
     --build-dir) BUILD_DIR=$(realpath -m "${2:?--build-dir needs a folder}"); shift 2 ;;
     --max-mib) MAX_MIB=${2:?--max-mib needs a number}; shift 2 ;;
-    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
@@ -72,6 +73,10 @@ exe_path() {  # the built executable of a target
 for t in "${PROGRAMS[@]}"; do cp "$(exe_path "$t")" "$P/bin/"; done
 for t in "${CUDA_TESTS[@]}"; do cp "$(exe_path "$t")" "$P/tests/"; done
 cp "$ROOT/bench/pytorch_step.py" "$P/bench/"
+# The CUDA libraries the programs open with dlopen (cuBLAS, NCCL), one SONAME a line, written
+# by CMake: gpu-check.sh puts their folders on LD_LIBRARY_PATH, as it does for linked ones.
+[ -f "$BUILD_DIR/dlopen-libraries.txt" ] || die "$BUILD_DIR/dlopen-libraries.txt is missing (re-run cmake)"
+cp "$BUILD_DIR/dlopen-libraries.txt" "$P/"
 cp "$ROOT"/paper/configs/*.toml "$P/configs/"
 cp "$MNIST"/*-ubyte.gz "$P/data/mnist/"
 
@@ -120,7 +125,8 @@ chmod +x "$OUT_DIR/gpu-check.sh"
   echo "compiler: $(c++ --version | head -1); $(grep -o 'release [0-9.]*' < <(nvcc --version 2>/dev/null || /usr/local/cuda/bin/nvcc --version) | head -1 | sed 's/^/nvcc /')"
   echo "cuda code: $(grep -oh 'arch=compute_[0-9a-z]*,code=\[[a-z_0-9]*\]' "$BUILD_DIR"/nn/CMakeFiles/tg_nn.dir/flags.make | sort -u | tr '\n' ' ')"
   echo "needs from the GPU machine: $(for e in "$P"/bin/* "$P"/tests/*; do ldd "$e"; done | awk '{print $1}' |
-        grep -E '^lib(cuda|cudart|cublas|cublasLt|curand|nccl)\.so' | sort -u | tr '\n' ' ')"
+        grep -E '^lib(cuda|cudart|cublas|cublasLt|curand|nccl)\.so' | cat - "$P/dlopen-libraries.txt" |
+        sort -u | tr '\n' ' ')"
   echo "files (payload.tar.xz, bytes):"
   (cd "$P" && find . -type f -printf '%s %P\n' | sort -k2)
 } > "$OUT_DIR/MANIFEST.txt"

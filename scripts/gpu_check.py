@@ -272,6 +272,14 @@ class Check:
         for e in exes:
             found, _ = self.ldd(e, lib)
             needed |= {n for n, p in found.items() if p == "not found"}
+        # The libraries terngrad opens with dlopen when a CUDA device is first used (cuBLAS,
+        # NCCL): ldd cannot see them, gpu-bundle.sh lists them.
+        dlopened = []
+        listed = os.path.join(self.root, "dlopen-libraries.txt")
+        if os.path.exists(listed):
+            with open(listed) as f:
+                dlopened = [l.strip() for l in f if l.strip()]
+        needed |= set(dlopened)
         cuda_dirs = []
         for base in [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"] + \
                 sorted(glob.glob("/usr/local/cuda-*"), reverse=True):
@@ -332,7 +340,8 @@ class Check:
                     bundle_libs=sorted(n for n, p in origin.items() if p.startswith(self.root)),
                     other_libs={n: p for n, p in sorted(origin.items())
                                 if not p.startswith(self.root) and not MACHINE_LIBS.match(n)},
-                    unresolved=sorted(unresolved), loader_problems=sorted(problems_all))
+                    unresolved=sorted(unresolved), loader_problems=sorted(problems_all),
+                    dlopen_libs={n: where.get(n) for n in dlopened})
         return sorted(unresolved), sorted(problems_all), origin
 
     # ---- step a ---------------------------------------------------------------------------------

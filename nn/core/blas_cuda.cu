@@ -3,6 +3,7 @@
 // transposition flags: the stored row-major matrices read as column-major are the transposes.
 #include "nn/core/blas.h"
 #include "nn/core/cuda_check.cuh"
+#include "nn/core/cuda_libs.h"
 #include "nn/core/profile.h"
 
 namespace tg {
@@ -12,10 +13,10 @@ void gemm_cuda(const GemmArgs& g) {
   if (profile::enabled()) profile::add_flops(2 * g.m * g.n * g.k);
   const cublasOperation_t ta = g.trans_a == Trans::N ? CUBLAS_OP_N : CUBLAS_OP_T;
   const cublasOperation_t tb = g.trans_b == Trans::N ? CUBLAS_OP_N : CUBLAS_OP_T;
-  TG_CUBLAS_CHECK(cublasSgemm(cuda::cublas_handle(), tb, ta, static_cast<int>(g.n),
-                              static_cast<int>(g.m), static_cast<int>(g.k), &g.alpha, g.b,
-                              static_cast<int>(g.ldb), g.a, static_cast<int>(g.lda), &g.beta, g.c,
-                              static_cast<int>(g.ldc)));
+  TG_CUBLAS_CHECK(cuda::cublas_api().sgemm(
+      cuda::cublas_handle(), tb, ta, static_cast<int>(g.n), static_cast<int>(g.m),
+      static_cast<int>(g.k), &g.alpha, g.b, static_cast<int>(g.ldb), g.a, static_cast<int>(g.lda),
+      &g.beta, g.c, static_cast<int>(g.ldc)));
 }
 
 }  // namespace tg
@@ -29,14 +30,15 @@ constexpr int64_t kChunk = int64_t{1} << 30;
 void axpy_cuda(int64_t n, float alpha, const float* x, float* y) {
   for (int64_t o = 0; o < n; o += kChunk) {
     const int len = static_cast<int>(n - o < kChunk ? n - o : kChunk);
-    TG_CUBLAS_CHECK(cublasSaxpy(cuda::cublas_handle(), len, &alpha, x + o, 1, y + o, 1));
+    TG_CUBLAS_CHECK(
+        cuda::cublas_api().saxpy(cuda::cublas_handle(), len, &alpha, x + o, 1, y + o, 1));
   }
 }
 
 void scal_cuda(int64_t n, float alpha, float* x) {
   for (int64_t o = 0; o < n; o += kChunk) {
     const int len = static_cast<int>(n - o < kChunk ? n - o : kChunk);
-    TG_CUBLAS_CHECK(cublasSscal(cuda::cublas_handle(), len, &alpha, x + o, 1));
+    TG_CUBLAS_CHECK(cuda::cublas_api().sscal(cuda::cublas_handle(), len, &alpha, x + o, 1));
   }
 }
 

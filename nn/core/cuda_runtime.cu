@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "nn/core/cuda_check.cuh"
+#include "nn/core/cuda_libs.h"
 #include "nn/core/cuda_runtime.h"
 
 namespace tg::cuda {
@@ -31,10 +32,10 @@ thread_local int t_side_device = -1;
 
 cublasHandle_t make_cublas(cudaStream_t stream) {
   cublasHandle_t h = nullptr;
-  TG_CUBLAS_CHECK(cublasCreate(&h));
-  TG_CUBLAS_CHECK(cublasSetStream(h, stream));
+  TG_CUBLAS_CHECK(cublas_api().create(&h));
+  TG_CUBLAS_CHECK(cublas_api().set_stream(h, stream));
   // Plain FP32 math: parity tests compare against the CPU with FP32 tolerances.
-  TG_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+  TG_CUBLAS_CHECK(cublas_api().set_math_mode(h, CUBLAS_DEFAULT_MATH));
   return h;
 }
 
