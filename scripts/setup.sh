@@ -17,6 +17,7 @@ PACKAGES=(
   redis-server               # Redis rendezvous: multi-node runs and its tests
   libtomlplusplus-dev        # TOML configs
   libcli11-dev               # command line
+  libprotobuf-dev            # TensorBoard event files (protobuf wire format)
   zlib1g-dev                 # gzipped IDX files and .tar.gz archives
   libcurl4-openssl-dev       # `terngrad data fetch` downloads
   libjpeg62-turbo-dev        # JPEG image folders
