@@ -105,7 +105,11 @@ int main(int argc, char** argv) {
   auto* train = app.add_subcommand("train", "Train a network, in one process or several");
   train->footer(
       "In this process, or as P processes (--nproc P on this machine; --rank/--world-size/"
-      "--rendezvous, Slurm or Open MPI across nodes), workers.count / P workers each.");
+      "--rendezvous, Slurm or Open MPI across nodes), workers.count / P workers each. "
+      "TensorBoard: every number of metrics.jsonl (loss, lr, img/s, wire bytes, compute/"
+      "compression/communication seconds, test accuracy) also goes to "
+      "OUT/events.out.tfevents.* as the scalar <type>/<key>, e.g. train/loss; view with "
+      "tensorboard --logdir OUT (set train.tensorboard = false to turn it off).");
   std::string config_path, out_dir, device_flag;
   std::vector<std::string> overrides;
   bool resume = false, progress_on = false, progress_off = false;
@@ -118,7 +122,8 @@ int main(int argc, char** argv) {
       ->allow_extra_args(false);
   train->add_option(
       "-o,--out", out_dir,
-      "Output directory: metrics.jsonl, checkpoint.tgckpt, summary.json, config.toml");
+      "Output directory: metrics.jsonl, checkpoint.tgckpt, summary.json, config.toml, "
+      "events.out.tfevents.* (TensorBoard)");
   train->add_flag("--resume", resume, "Continue the run in --out from its last checkpoint");
   train->add_option("--device", device_flag, "Shortcut for --set device=... (cpu, cuda, cuda:N)");
   train->add_flag("--progress", progress_on, "Force the live progress line");

@@ -65,7 +65,9 @@ CLI::App* add_measure_bounds_command(CLI::App& app, MeasureBoundsArgs& a) {
       "the ternary variance, code sparsity, and the clipped fraction, length ratio and angle. "
       "Writes DIR/bounds.jsonl (one row per iteration, tensor, scaling, clip), DIR/bounds.txt "
       "(median table, also on stdout) and the run in DIR/train; paper/bounds.py draws the "
-      "figures.");
+      "figures. Unless train.tensorboard = false, DIR/events.out.tfevents.* holds each sampled "
+      "tensor's scaler, sparsity, realized_sparsity and bound_ratio and DIR/train the run's "
+      "TensorBoard scalars: view them with tensorboard --logdir DIR.");
   cmd->add_option("-c,--config", a.config_path,
                   "TOML config file (default: built-in defaults, the LeNet/MNIST recipe; with "
                   "--checkpoint: the checkpoint's own config)")
@@ -173,7 +175,8 @@ int run_measure_bounds(const MeasureBoundsArgs& a) {
              "\"): with per-worker scalers the averaged gradient lies on no grid");
   }
 
-  BoundsRecorder rec(layout, ternarized, combos, copts.seed, rows_path.string());
+  BoundsRecorder rec(layout, ternarized, combos, copts.seed, rows_path.string(),
+                     cfg.train.tensorboard ? a.out_dir : "");
   std::optional<HistogramRecorder> hist;
   if (!hist_slots.empty())
     hist.emplace(layout, copts, hist_slots, cfg.workers.count, a.worker, a.bins,

@@ -2,7 +2,9 @@
 # Installs every Debian package terngrad needs, then configures and builds it in ./build.
 # Usage: bash scripts/setup.sh [--test-tools]   (as root, or with sudo available)
 #   --test-tools  also the tools scripts/test.sh needs beyond the build: clang with libFuzzer and
-#                 its sanitizer runtimes, LLVM's OpenMP, Ninja (scripts/sanitize.sh, scripts/fuzz.sh)
+#                 its sanitizer runtimes, LLVM's OpenMP, Ninja (scripts/sanitize.sh, scripts/fuzz.sh),
+#                 and the `tensorboard` Python package in .venv-test/ (pip; the TensorBoard tests
+#                 read event files back with it)
 # Environment: BUILD_DIR (default build), TG_CMAKE_ARGS (extra cmake flags, e.g. -DTG_ENABLE_CUDA=OFF)
 # The CUDA toolkit is optional: when /usr/local/cuda (or nvcc on PATH) exists, the CUDA backend
 # is built too; a GPU is never needed to build.
@@ -17,6 +19,7 @@ PACKAGES=(
   redis-server               # Redis rendezvous: multi-node runs and its tests
   libtomlplusplus-dev        # TOML configs
   libcli11-dev               # command line
+  libprotobuf-dev            # TensorBoard event files (protobuf wire format)
   zlib1g-dev                 # gzipped IDX files and .tar.gz archives
   libcurl4-openssl-dev       # `terngrad data fetch` downloads
   libjpeg62-turbo-dev        # JPEG image folders
@@ -26,7 +29,7 @@ PACKAGES=(
 )
 
 if [ "${1:-}" = --test-tools ]; then
-  PACKAGES+=(clang libclang-rt-14-dev libomp-14-dev ninja-build)
+  PACKAGES+=(clang libclang-rt-14-dev libomp-14-dev ninja-build python3-venv)
 elif [ $# -gt 0 ]; then
   echo "setup.sh: unknown argument '$1' (expected --test-tools or nothing)" >&2
   exit 1
@@ -42,6 +45,23 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${missing[@]}"
+fi
+
+# The `tensorboard` Python package, for tests only (tests/train/check_tensorboard.py reads the
+# event files back with it): Debian has none, and Debian's python3-protobuf (3.21) is too old for
+# tensorboard 2.21's generated code, so a venv of the checkout gets pinned wheels of just what its
+# event reader imports (no grpcio, no web server; about 110 MB). Nothing of the build uses it.
+if [ "${1:-}" = --test-tools ]; then
+  venv=.venv-test
+  if ! "$venv/bin/python3" -c 'import tensorboard.backend.event_processing.event_accumulator' \
+      2>/dev/null; then
+    echo "setup: installing the tensorboard Python package into $venv (test-only)"
+    rm -rf "$venv"
+    /usr/bin/python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check --no-deps \
+      tensorboard==2.21.0 protobuf==7.36.2 numpy==2.4.6 absl-py==2.5.1
+    "$venv/bin/python3" -c 'import tensorboard.backend.event_processing.event_accumulator'
+  fi
 fi
 
 BUILD_DIR=${BUILD_DIR:-build}

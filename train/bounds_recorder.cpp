@@ -36,6 +36,16 @@ std::string row_json(int64_t iteration, int worker, const tern::BoundRow& r) {
   return o.str();
 }
 
+// The TensorBoard scalars of one row: "scaler/conv1.weight/layer_c=2.5", ...
+void add_scalars(const tern::BoundRow& r, std::vector<tensorboard::Scalar>& out) {
+  const tern::BoundStats& s = r.stats;
+  const std::string where = "/" + r.tensor + "/" + tern::name(r.scaling) + "_" + clip_label(r.clip);
+  out.push_back({"scaler" + where, s.scaler});
+  out.push_back({"sparsity" + where, s.sparsity()});
+  out.push_back({"realized_sparsity" + where, s.realized_sparsity()});
+  out.push_back({"bound_ratio" + where, s.bound_ratio()});
+}
+
 // Median of the finite values; NaN when there are none.
 double median(std::vector<double> v) {
   std::erase_if(v, [](double x) { return !std::isfinite(x); });
@@ -94,7 +104,7 @@ std::string grid_json(int64_t iteration, int worker, int workers, const tern::Te
 
 BoundsRecorder::BoundsRecorder(std::vector<tern::GradSlot> layout, std::vector<bool> ternarized,
                                std::vector<BoundsCombo> combos, uint64_t seed,
-                               const std::string& rows_path)
+                               const std::string& rows_path, const std::string& events_dir)
     : layout_(std::move(layout)),
       ternarized_(std::move(ternarized)),
       combos_(std::move(combos)),
@@ -102,17 +112,20 @@ BoundsRecorder::BoundsRecorder(std::vector<tern::GradSlot> layout, std::vector<b
       path_(rows_path) {
   out_.open(rows_path, std::ios::out | std::ios::trunc);
   TG_CHECK(out_.good(), "cannot write ", rows_path);
+  if (!events_dir.empty()) events_.emplace(events_dir);
 }
 
 void BoundsRecorder::sample(int64_t step, int worker, std::span<const float> g) {
   TG_CHECK(g.size() >= static_cast<size_t>(total()), "measure-bounds: the gradient has ", g.size(),
            " elements, the net's layout ", total());
   const tern::RealizedCodes codes{seed_, step, worker};
+  std::vector<tensorboard::Scalar> scalars;
   for (size_t c = 0; c < combos_.size(); ++c) {
     const auto rows =
         tern::bound_rows(g, layout_, ternarized_, combos_[c].scaling, combos_[c].clip, &codes);
     for (const auto& r : rows) {
       out_ << row_json(step, worker, r) << '\n';
+      add_scalars(r, scalars);
       if (c == 0 && samples_ == 0) tensors_.push_back({r.tensor, r.stats.numel});
       stats_[{r.tensor, c}].push_back(r.stats);
       ++rows_;
@@ -120,6 +133,7 @@ void BoundsRecorder::sample(int64_t step, int worker, std::span<const float> g) 
   }
   out_.flush();
   TG_CHECK(out_.good(), "writing ", path_, " failed (disk full?)");
+  if (events_) events_->scalars(step, scalars);
   ++samples_;
 }
 

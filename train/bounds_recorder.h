@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -15,6 +16,7 @@
 #include "terngrad/bounds.h"
 #include "terngrad/compressor.h"
 #include "terngrad/histograms.h"
+#include "train/tensorboard.h"
 
 namespace tg::train {
 
@@ -30,8 +32,12 @@ std::string clip_label(double clip);
 // Collects the rows of every sample and writes them as they come.
 class BoundsRecorder {
  public:
+  // events_dir: also write each sample's per-tensor scaler, sparsity, realized_sparsity and
+  // bound_ratio as TensorBoard scalars "<quantity>/<tensor>/<scaling>_c=<clip>" at the sampled
+  // iteration, to a new event file there; "" = no TensorBoard.
   BoundsRecorder(std::vector<tern::GradSlot> layout, std::vector<bool> ternarized,
-                 std::vector<BoundsCombo> combos, uint64_t seed, const std::string& rows_path);
+                 std::vector<BoundsCombo> combos, uint64_t seed, const std::string& rows_path,
+                 const std::string& events_dir = "");
 
   // g: one worker's flat gradient on the host.
   void sample(int64_t step, int worker, std::span<const float> g);
@@ -52,6 +58,7 @@ class BoundsRecorder {
   uint64_t seed_;
   std::string path_;
   std::ofstream out_;
+  std::optional<tensorboard::EventWriter> events_;
   int64_t samples_ = 0, rows_ = 0;
   std::vector<std::pair<std::string, int64_t>> tensors_;  // row order of the first sample
   std::map<std::pair<std::string, size_t>, std::vector<tern::BoundStats>> stats_;

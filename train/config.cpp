@@ -195,6 +195,9 @@ const std::vector<KeySpec>& key_specs() {
        "Decay of the parameters' moving average; 0 = no EMA, evaluate the raw weights"},
       {"train", "checkpoint_every", member<&C::train, &T::checkpoint_every>, at_least(0),
        "Write a checkpoint every N iterations; 0 = only the final one"},
+      {"train", "tensorboard", member<&C::train, &T::tensorboard>, any(),
+       "Also write metrics.jsonl's numbers as TensorBoard scalars to "
+       "OUT/events.out.tfevents.* (view: tensorboard --logdir OUT); false = metrics.jsonl only"},
 
       {"workers", "count", member<&C::workers, &W::count>, at_least(1),
        "Data-parallel workers N in all, spread evenly over the processes (each hosts N / P, "
@@ -884,6 +887,7 @@ Config with_report_keys_of(Config c, const Config& from) {
   c.train.log_every = from.train.log_every;
   c.train.eval_every = from.train.eval_every;
   c.train.checkpoint_every = from.train.checkpoint_every;
+  c.train.tensorboard = from.train.tensorboard;
   c.comm = from.comm;
   return c;
 }

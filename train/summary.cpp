@@ -2,14 +2,20 @@
 
 namespace tg::train {
 
+std::vector<std::pair<const char*, double>> iteration_cost_fields(const IterationCost& c) {
+  std::vector<std::pair<const char*, double>> f = {
+      {"wire_bytes_sent_per_worker_per_iter", c.wire_sent},
+      {"wire_bytes_received_per_worker_per_iter", c.wire_received}};
+  if (!c.timed) return f;
+  f.insert(f.end(), {{"compute_seconds_per_iter", c.compute_s},
+                     {"compression_seconds_per_iter", c.compression_s},
+                     {"communication_seconds_per_iter", c.communication_s},
+                     {"comm_exposed_seconds_per_iter", c.comm_exposed_s}});
+  return f;
+}
+
 void add_iteration_cost(json::Object& o, const IterationCost& c) {
-  o.add("wire_bytes_sent_per_worker_per_iter", c.wire_sent);
-  o.add("wire_bytes_received_per_worker_per_iter", c.wire_received);
-  if (!c.timed) return;
-  o.add("compute_seconds_per_iter", c.compute_s);
-  o.add("compression_seconds_per_iter", c.compression_s);
-  o.add("communication_seconds_per_iter", c.communication_s);
-  o.add("comm_exposed_seconds_per_iter", c.comm_exposed_s);
+  for (const auto& [key, value] : iteration_cost_fields(c)) o.add(key, value);
 }
 
 std::string to_json(const TrainSummary& s) {

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "train/config.h"
 #include "train/evaluate.h"
@@ -57,8 +59,9 @@ struct TrainSummary {
 // summary.json: one JSON object.
 std::string to_json(const TrainSummary& s);
 
-// The IterationCost keys (wire bytes always, seconds when timed), as summary.json and each
-// metrics.jsonl train record carry them.
+// The IterationCost keys and values (wire bytes always, seconds when timed), as summary.json and
+// each metrics.jsonl train record carry them (and the record's TensorBoard scalars).
+std::vector<std::pair<const char*, double>> iteration_cost_fields(const IterationCost& c);
 void add_iteration_cost(json::Object& o, const IterationCost& c);
 
 }  // namespace tg::train

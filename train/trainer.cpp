@@ -14,6 +14,7 @@
 #include <fstream>
 #include <future>
 #include <optional>
+#include <type_traits>
 
 #include "datasets/sampler.h"
 #include "nn/autograd/tape.h"
@@ -27,6 +28,7 @@
 #include "train/distributed.h"
 #include "train/json.h"
 #include "train/options.h"
+#include "train/tensorboard.h"
 
 namespace tg::train {
 
@@ -165,23 +167,57 @@ void truncate_metrics(const std::string& path, int64_t step) {
   write_file_atomic(path, kept);
 }
 
-class MetricsLog {
+// One metrics.jsonl record. Its numbers are also the TensorBoard scalars "<type>/<key>" of the
+// same step, taken from the same values (strings are left out: TensorBoard plots numbers).
+class Record {
  public:
-  void open(const std::string& path) {
-    out_.open(path, std::ios::app);
-    TG_CHECK(out_.good(), "cannot open ", path, " for writing: ", std::strerror(errno));
-    path_ = path;
+  Record(const std::string& type, int64_t step) : type_(type), step_(step) {
+    o_.add("type", type).add("step", step);
   }
-  void write(const std::string& json_line) {
+  template <class T>
+  Record& add(std::string_view key, T value) {
+    o_.add(key, value);
+    if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>)
+      scalars_.push_back({type_ + "/" + std::string(key), static_cast<double>(value)});
+    return *this;
+  }
+  int64_t step() const { return step_; }
+  std::string json() const { return o_.str(); }
+  const std::vector<tensorboard::Scalar>& scalars() const { return scalars_; }
+
+ private:
+  std::string type_;
+  int64_t step_;
+  json::Object o_;
+  std::vector<tensorboard::Scalar> scalars_;
+};
+
+// metrics.jsonl and, with train.tensorboard, a TensorBoard event file beside it: each record goes
+// to both and is flushed as it is written.
+class RunLog {
+ public:
+  // resumed_at: the checkpoint's step when resuming (-1 otherwise): TensorBoard then drops the
+  // points after it from earlier event files, as truncate_metrics dropped their lines.
+  void open(const std::string& dir, bool tensorboard, int64_t resumed_at) {
+    path_ = (fs::path(dir) / kMetricsName).string();
+    out_.open(path_, std::ios::app);
+    TG_CHECK(out_.good(), "cannot open ", path_, " for writing: ", std::strerror(errno));
+    if (!tensorboard) return;
+    events_.emplace(dir);
+    if (resumed_at >= 0) events_->restart(resumed_at + 1);
+  }
+  void write(const Record& r) {
     if (!out_.is_open()) return;
-    out_ << json_line << '\n';
+    out_ << r.json() << '\n';
     out_.flush();
     TG_CHECK(out_.good(), "cannot write ", path_, ": ", std::strerror(errno));
+    if (events_) events_->scalars(r.step(), r.scalars());
   }
 
  private:
   std::ofstream out_;
   std::string path_;
+  std::optional<tensorboard::EventWriter> events_;
 };
 
 // Copies the EMA shadow into the net's parameters for the scope, restoring them after.
@@ -204,12 +240,12 @@ class EmaWeights {
   Tensor backup_;
 };
 
-std::string eval_json(const EvalResult& r, int64_t step, int64_t k, const char* weights) {
-  json::Object o;
-  o.add("type", "eval").add("step", step).add("test_accuracy", r.accuracy);
+Record eval_record(const EvalResult& r, int64_t step, int64_t k, const char* weights) {
+  Record o("eval", step);
+  o.add("test_accuracy", r.accuracy);
   if (k > 5) o.add("test_top5_accuracy", r.top5_accuracy);
   o.add("test_loss", r.loss).add("examples", r.examples).add("weights", weights);
-  return o.str();
+  return o;
 }
 
 // Every worker's compressor state, for a checkpoint. In one process: workers 0..N-1 of `c`. In a
@@ -367,7 +403,7 @@ struct Trainer::State {
   std::optional<StepComm> step_comm;
   ThreadChoice threads;
   std::chrono::milliseconds post_mortem_window{1000};
-  MetricsLog metrics;
+  RunLog metrics;
   std::optional<Prefetcher> prefetch;
   std::optional<TrainStep> train_step;
   // Phase times need the device synchronized between phases: always on the CPU (free) and in a
@@ -533,7 +569,7 @@ EvalResult Trainer::State::evaluate() {
     r.examples = static_cast<int64_t>(v[3]);
     r.finish();
   }
-  metrics.write(eval_json(r, step, net->info().num_classes, ema ? "ema" : "raw"));
+  metrics.write(eval_record(r, step, net->info().num_classes, ema ? "ema" : "raw"));
   if (listener) listener->evaluated(step, r, ema.has_value());
   return r;
 }
@@ -607,13 +643,13 @@ bool Trainer::State::step_once() {
     last_loss = window_loss / static_cast<double>(window_steps);
     const IterationCost cost = window_totals.per_iter(group.get(), workers);
     const double reg = regularization_loss(*net, tc.weight_decay);
-    json::Object o;
-    o.add("type", "train").add("step", done).add("loss", last_loss).add("reg_loss", reg);
+    Record o("train", done);
+    o.add("loss", last_loss).add("reg_loss", reg);
     o.add("lr", lr).add("epoch", sampler->epoch(done));
     o.add("images_per_sec", ips);
-    add_iteration_cost(o, cost);
+    for (const auto& [key, value] : iteration_cost_fields(cost)) o.add(key, value);
     o.add("wall_seconds", seconds_since(t_start));
-    metrics.write(o.str());
+    metrics.write(o);
     if (listener) listener->logged(done, last_loss, lr, ips);
     loss_sum.zero_();
     window_steps = 0;
@@ -668,7 +704,7 @@ Trainer::Trainer(const Config& config, const TrainOptions& options)
   s.guarded([&] {
     if (s.lead && !options.out_dir.empty()) {
       write_file_atomic((fs::path(options.out_dir) / kConfigName).string(), to_toml(s.cfg));
-      s.metrics.open((fs::path(options.out_dir) / kMetricsName).string());
+      s.metrics.open(options.out_dir, s.cfg.train.tensorboard, ckpt ? s.start_step : -1);
     }
     s.prefetch.emplace(*s.train_ds, *s.sampler, s.first_worker, s.local_workers, s.workers,
                        s.cfg.data.augment, s.seed, s.cfg.data.prefetch > 0);

@@ -13,7 +13,9 @@
 //
 // Output directory (optional; rank 0 writes it): metrics.jsonl (one JSON object per logged step,
 // per evaluation), checkpoint.tgckpt (every train.checkpoint_every iterations and at the end,
-// atomic), summary.json (at the end, atomic), config.toml (the resolved config).
+// atomic), summary.json (at the end, atomic), config.toml (the resolved config), and with
+// train.tensorboard an events.out.tfevents.* file per start (train/tensorboard.h: every number of
+// metrics.jsonl as the scalar "<type>/<key>" at the record's step).
 #pragma once
 
 #include <cstdint>
