@@ -1,6 +1,7 @@
 #include "train/checkpoint.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -193,6 +194,199 @@ void load_compressor_state(const Checkpoint& ckpt, tern::Compressor* compressor,
   }
 }
 
+namespace {
+
+// Where a checkpoint's bytes come from: a file read in order, or bytes in memory. Reads are
+// sequential; `read` fills exactly n bytes or throws naming the source.
+class ByteSource {
+ public:
+  virtual ~ByteSource() = default;
+  virtual void read(void* dst, size_t n) = 0;
+};
+
+class MemorySource final : public ByteSource {
+ public:
+  explicit MemorySource(std::string_view bytes) : bytes_(bytes) {}
+  void read(void* dst, size_t n) override {
+    TG_CHECK(n <= bytes_.size() - pos_, "read past the end of the checkpoint bytes");
+    if (n) std::memcpy(dst, bytes_.data() + pos_, n);
+    pos_ += n;
+  }
+
+ private:
+  std::string_view bytes_;
+  size_t pos_ = 0;
+};
+
+class FileSource final : public ByteSource {
+ public:
+  explicit FileSource(const std::string& path) : path_(path), fd_(::open(path.c_str(), O_RDONLY)) {
+    TG_CHECK(fd_ >= 0, "cannot open checkpoint ", path, ": ", std::strerror(errno));
+  }
+  ~FileSource() override { ::close(fd_); }
+  FileSource(const FileSource&) = delete;
+  FileSource& operator=(const FileSource&) = delete;
+  uint64_t size() const {
+    struct stat st {};
+    TG_CHECK(::fstat(fd_, &st) == 0, "cannot read checkpoint ", path_, ": ", std::strerror(errno));
+    return static_cast<uint64_t>(st.st_size);
+  }
+  void read(void* dst, size_t n) override {
+    auto* p = static_cast<char*>(dst);
+    while (n > 0) {
+      const ssize_t got = ::read(fd_, p, n);
+      if (got < 0 && errno == EINTR) continue;
+      TG_CHECK(got > 0, "cannot read checkpoint ", path_, ": ",
+               got < 0 ? std::strerror(errno) : "the file shrank while it was read");
+      p += got;
+      n -= static_cast<size_t>(got);
+    }
+  }
+
+ private:
+  std::string path_;
+  int fd_;
+};
+
+// Reads `n` bytes through the digest, in chunks of at most `chunk` (never the whole payload at
+// once); `sink(offset, data, len)` sees each piece, offsets relative to the first byte read.
+template <class Sink>
+void stream(ByteSource& src, Sha256& sha, uint64_t n, std::vector<char>& chunk, Sink&& sink) {
+  uint64_t done = 0;
+  while (done < n) {
+    const size_t len = static_cast<size_t>(std::min<uint64_t>(chunk.size(), n - done));
+    src.read(chunk.data(), len);
+    sha.update(chunk.data(), len);
+    sink(done, chunk.data(), len);
+    done += len;
+  }
+}
+
+constexpr size_t kChunk = 4u << 20;  // the streaming buffer: 4 MiB
+
+// One pass over a checkpoint of `size` bytes: magic and version, the header (validated before any
+// tensor is allocated), then the payload, copied into the tensors while the SHA-256 is computed,
+// then the stored digest compared. Memory: the tensors plus one 4 MiB buffer (not a second copy
+// of the file). When the header or an entry is refused, the rest of the file is still hashed: a
+// file whose digest does not match is reported as corrupt (the likelier story) rather than by the
+// symptom the damage happened to cause.
+Checkpoint read_checkpoint(ByteSource& src, uint64_t size, const std::string& path,
+                           const CheckpointSink& sink, bool header_only) {
+  const uint64_t min_size = sizeof(kMagic) + sizeof(uint64_t) + kDigestLen;
+  char magic[sizeof(kMagic)] = {};
+  src.read(magic, std::min<uint64_t>(size, sizeof(kMagic)));
+  TG_CHECK(size >= sizeof(kMagic) && std::memcmp(magic, kMagic, 7) == 0, path,
+           ": not a terngrad checkpoint (bad magic)");
+  TG_CHECK(magic[7] == kMagic[7], path, ": unsupported checkpoint format version ",
+           static_cast<int>(static_cast<unsigned char>(magic[7])), ", expected ",
+           static_cast<int>(kMagic[7]));
+  TG_CHECK(size >= min_size, path, ": truncated checkpoint (", size, " bytes)");
+  const uint64_t body = size - kDigestLen;
+  Sha256 sha;
+  sha.update(magic, sizeof(magic));
+  uint64_t hlen = 0;
+  src.read(&hlen, sizeof(hlen));
+  sha.update(&hlen, sizeof(hlen));
+  const uint64_t hstart = sizeof(kMagic) + sizeof(hlen);
+  uint64_t consumed = hstart;  // bytes read (and hashed) so far
+  std::vector<char> chunk(static_cast<size_t>(std::min<uint64_t>(kChunk, body)));
+
+  // Hashes the rest of the body, compares the digest; throws the mismatch if there is one.
+  const auto verify = [&] {
+    stream(src, sha, body - consumed, chunk, [](uint64_t, const char*, size_t) {});
+    consumed = body;
+    std::string stored(kDigestLen, '\0');
+    src.read(stored.data(), kDigestLen);
+    const std::string actual = sha.hex();
+    TG_CHECK(stored == actual, path, ": corrupt checkpoint: SHA-256 mismatch (stored ",
+             stored.substr(0, 16), "..., computed ", actual.substr(0, 16),
+             "...); the file was truncated or modified");
+  };
+
+  Checkpoint ck;
+  ck.source = path;
+  struct Entry {
+    uint64_t offset, nbytes;
+    size_t index;  // into ck.tensors
+  };
+  std::vector<Entry> entries;
+  try {
+    // hstart <= body (min_size), so body - hstart cannot wrap.
+    TG_CHECK(hlen <= kMaxHeader && hlen <= body - hstart, path,
+             ": corrupt checkpoint header length ", hlen, " (", body - hstart,
+             " bytes lie between the length and the checksum)");
+    std::string header(static_cast<size_t>(hlen), '\0');
+    src.read(header.data(), header.size());
+    sha.update(header.data(), header.size());
+    consumed += hlen;
+    json::Value h;
+    try {
+      h = json::parse(header);
+    } catch (const Error& e) {
+      TG_THROW(path, ": corrupt checkpoint header: ", e.what());
+    }
+    try {
+      ck.step = checked_integer<int64_t>(h["step"].as_number(), "'step'");
+      ck.net = h["net"].as_string();
+      ck.config_toml = h["config_toml"].as_string();
+      const uint64_t payload_bytes = body - consumed;  // consumed <= body, checked above
+      for (const json::Value& e : h["tensors"].arr) {
+        const std::string name = e["name"].as_string();
+        const std::string what = "tensor '" + name + "'";
+        DType dt = parse_dtype(e["dtype"].as_string(), path);
+        Shape shape;
+        for (const json::Value& d : e["shape"].arr) {
+          shape.push_back(checked_integer<int64_t>(d.as_number(), what + " shape"));
+          TG_CHECK(shape.back() >= 0, what, " has a negative dimension ", shape.back());
+          TG_CHECK(shape.size() <= static_cast<size_t>(kMaxDims), what, " has more than ", kMaxDims,
+                   " dimensions");
+        }
+        const auto off = checked_integer<uint64_t>(e["offset"].as_number(), what + " offset");
+        const auto nb = checked_integer<uint64_t>(e["nbytes"].as_number(), what + " nbytes");
+        const auto numel = static_cast<uint64_t>(checked_numel(shape, what));
+        TG_CHECK(nb == checked_mul<uint64_t>(numel, element_size(dt),
+                                             what + ": element count * element size"),
+                 what, " size does not match its shape");
+        // Compared against the payload's length, not as payload + off + nb <= body: a hostile
+        // offset must not wrap around.
+        TG_CHECK(off <= payload_bytes && nb <= payload_bytes - off, what, " (offset ", off, ", ",
+                 nb, " bytes) lies outside the file's ", payload_bytes, " payload bytes");
+        if (header_only) continue;
+        entries.push_back({off, nb, ck.tensors.size()});
+        // The sink's tensor when it fits (a contiguous host tensor of this dtype and element
+        // count, read into in place), else a new one (nb <= the file's size).
+        Tensor t = sink ? sink(name, dt, shape) : Tensor();
+        const bool fits = t.defined() && t.device().is_cpu() && t.dtype() == dt &&
+                          t.is_contiguous() && static_cast<uint64_t>(t.numel()) == numel;
+        ck.tensors.emplace_back(name, fits ? t.view(shape) : Tensor::empty(shape, dt));
+      }
+    } catch (const Error& e) {
+      if (std::string(e.what()).rfind(path, 0) == 0) throw;
+      TG_THROW(path, ": corrupt checkpoint: ", e.what());
+    }
+  } catch (const Error&) {
+    verify();  // a checksum mismatch explains the damage better
+    throw;
+  }
+  if (header_only) return ck;
+  // The payload, in order, into the tensors (entries may come in any order, leave gaps or
+  // overlap: each chunk is copied into every tensor it intersects), then the digest.
+  stream(src, sha, body - consumed, chunk, [&](uint64_t at, const char* data, size_t len) {
+    const uint64_t end = at + len;
+    for (const Entry& e : entries) {
+      const uint64_t lo = std::max(at, e.offset), hi = std::min(end, e.offset + e.nbytes);
+      if (lo >= hi) continue;
+      auto* dst = static_cast<char*>(ck.tensors[e.index].second.raw_data());
+      std::memcpy(dst + (lo - e.offset), data + (lo - at), static_cast<size_t>(hi - lo));
+    }
+  });
+  consumed = body;
+  verify();
+  return ck;
+}
+
+}  // namespace
+
 void write_file_atomic(const std::string& path, const std::string& text) {
   write_pieces_atomic(path, {{text.data(), text.size()}});
 }
@@ -237,87 +431,19 @@ void save_checkpoint(const std::string& path, const Checkpoint& ckpt) {
   write_pieces_atomic(path, pieces);
 }
 
-Checkpoint load_checkpoint(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  TG_CHECK(in.good(), "cannot open checkpoint ", path, ": ", std::strerror(errno));
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  in.seekg(0, std::ios::beg);
-  TG_CHECK(size >= 0, "cannot read checkpoint ", path, ": ", std::strerror(errno));
-  std::string bytes = checked_alloc("checkpoint " + path, static_cast<uint64_t>(size),
-                                    [&] { return std::string(static_cast<size_t>(size), '\0'); });
-  in.read(bytes.data(), size);
-  TG_CHECK(in.gcount() == size, "cannot read checkpoint ", path, ": read ", in.gcount(), " of ",
-           size, " bytes");
-  return parse_checkpoint(bytes, path);
+Checkpoint load_checkpoint(const std::string& path, const CheckpointSink& sink) {
+  FileSource src(path);
+  return read_checkpoint(src, src.size(), path, sink, /*header_only=*/false);
+}
+
+Checkpoint load_checkpoint_header(const std::string& path) {
+  FileSource src(path);
+  return read_checkpoint(src, src.size(), path, {}, /*header_only=*/true);
 }
 
 Checkpoint parse_checkpoint(std::string_view bytes, const std::string& path) {
-  const size_t min_size = sizeof(kMagic) + sizeof(uint64_t) + kDigestLen;
-  TG_CHECK(bytes.size() >= sizeof(kMagic) && std::memcmp(bytes.data(), kMagic, 7) == 0, path,
-           ": not a terngrad checkpoint (bad magic)");
-  TG_CHECK(bytes[7] == kMagic[7], path, ": unsupported checkpoint format version ",
-           static_cast<int>(static_cast<unsigned char>(bytes[7])), ", expected ",
-           static_cast<int>(kMagic[7]));
-  TG_CHECK(bytes.size() >= min_size, path, ": truncated checkpoint (", bytes.size(), " bytes)");
-  const size_t body = bytes.size() - kDigestLen;
-  const std::string stored(bytes.substr(body));
-  const std::string actual = sha256_hex(bytes.data(), body);
-  TG_CHECK(stored == actual, path, ": corrupt checkpoint: SHA-256 mismatch (stored ",
-           stored.substr(0, 16), "..., computed ", actual.substr(0, 16),
-           "...); the file was truncated or modified");
-
-  uint64_t hlen = 0;
-  std::memcpy(&hlen, bytes.data() + sizeof(kMagic), sizeof(hlen));
-  const size_t hstart = sizeof(kMagic) + sizeof(hlen);
-  // hstart <= body (min_size), so body - hstart cannot wrap.
-  TG_CHECK(hlen <= kMaxHeader && hlen <= body - hstart, path, ": corrupt checkpoint header length ",
-           hlen, " (", body - hstart, " bytes lie between the length and the checksum)");
-  json::Value h;
-  try {
-    h = json::parse(bytes.substr(hstart, hlen));
-  } catch (const Error& e) {
-    TG_THROW(path, ": corrupt checkpoint header: ", e.what());
-  }
-  Checkpoint ck;
-  ck.source = path;
-  try {
-    ck.step = checked_integer<int64_t>(h["step"].as_number(), "'step'");
-    ck.net = h["net"].as_string();
-    ck.config_toml = h["config_toml"].as_string();
-    const size_t payload = hstart + hlen;
-    const uint64_t payload_bytes = body - payload;  // payload <= body, checked above
-    for (const json::Value& e : h["tensors"].arr) {
-      const std::string name = e["name"].as_string();
-      const std::string what = "tensor '" + name + "'";
-      DType dt = parse_dtype(e["dtype"].as_string(), path);
-      Shape shape;
-      for (const json::Value& d : e["shape"].arr) {
-        shape.push_back(checked_integer<int64_t>(d.as_number(), what + " shape"));
-        TG_CHECK(shape.back() >= 0, what, " has a negative dimension ", shape.back());
-        TG_CHECK(shape.size() <= static_cast<size_t>(kMaxDims), what, " has more than ", kMaxDims,
-                 " dimensions");
-      }
-      const auto off = checked_integer<uint64_t>(e["offset"].as_number(), what + " offset");
-      const auto nb = checked_integer<uint64_t>(e["nbytes"].as_number(), what + " nbytes");
-      const auto numel = static_cast<uint64_t>(checked_numel(shape, what));
-      TG_CHECK(nb == checked_mul<uint64_t>(numel, element_size(dt),
-                                           what + ": element count * "
-                                                  "element size"),
-               what, " size does not match its shape");
-      // Compared against the payload's length, not as payload + off + nb <= body: a hostile
-      // offset must not wrap around.
-      TG_CHECK(off <= payload_bytes && nb <= payload_bytes - off, what, " (offset ", off, ", ", nb,
-               " bytes) lies outside the file's ", payload_bytes, " payload bytes");
-      Tensor t = Tensor::empty(shape, dt);
-      if (nb) std::memcpy(t.raw_data(), bytes.data() + payload + off, nb);
-      ck.tensors.emplace_back(name, std::move(t));
-    }
-  } catch (const Error& e) {
-    if (std::string(e.what()).rfind(path, 0) == 0) throw;
-    TG_THROW(path, ": corrupt checkpoint: ", e.what());
-  }
-  return ck;
+  MemorySource src(bytes);
+  return read_checkpoint(src, bytes.size(), path, {}, /*header_only=*/false);
 }
 
 }  // namespace tg::train

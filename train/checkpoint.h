@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -46,10 +47,21 @@ struct Checkpoint {
 // Throws naming the path if the directory is not writable or the disk is full.
 void save_checkpoint(const std::string& path, const Checkpoint& ckpt);
 
-// Reads and verifies a checkpoint: magic, version, size, checksum, header, tensor bounds.
-// Throws tg::Error naming the file and what is wrong ("not a terngrad checkpoint",
-// "corrupt: checksum mismatch", "truncated", ...).
-Checkpoint load_checkpoint(const std::string& path);
+// Where load_checkpoint puts an entry: given its name, dtype and shape, a contiguous host tensor
+// of that dtype and element count to read the bytes into directly (a run's own parameters, so
+// they are not held twice), or an undefined Tensor (or one that does not fit) for a new one.
+using CheckpointSink = std::function<Tensor(const std::string& name, DType, const Shape&)>;
+
+// Reads and verifies a checkpoint: magic, version, size, checksum, header, tensor bounds. The
+// file is streamed: read once, in 4 MiB pieces, straight into the tensors while its SHA-256 is
+// computed, so loading needs the tensors plus 4 MiB, never a second copy of the file. The digest
+// is compared after the last byte: on a mismatch it throws, and tensors the sink lent may hold
+// part of the damaged data. Throws tg::Error naming the file and what is wrong ("not a terngrad
+// checkpoint", "corrupt: checksum mismatch", "truncated", ...).
+Checkpoint load_checkpoint(const std::string& path, const CheckpointSink& sink = {});
+// Only the header's step, net and config (no tensors), read without the checksum: what a run
+// compares with its own config before it builds anything. load_checkpoint verifies the file.
+Checkpoint load_checkpoint_header(const std::string& path);
 // The same from the file's bytes; `source` names it in errors. Every offset, size and shape in
 // the header is checked (integral, in range, inside the payload) before it is used.
 Checkpoint parse_checkpoint(std::string_view bytes, const std::string& source);

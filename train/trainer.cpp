@@ -502,8 +502,14 @@ void Trainer::State::restore(const Checkpoint& ckpt) {
   const Tensor& p = ckpt.get("params");
   TG_CHECK(p.numel() == params.numel(), src, ": has ", p.numel(), " parameters, model '",
            cfg.model.name, "' has ", params.numel());
-  params.copy_from(p.view(params.shape()));
-  if (ema) ema->shadow().copy_from(ckpt.get("ema").view(params.shape()));
+  // Loaded in place (load_checkpoint's sink) or into a copy.
+  if (p.raw_data() != params.raw_data()) params.copy_from(p.view(params.shape()));
+  if (ema) {
+    const Tensor& e = ckpt.get("ema");
+    TG_CHECK(e.numel() == params.numel(), src, ": has ", e.numel(), " EMA values, model '",
+             cfg.model.name, "' has ", params.numel(), " parameters");
+    if (e.raw_data() != ema->shadow().raw_data()) ema->shadow().copy_from(e.view(params.shape()));
+  }
   std::vector<std::pair<std::string, Tensor>> ostate;
   for (const auto& [name, t] : ckpt.tensors)
     if (name.rfind("optim/", 0) == 0) ostate.emplace_back(name.substr(6), t);
@@ -685,10 +691,9 @@ Trainer::Trainer(const Config& config, const TrainOptions& options)
   if (s.distributed) resolve_backend(s.cfg.comm.backend, s.device);  // before any work
 
   s.open_output();
-  std::optional<Checkpoint> ckpt;
-  if (options.resume) {
-    ckpt = load_checkpoint(s.ckpt_path);
-    Config saved = parse_config(ckpt->config_toml, s.ckpt_path + " (embedded config)");
+  if (options.resume) {  // the config is compared before anything is built
+    const Checkpoint header = load_checkpoint_header(s.ckpt_path);
+    Config saved = parse_config(header.config_toml, s.ckpt_path + " (embedded config)");
     const std::string want = to_toml(with_report_keys_of(saved, s.cfg));
     const std::string have = to_toml(s.cfg);
     TG_CHECK(want == have, "--resume: the config differs from the one ", s.ckpt_path,
@@ -697,14 +702,25 @@ Trainer::Trainer(const Config& config, const TrainOptions& options)
   }
   if (!s.lead) s.ckpt_path.clear(), s.metrics_path.clear();  // only rank 0 writes
   s.build();
-  if (ckpt) s.restore(*ckpt);
+  const bool resumed = options.resume;
+  if (resumed) {
+    // The parameters and the EMA shadow are read straight into the run's own tensors (on the
+    // CPU); everything else is restored from the loaded copy, which is then dropped.
+    const Checkpoint ckpt =
+        load_checkpoint(s.ckpt_path, [&](const std::string& name, DType, const Shape&) -> Tensor {
+          if (name == "params") return s.params;
+          if (name == "ema" && s.ema) return s.ema->shadow();
+          return {};
+        });
+    s.restore(ckpt);
+  }
   s.join_group();
   s.post_mortem_window = std::chrono::milliseconds(
       static_cast<int64_t>(std::clamp(s.cfg.comm.timeout / 4.0, 1.0, 10.0) * 1000.0));
   s.guarded([&] {
     if (s.lead && !options.out_dir.empty()) {
       write_file_atomic((fs::path(options.out_dir) / kConfigName).string(), to_toml(s.cfg));
-      s.metrics.open(options.out_dir, s.cfg.train.tensorboard, ckpt ? s.start_step : -1);
+      s.metrics.open(options.out_dir, s.cfg.train.tensorboard, resumed ? s.start_step : -1);
     }
     s.prefetch.emplace(*s.train_ds, *s.sampler, s.first_worker, s.local_workers, s.workers,
                        s.cfg.data.augment, s.seed, s.cfg.data.prefetch > 0);

@@ -222,5 +222,80 @@ TEST(CheckpointParse, HostileOffsetsAndShapesAreRefused) {
   EXPECT_EQ(ck.get("fc1/w").shape(), (Shape{2, 2}));
 }
 
+// A checkpoint of `n` f32 values, value i = i + offset, with the tensors (each n/2 values) listed
+// in the header in reverse order of their bytes, overlapping by one value.
+TEST(CheckpointStream, EntriesInAnyOrderAndOverlappingAreFilledFromOnePass) {
+  const std::string header = R"({"step":3,"net":"lenet","config_toml":"x = 1","tensors":[)"
+                             R"({"name":"b","dtype":"f32","shape":[3],"offset":8,"nbytes":12},)"
+                             R"({"name":"a","dtype":"f32","shape":[3],"offset":0,"nbytes":12}]})";
+  std::string b("TGCKPT\0\1", 8);
+  const uint64_t hlen = header.size();
+  b.append(reinterpret_cast<const char*>(&hlen), sizeof(hlen));
+  b += header;
+  for (int i = 0; i < 5; ++i) {
+    const float v = static_cast<float>(i) + 0.5f;
+    b.append(reinterpret_cast<const char*>(&v), sizeof(v));
+  }
+  b += sha256_hex(b.data(), b.size());
+  const Checkpoint ck = train::parse_checkpoint(b, "mem");
+  EXPECT_EQ(ck.step, 3);
+  EXPECT_EQ(ck.get("a").to_vector<float>(), (std::vector<float>{0.5f, 1.5f, 2.5f}));
+  EXPECT_EQ(ck.get("b").to_vector<float>(), (std::vector<float>{2.5f, 3.5f, 4.5f}));
+}
+
+// load_checkpoint reads a file once, straight into the tensors a sink lends (the run's own
+// parameters), bit for bit what save_checkpoint wrote; the header alone is readable first.
+TEST(CheckpointStream, FileLoadsIntoTheSinksTensorsAndMatchesTheBytes) {
+  TempDir dir;
+  const std::string path = dir / "c.tgckpt";
+  Checkpoint out;
+  out.step = 7;
+  out.net = "lenet";
+  out.config_toml = "[train]\niterations = 9\n";
+  // 3 MiB + 5 values: the payload spans the 4 MiB read pieces unevenly.
+  Tensor big = Tensor::empty({(3 << 20) / 4 + 5});
+  for (int64_t i = 0; i < big.numel(); ++i) big.data<float>()[i] = static_cast<float>(i % 977);
+  Tensor small = Tensor::from_vector(std::vector<int64_t>{1, -2, 3}, {3});
+  out.tensors = {{"params", big}, {"log/n", small}, {"ema", big.clone()}};
+  train::save_checkpoint(path, out);
+
+  const Checkpoint head = train::load_checkpoint_header(path);
+  EXPECT_EQ(head.step, 7);
+  EXPECT_EQ(head.config_toml, out.config_toml);
+  EXPECT_TRUE(head.tensors.empty());
+
+  Tensor mine = Tensor::zeros({big.numel()});
+  Tensor wrong = Tensor::zeros({big.numel() - 1});  // does not fit: a new tensor instead
+  const Checkpoint in =
+      train::load_checkpoint(path, [&](const std::string& name, DType, const Shape&) -> Tensor {
+        if (name == "params") return mine;
+        if (name == "ema") return wrong;
+        return {};
+      });
+  EXPECT_EQ(in.get("params").raw_data(), mine.raw_data());
+  EXPECT_NE(in.get("ema").raw_data(), wrong.raw_data());
+  EXPECT_EQ(std::memcmp(mine.raw_data(), big.raw_data(), big.nbytes()), 0);
+  EXPECT_EQ(std::memcmp(in.get("ema").raw_data(), big.raw_data(), big.nbytes()), 0);
+  EXPECT_EQ(in.get("log/n").to_vector<int64_t>(), (std::vector<int64_t>{1, -2, 3}));
+  EXPECT_EQ(train::load_checkpoint(path).get("params").numel(), big.numel());
+}
+
+// Damage anywhere is reported as a checksum mismatch, even where it also breaks the header.
+TEST(CheckpointStream, DamageInTheHeaderIsReportedAsTheChecksumMismatch) {
+  TempDir dir;
+  const std::string path = dir / "c.tgckpt";
+  Checkpoint out;
+  out.net = "lenet";
+  out.tensors = {{"params", Tensor::zeros({1000})}};
+  train::save_checkpoint(path, out);
+  std::string bytes = read_text(path);
+  for (size_t at : {size_t{20}, size_t{40}, bytes.size() - 100}) {
+    std::string bad = bytes;
+    bad[at] = static_cast<char>(bad[at] ^ 0x5a);
+    write_text(path, bad);
+    expect_error_with([&] { train::load_checkpoint(path); }, {path, "SHA-256 mismatch"});
+  }
+}
+
 }  // namespace
 }  // namespace tg::testing
