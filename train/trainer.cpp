@@ -700,6 +700,7 @@ Trainer::Trainer(const Config& config, const TrainOptions& options)
              " was written with; resuming would not reproduce the run. Differences:",
              config_diff(have, want, "now:        ", "checkpoint: "));
   }
+  const std::string resume_from = s.ckpt_path;               // every rank reads it
   if (!s.lead) s.ckpt_path.clear(), s.metrics_path.clear();  // only rank 0 writes
   s.build();
   const bool resumed = options.resume;
@@ -707,7 +708,7 @@ Trainer::Trainer(const Config& config, const TrainOptions& options)
     // The parameters and the EMA shadow are read straight into the run's own tensors (on the
     // CPU); everything else is restored from the loaded copy, which is then dropped.
     const Checkpoint ckpt =
-        load_checkpoint(s.ckpt_path, [&](const std::string& name, DType, const Shape&) -> Tensor {
+        load_checkpoint(resume_from, [&](const std::string& name, DType, const Shape&) -> Tensor {
           if (name == "params") return s.params;
           if (name == "ema" && s.ema) return s.ema->shadow();
           return {};

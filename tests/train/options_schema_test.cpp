@@ -97,7 +97,9 @@ TEST(OptionsSchema, SamplesCoverRangeEndsAndEveryName) {
     if (k.key == "compression.method") {
       EXPECT_EQ(k.accepted.size(), tern::kMethods.size());
     }
-    if (k.key == "model.name") EXPECT_EQ(k.accepted.size(), net_names().size());
+    if (k.key == "model.name") {
+      EXPECT_EQ(k.accepted.size(), net_names().size());
+    }
   }
   // A value past the library's range is refused by the config, naming the key.
   try {
