@@ -27,18 +27,26 @@
 #include <string>
 #include <vector>
 
+#include "nn/core/enum_names.h"
+
 namespace tg::data {
 
 enum class Split { train, test };
+
+// image-folder's preprocessing recipe (the config's data.preprocess).
+enum class Preprocess { alexnet, inception };
+inline constexpr EnumTable<Preprocess, 2> kPreprocesses = {
+    {{Preprocess::alexnet, "alexnet"}, {Preprocess::inception, "inception"}}};
 
 struct DataOptions {
   std::string name = "mnist";
   std::string path;     // directory with the dataset's files (unused for synthetic)
   bool augment = true;  // train split only; the test split never augments
   // image-folder only
-  std::string preprocess = "alexnet";  // "alexnet" (resize 256x256, crop 224, mean-subtract)
-                                       // or "inception" (distorted crop, flip, jitter, [-1,1])
-  int64_t image_size = 0;              // output H = W; 0 = the dataset's default (28, 24, 224)
+  Preprocess preprocess =
+      Preprocess::alexnet;   // alexnet (resize 256x256, crop 224, mean-subtract)
+                             // or "inception" (distorted crop, flip, jitter, [-1,1])
+  int64_t image_size = 0;    // output H = W; 0 = the dataset's default (28, 24, 224)
   int64_t label_offset = 0;  // added to folder class indices (1 for 1001-class ImageNet nets)
   // synthetic only
   int64_t synthetic_size = 1024;  // examples per split

@@ -323,19 +323,12 @@ class ImageFolderDataset final : public Dataset {
     TG_CHECK(!options.path.empty(),
              "image-folder: no data.path given (expected a directory with train/<class>/*.jpg "
              "and val/<class>/*.jpg)");
-    if (options.preprocess == "alexnet") {
-      inception_ = false;
-    } else if (options.preprocess == "inception") {
-      inception_ = true;
-    } else {
-      TG_THROW("image-folder: unknown data.preprocess '", options.preprocess,
-               "' (known: alexnet, inception)");
-    }
+    inception_ = options.preprocess == Preprocess::inception;
     const int64_t s = options.image_size == 0 ? kDefaultSize : options.image_size;
     TG_CHECK(s >= 1 && (inception_ || s <= kAlexResize), "image-folder: data.image_size ",
              options.image_size, " is out of range (expected 0 for ", kDefaultSize, ", or 1..",
              inception_ ? std::string("any") : std::to_string(kAlexResize), " for preprocess ",
-             options.preprocess, ")");
+             enum_name(kPreprocesses, options.preprocess), ")");
     TG_CHECK(options.label_offset >= 0, "image-folder: data.label_offset ", options.label_offset,
              " is negative (expected >= 0)");
 

@@ -19,11 +19,13 @@
 #include <type_traits>
 #include <variant>
 
+#include "comm/ternary_collectives.h"
 #include "datasets/dataset.h"
 #include "nn/core/enum_names.h"
 #include "nn/core/error.h"
 #include "nn/nets/net.h"
 #include "nn/optim/lr_schedule.h"
+#include "nn/optim/optimizer.h"
 #include "terngrad/compressor.h"
 #include "train/json.h"
 #include "train/toml_limits.h"
@@ -111,6 +113,14 @@ struct KeySpec {
   std::string_view doc;
 };
 
+// comm.algorithm: the ternary collectives' algorithms (comm/ternary_collectives.h), and "ring"
+// (fp32 by a plain ring allreduce, train/step.h).
+std::vector<std::string> algorithm_names() {
+  std::vector<std::string> names = comm::ternary_algorithm_names();
+  names.push_back("ring");
+  return names;
+}
+
 // The one table. Order = the order of to_toml, to_json and the reference; top-level keys first
 // (TOML needs them before the first [section]).
 const std::vector<KeySpec>& key_specs() {
@@ -137,8 +147,8 @@ const std::vector<KeySpec>& key_specs() {
        "puts it), then an installed package (fashion-mnist: /usr/share/datasets/fashion-mnist)"},
       {"data", "augment", member<&C::data, &D::augment>, any(),
        "Apply the dataset's training augmentation to the train split"},
-      {"data", "preprocess", member<&C::data, &D::preprocess>, one_of({"alexnet", "inception"}),
-       "image-folder preprocessing recipe"},
+      {"data", "preprocess", member<&C::data, &D::preprocess>,
+       one_of_names(enum_names(data::kPreprocesses)), "image-folder preprocessing recipe"},
       {"data", "image_size", member<&C::data, &D::image_size>, at_least(0),
        "Output image side H = W; 0 = the dataset's default"},
       {"data", "label_offset", member<&C::data, &D::label_offset>, at_least(0),
@@ -160,7 +170,7 @@ const std::vector<KeySpec>& key_specs() {
        "Training iterations, i.e. global steps"},
       {"train", "batch_size", member<&C::train, &T::batch_size>, at_least(1),
        "Global batch size, summed over all workers"},
-      {"train", "optimizer", member<&C::train, &T::optimizer>, one_of({"sgd", "momentum", "adam"}),
+      {"train", "optimizer", member<&C::train, &T::optimizer>, one_of(optimizer_names()),
        "Optimizer, with TensorFlow semantics"},
       {"train", "lr", member<&C::train, &T::lr>, at_least(0), "Base learning rate"},
       {"train", "lr_policy", member<&C::train, &T::lr_policy>,
@@ -228,8 +238,7 @@ const std::vector<KeySpec>& key_specs() {
 
       {"comm", "backend", member<&C::comm, &K::backend>, one_of({"auto", "gloo", "nccl"}),
        "Multi-process runs: auto = nccl for CUDA training with one GPU per rank, else gloo (TCP)"},
-      {"comm", "algorithm", member<&C::comm, &K::algorithm>,
-       one_of({"auto", "ps", "allgather", "packed-allreduce", "ring"}),
+      {"comm", "algorithm", member<&C::comm, &K::algorithm>, one_of(algorithm_names()),
        "How ranks sum gradients. terngrad's ternary codes (all exact): auto = by a byte-count "
        "cost model, ps, allgather, packed-allreduce. ring: fp32 gradients by a plain ring "
        "allreduce (faster, not bit-identical to one process; codes as auto)"},

@@ -17,7 +17,7 @@ data::DataOptions data_options(const Config& c) {
   o.name = c.data.name;
   o.path = c.data.path;
   o.augment = c.data.augment;
-  o.preprocess = c.data.preprocess;
+  o.preprocess = parse_enum(data::kPreprocesses, c.data.preprocess, "data.preprocess");
   o.image_size = c.data.image_size;
   o.label_offset = c.data.label_offset;
   o.synthetic_size = c.data.synthetic_size;

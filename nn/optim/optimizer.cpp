@@ -228,11 +228,9 @@ void check_unit_interval(const char* opt, const char* field, double x) {
   TG_CHECK(x >= 0.0 && x < 1.0, "optimizer '", opt, "': ", field, " must be in [0, 1), got ", x);
 }
 
-}  // namespace
-
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o) {
-  // The one name -> factory table of the optimizers.
-  using Factory = std::function<std::unique_ptr<Optimizer>(const OptimizerOptions&)>;
+// The one name -> factory table of the optimizers.
+using Factory = std::function<std::unique_ptr<Optimizer>(const OptimizerOptions&)>;
+const std::vector<std::pair<std::string, Factory>>& optimizer_table() {
   static const std::vector<std::pair<std::string, Factory>> kTable = {
       {"sgd", [](const OptimizerOptions&) { return std::make_unique<SgdOptimizer>(); }},
       {"momentum",
@@ -249,8 +247,20 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o) {
          return std::make_unique<AdamOptimizer>(o.beta1, o.beta2, o.epsilon);
        }},
   };
+  return kTable;
+}
+
+}  // namespace
+
+std::vector<std::string> optimizer_names() {
+  std::vector<std::string> names;
+  for (const auto& entry : optimizer_table()) names.push_back(entry.first);
+  return names;
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o) {
   std::vector<std::string> known;
-  for (const auto& [name, factory] : kTable) {
+  for (const auto& [name, factory] : optimizer_table()) {
     if (name == o.name) return factory(o);
     known.push_back(name);
   }

@@ -47,5 +47,7 @@ class Optimizer {
 
 // Throws on an unknown name (listing the known ones) or out-of-range hyper-parameters.
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& options);
+// The names make_optimizer knows (the config's train.optimizer).
+std::vector<std::string> optimizer_names();
 
 }  // namespace tg

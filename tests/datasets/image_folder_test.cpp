@@ -104,7 +104,7 @@ DataOptions folder(const std::string& path, const std::string& preprocess = "ale
   DataOptions o;
   o.name = "image-folder";
   o.path = path;
-  o.preprocess = preprocess;
+  o.preprocess = parse_enum(kPreprocesses, preprocess, "data.preprocess");
   return o;
 }
 
@@ -339,8 +339,8 @@ TEST(ImageFolder, LayoutErrors) {
     std::filesystem::create_directories(root / ("val/" + std::string(c)));
   expect_error_with([&] { open_dataset(folder(root.str()), Split::test); },
                     {"no .jpg/.jpeg images", root / "val"});
-  expect_error_with([&] { open_dataset(folder(root.str(), "vgg"), Split::train); },
-                    {"unknown data.preprocess 'vgg'", "alexnet", "inception"});
+  expect_error_with([&] { folder(root.str(), "vgg"); },
+                    {"data.preprocess: unknown value 'vgg'", "alexnet, inception"});
   expect_error_with([&] { open_dataset(folder(""), Split::train); }, {"data.path"});
   DataOptions big = folder(root.str());
   big.image_size = 300;
