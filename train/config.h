@@ -1,6 +1,9 @@
 // The run configuration: TOML file + `--set section.key=value` overrides -> a validated Config.
 // Every key, its type, default, allowed range and one-line doc live in ONE table in
 // train/config.cpp; `terngrad config --reference` prints it (Markdown) and the README copies it.
+// A categorical key's allowed names come from the library that owns the option (its enum's name
+// table, e.g. tern::kMethods, or its registry, e.g. net_names()), and library limits such as
+// tern::kMaxQsgdLevels bound the ranges; train/options.cpp parses the names into the enums once.
 //
 // Errors (all tg::Error, message names the file and key): TOML syntax error (with line and
 // column), unknown section or key (with the known keys of that section), wrong type
