@@ -90,8 +90,8 @@ std::optional<DataLocation> find_dataset(const DataOptions& options) {
   if (!options.path.empty()) return DataLocation{options.path, "data.path"};
   if (e.expected == nullptr) return DataLocation{"", "generated"};  // no files
   if (fetchable(e)) {
-    const std::string local = "data/" + std::string(e.name);
-    if (holds(e, local)) return DataLocation{local, "data/" + std::string(e.name)};
+    const std::string local = default_fetch_dir(e.name);
+    if (holds(e, local)) return DataLocation{local, local};
   }
   for (const auto& [dir, package] : e.system) {
     if (holds(e, dir)) return DataLocation{dir, std::string("installed package ") + package};
@@ -105,7 +105,7 @@ DataLocation locate_dataset(const DataOptions& options) {
   if (!fetchable(e)) {
     TG_THROW(e.name, ": no data.path given (expected ", e.expected, ")");
   }
-  std::string looked = "data/" + std::string(e.name);
+  std::string looked = default_fetch_dir(e.name);
   std::error_code ec;
   const auto cwd = std::filesystem::current_path(ec);
   if (!ec) looked += " (in " + cwd.string() + ")";
