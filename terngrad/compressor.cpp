@@ -110,6 +110,62 @@ WireLayout layout_of(SlotRange r, Bytes bytes, Coding coding) {
   return w;
 }
 
+// Per-worker residuals, f32 [total] each (error feedback: 1-bit SGD's, and TernGrad's with
+// error_feedback), saved as the state entry "residual" (Compressor::state). `who` names the
+// method in errors.
+class Residuals {
+ public:
+  Residuals(std::string who, int64_t total) : who_(std::move(who)), total_(total) {}
+
+  // Worker w's residual on device d: zeros before its first use; one restored by load (on the
+  // host) is moved to d once.
+  float* on(int worker, const Device& d) {
+    if (v_.size() <= static_cast<size_t>(worker)) v_.resize(worker + 1);
+    Tensor& res = v_[worker];
+    if (!res.defined())
+      res = Tensor::zeros({total_}, DType::f32, d);
+    else if (res.device() != d)
+      res = res.to(d);
+    return res.data<float>();
+  }
+  // Worker w's residual if it has one (on any device), else nullptr: an absent residual is zeros.
+  const Tensor* find(int worker) const {
+    const bool live = static_cast<size_t>(worker) < v_.size() && v_[worker].defined();
+    return live ? &v_[worker] : nullptr;
+  }
+
+  NamedTensors state(int worker) const {
+    const Tensor* r = find(worker);
+    return {{"residual", r ? r->clone() : Tensor::zeros({total_})}};
+  }
+
+  void load(int worker, const NamedTensors& state) {
+    const std::string who = who_ + " load_state: worker " + std::to_string(worker);
+    const Tensor* residual = nullptr;
+    for (const auto& [name, t] : state) {
+      TG_CHECK(name == "residual", who, ": unexpected entry '", name,
+               "' (expected 'residual'; got ", entry_names(state), ")");
+      TG_CHECK(residual == nullptr, who, ": entry 'residual' appears twice");
+      residual = &t;
+    }
+    TG_CHECK(residual != nullptr, who, ": missing entry 'residual' (expected 'residual'; got ",
+             entry_names(state), ")");
+    TG_CHECK(residual->defined(), who, ": entry 'residual' is undefined");
+    TG_CHECK(
+        residual->dtype() == DType::f32 && residual->ndim() == 1 && residual->numel() == total_,
+        who, ": 'residual' must be f32 [", total_, "] (the gradient's size), got ",
+        residual->str());
+    Tensor copy = residual->clone();
+    if (v_.size() <= static_cast<size_t>(worker)) v_.resize(worker + 1);
+    v_[worker] = std::move(copy);
+  }
+
+ private:
+  std::string who_;
+  int64_t total_ = 0;
+  std::vector<Tensor> v_;
+};
+
 // ---- none: raw fp32 --------------------------------------------------------------------------
 
 class NoneCompressor final : public Compressor {
@@ -160,6 +216,8 @@ class TernGradCompressor final : public Compressor {
 
   float scaler_of(const TensorStats& st) const { return terngrad_scaler(st, o_.clip); }
 
+  // The scaler candidates are the gradient's own, with or without error feedback (see
+  // CompressionOptions::error_feedback).
   void local_meta_range(const Tensor& g, SlotRange r, float* meta) const override {
     if (!shared()) return;
     const float* p = g.data<float>();
@@ -167,6 +225,12 @@ class TernGradCompressor final : public Compressor {
       meta[t - r.first] =
           ternary_[t] ? scaler_of(stats(g.device(), p + layout_[t].offset, layout_[t].numel))
                       : 0.0f;
+  }
+
+  int64_t largest_slot(SlotRange r) const {
+    int64_t n = 0;
+    for (size_t t = r.first; t < r.last; ++t) n = std::max(n, layout_[t].numel);
+    return n;
   }
 
   size_t slot_bytes(size_t t, int64_t step) const {
@@ -185,16 +249,27 @@ class TernGradCompressor final : public Compressor {
     return w;
   }
 
+  // With error feedback, worker w ternarizes v = residual + g of a ternarized slot (with g's
+  // scaler) and keeps as its residual what the message does not carry, v - s * code; slots sent
+  // as fp32 carry g and leave their residual as it is (zero, unless a floating-gradient epoch
+  // interrupts the slot's ternarization: then it waits for the next ternarized step).
   void encode_range(const Tensor& g, const float* shared_meta, int64_t step, int worker,
                     SlotRange r, Tensor& msg) override {
     const Device d = g.device();
     const float* p = g.data<float>();
     uint8_t* m = msg.data<uint8_t>();
+    float* res = nullptr;
+    Tensor tmp_i, tmp_f;  // error feedback: the decoded codes, sized for the largest slot of r
+    if (o_.error_feedback) {
+      check_worker(*this, "encode", worker);
+      res = residuals_.on(worker, d);
+    }
     for (size_t t = r.first; t < r.last; ++t) {
       const GradSlot& sl = layout_[t];
       if (!ternary(t, step)) {
         copy_bytes(d, m, p + sl.offset, sl.numel * sizeof(float));
       } else {
+        // The scaler is always the gradient's (shared or own), also with error feedback.
         float s = 0;
         uint8_t* codes = m;
         if (shared()) {
@@ -204,10 +279,29 @@ class TernGradCompressor final : public Compressor {
           write_float(d, m, s);
           codes = m + sizeof(float);
         }
-        ternarize(d, p + sl.offset, sl.numel, s, o_.seed,
+        const float* x = p + sl.offset;
+        float* e = nullptr;
+        if (res != nullptr) {
+          e = res + sl.offset;
+          axpy(d, sl.numel, 1.0f, x, e);  // e = residual + g = v
+          x = e;
+        }
+        ternarize(d, x, sl.numel, s, o_.seed,
                   rng_stream(RngPurpose::ternarize, static_cast<uint64_t>(step),
                              static_cast<uint64_t>(worker), t),
                   o_.pack, codes);
+        if (e != nullptr) {
+          // residual = v - s * code
+          if (!tmp_i.defined()) {
+            tmp_i = Tensor::empty({largest_slot(r)}, DType::i32, d);
+            tmp_f = Tensor::empty({largest_slot(r)}, DType::f32, d);
+          }
+          Tensor ci = tmp_i.slice(0, 0, sl.numel);
+          ci.zero_();
+          unpack(d, codes, sl.numel, o_.pack, ci.data<int32_t>());
+          scale_ints(d, ci.data<int32_t>(), sl.numel, s, tmp_f.data<float>());
+          axpy(d, sl.numel, -1.0f, tmp_f.data<float>(), e);
+        }
       }
       m += slot_bytes(t, step);
     }
@@ -271,9 +365,23 @@ class TernGradCompressor final : public Compressor {
     }
   }
 
+ public:
+  NamedTensors state(int worker) const override {
+    if (!o_.error_feedback) return Compressor::state(worker);
+    check_worker(*this, "state", worker);
+    return residuals_.state(worker);
+  }
+
+  void load_state(int worker, const NamedTensors& state) override {
+    if (!o_.error_feedback) return Compressor::load_state(worker, state);
+    check_worker(*this, "load_state", worker);
+    residuals_.load(worker, state);
+  }
+
  private:
   CompressionOptions o_;
   std::vector<bool> ternary_;
+  Residuals residuals_{"terngrad (error feedback)", total_};  // error_feedback: per worker
 };
 
 // ---- fp16, qsgd, onebit: per-slot baselines accumulated as floats ------------------------------
@@ -305,13 +413,7 @@ class BaselineCompressor final : public Compressor {
     float* residual = nullptr;
     if (o_.method == Method::onebit) {
       check_worker(*this, "encode", worker);
-      if (residuals_.size() <= static_cast<size_t>(worker)) residuals_.resize(worker + 1);
-      Tensor& res = residuals_[worker];
-      if (!res.defined())
-        res = Tensor::zeros({total_}, DType::f32, d);
-      else if (res.device() != d)
-        res = res.to(d);  // restored by load_state (from a checkpoint on the host): moved once
-      residual = res.data<float>();
+      residual = residuals_.on(worker, d);
     }
     for (size_t t = r.first; t < r.last; ++t) {
       const GradSlot& sl = layout_[t];
@@ -368,38 +470,18 @@ class BaselineCompressor final : public Compressor {
   NamedTensors state(int worker) const override {
     if (o_.method != Method::onebit) return Compressor::state(worker);
     check_worker(*this, "state", worker);
-    const bool live =
-        static_cast<size_t>(worker) < residuals_.size() && residuals_[worker].defined();
-    return {{"residual", live ? residuals_[worker].clone() : Tensor::zeros({total_})}};
+    return residuals_.state(worker);
   }
 
   void load_state(int worker, const NamedTensors& state) override {
     if (o_.method != Method::onebit) return Compressor::load_state(worker, state);
     check_worker(*this, "load_state", worker);
-    const Tensor* residual = nullptr;
-    for (const auto& [name, t] : state) {
-      TG_CHECK(name == "residual", "onebit load_state: worker ", worker, ": unexpected entry '",
-               name, "' (expected 'residual'; got ", entry_names(state), ")");
-      TG_CHECK(residual == nullptr, "onebit load_state: worker ", worker,
-               ": entry 'residual' appears twice");
-      residual = &t;
-    }
-    TG_CHECK(residual != nullptr, "onebit load_state: worker ", worker,
-             ": missing entry 'residual' (expected 'residual'; got ", entry_names(state), ")");
-    TG_CHECK(residual->defined(), "onebit load_state: worker ", worker,
-             ": entry 'residual' is undefined");
-    TG_CHECK(
-        residual->dtype() == DType::f32 && residual->ndim() == 1 && residual->numel() == total_,
-        "onebit load_state: worker ", worker, ": 'residual' must be f32 [", total_,
-        "] (the gradient's size), got ", residual->str());
-    Tensor copy = residual->clone();
-    if (residuals_.size() <= static_cast<size_t>(worker)) residuals_.resize(worker + 1);
-    residuals_[worker] = std::move(copy);
+    residuals_.load(worker, state);
   }
 
  private:
   CompressionOptions o_;
-  std::vector<Tensor> residuals_;  // onebit: error feedback, one per worker
+  Residuals residuals_{"onebit", total_};  // onebit: error feedback, one per worker
 };
 
 }  // namespace

@@ -58,6 +58,13 @@ struct CompressionOptions {
   double steps_per_epoch = 0;       // needed when floating_grad_epoch > 0
   ScalerSharing scaler_sharing = ScalerSharing::max;
   PackFormat pack = PackFormat::two_bit;
+  // Error feedback (terngrad): worker w ternarizes v = g + e_w, its gradient plus its residual,
+  // with the scaler of g (shared as usual), and keeps e_w = v - s * code, what its message
+  // dropped (clipping and rounding), for its next step. The scaler is g's, not v's: with
+  // stochastic codes |e| reaches s, and a scaler c * sigma(v) would grow with the residual it
+  // creates (for c >= ~2.5 without bound). The wire is unchanged; the residuals are per-worker
+  // state (checkpointed).
+  bool error_feedback = false;
   // qsgd
   int qsgd_levels = 4;  // 1 .. kMaxQsgdLevels
   int64_t qsgd_bucket = 512;
@@ -159,8 +166,8 @@ class Compressor {
 
   // Per-worker state carried from one encode to the next, for checkpoints. Each worker (each
   // rank, when workers are processes) saves and restores only its own entries.
-  //   none, fp16, terngrad, qsgd: nothing (stateless)
-  //   onebit:                     "residual" f32 [total] (the error feedback)
+  //   none, fp16, terngrad, qsgd:        nothing (stateless)
+  //   onebit, terngrad + error_feedback: "residual" f32 [total] (the error feedback)
   // state(w) is a snapshot (a copy on the state's device). A residual that worker w has not
   // created yet (before its first encode) is reported as zeros on the host: it is exactly the
   // residual the first encode would start from, so "absent" and "zeros" round-trip alike.

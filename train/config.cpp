@@ -231,6 +231,9 @@ const std::vector<KeySpec>& key_specs() {
       {"compression", "pack", member<&C::compression, &Z::pack>,
        one_of_names(enum_names(tern::kPackFormats)),
        "terngrad: wire format, two_bit = 2 bits per element, base3 = 5 per byte (1.6 bits)"},
+      {"compression", "error_feedback", member<&C::compression, &Z::error_feedback>, any(),
+       "terngrad: each worker adds to its gradient what ternarization dropped from its last "
+       "one (a per-worker residual, checkpointed); same wire bytes"},
       {"compression", "qsgd_levels", member<&C::compression, &Z::qsgd_levels>,
        between(1, tern::kMaxQsgdLevels), "qsgd: quantization levels s"},
       {"compression", "qsgd_bucket", member<&C::compression, &Z::qsgd_bucket>, at_least(1),

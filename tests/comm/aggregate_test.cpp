@@ -114,6 +114,11 @@ std::vector<Method> methods() {
   o.scaler_sharing = ::tg::tern::ScalerSharing::none;
   o.min_size = 8;
   m.push_back({"terngrad_unshared", o});
+  // Error feedback: step 1 ternarizes gradient + residual (per global worker index).
+  o.error_feedback = true;
+  m.push_back({"terngrad_unshared_error_feedback", o});
+  o.scaler_sharing = ::tg::tern::ScalerSharing::max;
+  m.push_back({"terngrad_shared_error_feedback", o});
   return m;
 }
 

@@ -84,6 +84,11 @@ std::vector<CompressionOptions> methods() {
   own.method = ::tg::tern::Method::terngrad;
   own.scaler_sharing = ::tg::tern::ScalerSharing::none;
   m.push_back(own);
+  CompressionOptions feedback;  // error feedback: per-worker residuals carried between steps
+  feedback.method = ::tg::tern::Method::terngrad;
+  feedback.min_size = 8;
+  feedback.error_feedback = true;
+  m.push_back(feedback);
   return m;
 }
 
@@ -136,7 +141,8 @@ TEST(Reducer, BitIdenticalToEmulatedForEveryMethodBucketingAndOrder) {
   for (const CompressionOptions& o : methods()) {
     const std::string label =
         std::string(enum_name(tern::kMethods, o.method)) +
-        (o.scaler_sharing == ::tg::tern::ScalerSharing::none ? " own scalers" : "");
+        (o.scaler_sharing == ::tg::tern::ScalerSharing::none ? " own scalers" : "") +
+        (o.error_feedback ? " error feedback" : "");
     // Emulated workers: the reducer without a communicator.
     {
       const auto want = emulated(o, 3);

@@ -102,6 +102,7 @@ TEST(OptionsSchema, ConfigDefaultsAreTheLibrariesDefaults) {
   EXPECT_EQ(z.floating_grad_epoch, zl.floating_grad_epoch);
   EXPECT_EQ(z.scaler_sharing, zl.scaler_sharing);
   EXPECT_EQ(z.pack, zl.pack);
+  EXPECT_EQ(z.error_feedback, zl.error_feedback);
   EXPECT_EQ(z.qsgd_levels, zl.qsgd_levels);
   EXPECT_EQ(z.qsgd_bucket, zl.qsgd_bucket);
   EXPECT_EQ(z.seed, zl.seed);
