@@ -184,12 +184,15 @@ int run_measure_bounds(const MeasureBoundsArgs& a) {
   const int64_t only_step = ck ? ck->step : -1;
   TrainOptions opt;
   const int live = a.progress_on ? 1 : a.progress_off ? 0 : -1;
+  const int workers = static_cast<int>(cfg.workers.count);
   opt.gradient_hook = [&](int64_t step, int worker, const Tensor& grad) {
     if (only_step >= 0 ? step != only_step : step % a.every != 0) return;
     if (hist) hist->add(step, worker, grad);
-    if (worker != a.worker) return;
+    if (worker != a.worker && workers < 2) return;
     const Tensor h = grad.to(Device::cpu()).contiguous();
-    rec.sample(step, worker, std::span<const float>(h.data<float>(), h.numel()));
+    const std::span<const float> g(h.data<float>(), h.numel());
+    if (workers >= 2) rec.sharing_sample(step, worker, workers, copts.clip, g);
+    if (worker == a.worker) rec.sample(step, worker, g);
   };
 
   bool interrupted = false;

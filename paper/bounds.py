@@ -34,6 +34,8 @@ REQUIRED = ("iteration", "tensor", "scaling", "clip", "bound_ratio")
 def load(path):
     f = sys.stdin if path == "-" else open(path)
     rows = [json.loads(line) for line in f if line.strip()]
+    # Scaler-sharing rows ({"record": "sharing"}, runs of N >= 2 workers) are not bound rows.
+    rows = [r for r in rows if "record" not in r]
     if not rows:
         sys.exit(f"{path}: no JSON lines (run `terngrad measure-bounds`)")
     for key in REQUIRED:

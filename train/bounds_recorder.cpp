@@ -137,6 +137,73 @@ void BoundsRecorder::sample(int64_t step, int worker, std::span<const float> g) 
   ++samples_;
 }
 
+void BoundsRecorder::sharing_sample(int64_t step, int worker, int workers, double clip,
+                                    std::span<const float> g) {
+  TG_CHECK(g.size() >= static_cast<size_t>(total()), "measure-bounds: the gradient has ", g.size(),
+           " elements, the net's layout ", total());
+  TG_CHECK(worker >= 0 && worker < workers, "measure-bounds: worker ", worker, " of ", workers);
+  if (step != sharing_step_) {
+    sharing_workers_.clear();
+    sharing_step_ = step;
+  }
+  sharing_clip_ = clip;
+  std::vector<OwnScaler>& mine = sharing_workers_[worker];
+  mine.clear();
+  for (size_t t = 0; t < layout_.size(); ++t) {
+    if (!ternarized_[t]) continue;
+    const tern::GradSlot& sl = layout_[t];
+    const float* x = g.data() + sl.offset;
+    tern::TensorStats st;
+    tern::tensor_stats_cpu(x, sl.numel, &st);
+    OwnScaler o;
+    o.scaler = tern::terngrad_scaler(st, clip);
+    o.abs.resize(static_cast<size_t>(sl.numel));
+    for (int64_t i = 0; i < sl.numel; ++i) {
+      o.abs[i] = std::fabs(x[i]);
+      o.l1 += o.abs[i];
+      o.clipped_l1 += std::min(o.abs[i], o.scaler);
+    }
+    mine.push_back(std::move(o));
+  }
+  if (static_cast<int>(sharing_workers_.size()) == workers) write_sharing(step);
+}
+
+void BoundsRecorder::write_sharing(int64_t step) {
+  // Expected fraction of zero codes with scaler s: 1 - sum min(|g_i| / s, 1) / n.
+  auto sparsity = [](const std::vector<float>& abs, float s) {
+    if (abs.empty() || !(s > 0)) return 1.0;
+    double kept = 0;
+    for (float a : abs) kept += std::min(static_cast<double>(a) / s, 1.0);
+    return 1.0 - kept / static_cast<double>(abs.size());
+  };
+  size_t k = 0;
+  for (size_t t = 0; t < layout_.size(); ++t) {
+    if (!ternarized_[t]) continue;
+    float shared = 0;
+    for (const auto& [w, v] : sharing_workers_) shared = std::max(shared, v[k].scaler);
+    for (const auto& [w, v] : sharing_workers_) {
+      const OwnScaler& o = v[k];
+      const double ratio = o.scaler > 0 ? static_cast<double>(shared) / o.scaler : std::nan("");
+      const double own_sp = o.clipped_l1 > 0 ? sparsity(o.abs, o.scaler) : 1.0;
+      const double shared_sp = sparsity(o.abs, shared);
+      json::Object r;
+      r.add("record", "sharing").add("iteration", step).add("worker", w);
+      r.add("tensor", layout_[t].name).add("numel", layout_[t].numel).add("clip", sharing_clip_);
+      r.add("own_scaler", static_cast<double>(o.scaler));
+      r.add("shared_scaler", static_cast<double>(shared)).add("shared_to_own", ratio);
+      r.add("own_sparsity", own_sp).add("shared_sparsity", shared_sp);
+      out_ << r.str() << '\n';
+      ratios_[layout_[t].name].push_back(ratio);
+      shared_sparsity_[layout_[t].name].push_back(shared_sp);
+      ++rows_;
+    }
+    ++k;
+  }
+  out_.flush();
+  TG_CHECK(out_.good(), "writing ", path_, " failed (disk full?)");
+  sharing_workers_.clear();
+}
+
 std::string BoundsRecorder::table() const {
   std::ostringstream t;
   if (samples_ == 0) return "measure-bounds: no iteration was sampled\n";
@@ -198,6 +265,33 @@ std::string BoundsRecorder::table() const {
     }
     std::snprintf(buf, sizeof buf, " %20s\n", sparsity(no_clip).c_str());
     t << buf;
+  }
+  if (!ratios_.empty()) {
+    // Scaler sharing: how far above each worker's own scaler the shared (max) one is.
+    t << "\nscaler sharing (layer " << clip_label(sharing_clip_)
+      << "): shared scaler / a worker's own over every worker and sampled iteration, and the "
+         "expected fraction of zero codes under the shared scaler\n";
+    std::snprintf(buf, sizeof buf, "%-24s %10s %10s %10s %16s %16s\n", "tensor", "median", "p90",
+                  "max", "sparsity median", "sparsity max");
+    t << buf;
+    auto quantile = [](std::vector<double> v, double q) {
+      std::erase_if(v, [](double x) { return !std::isfinite(x); });
+      if (v.empty()) return std::nan("");
+      std::sort(v.begin(), v.end());
+      return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
+    };
+    for (const auto& [name, numel] : tensors_) {
+      const auto it = ratios_.find(name);
+      if (it == ratios_.end()) continue;
+      const std::vector<double>& sp = shared_sparsity_.at(name);
+      std::snprintf(buf, sizeof buf, "%-24s %10s %10s %10s %16s %16s\n", name.c_str(),
+                    fmt(quantile(it->second, 0.5), "%.3g").c_str(),
+                    fmt(quantile(it->second, 0.9), "%.3g").c_str(),
+                    fmt(quantile(it->second, 1.0), "%.3g").c_str(),
+                    fmt(100 * quantile(sp, 0.5), "%.1f%%").c_str(),
+                    fmt(100 * quantile(sp, 1.0), "%.1f%%").c_str());
+      t << buf;
+    }
   }
   return t.str();
 }

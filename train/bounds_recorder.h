@@ -42,6 +42,15 @@ class BoundsRecorder {
   // g: one worker's flat gradient on the host.
   void sample(int64_t step, int worker, std::span<const float> g);
 
+  // Scaler sharing (the paper's Section 3.2: every worker ternarizes with the largest scaler):
+  // call for every worker of a sampled iteration (workers 0 .. workers - 1, any order). Once the
+  // last has arrived, writes one row per worker and ternarized tensor with its own layer scaler
+  // (c * sigma at `clip`, or max|g| for clip 0), the shared one (the max over the workers), their
+  // ratio shared_to_own and the expected fraction of zero codes under each: the cost of sharing
+  // to a quiet worker. Rows: {"record": "sharing", "iteration", "worker", "tensor", "numel",
+  // "clip", "own_scaler", "shared_scaler", "shared_to_own", "own_sparsity", "shared_sparsity"}.
+  void sharing_sample(int64_t step, int worker, int workers, double clip, std::span<const float> g);
+
   int64_t samples() const { return samples_; }
   int64_t rows() const { return rows_; }
 
@@ -62,6 +71,18 @@ class BoundsRecorder {
   int64_t samples_ = 0, rows_ = 0;
   std::vector<std::pair<std::string, int64_t>> tensors_;  // row order of the first sample
   std::map<std::pair<std::string, size_t>, std::vector<tern::BoundStats>> stats_;
+  // Scaler sharing: the sampled iteration's own scalers and the sums of |g| / s per worker, and
+  // per tensor the ratios and shared sparsities written so far (for the table).
+  struct OwnScaler {
+    float scaler = 0;
+    double l1 = 0, clipped_l1 = 0;  // sum |g_i|; sum min(|g_i|, own scaler)
+    std::vector<float> abs;         // |g_i|, for the sparsity under the shared scaler
+  };
+  int64_t sharing_step_ = -1;
+  double sharing_clip_ = 0;
+  std::map<int, std::vector<OwnScaler>> sharing_workers_;  // worker -> per ternarized tensor
+  std::map<std::string, std::vector<double>> ratios_, shared_sparsity_;
+  void write_sharing(int64_t step);
 };
 
 // Figure 2's histograms: collects every worker's gradient of a sampled iteration (the hook sees

@@ -167,6 +167,60 @@ TEST(MeasureBoundsCli, ExcludedTensorsAndNoClip) {
   EXPECT_EQ(tensors.size(), 6u + 1u) << r.out;
 }
 
+// With N >= 2 workers, rows {"record": "sharing"} give every worker's own layer scaler, the shared
+// one (the max over the workers, which every worker ternarizes with) and their ratio, for every
+// sampled iteration and ternarized tensor; bounds.txt summarizes the ratios.
+TEST(MeasureBoundsCli, SharingRowsGiveEachWorkersOwnAndTheSharedScaler) {
+  TempDir tmp;
+  const std::string out = tmp / "s";
+  const CliResult r = run_cli(bounds_args(out, 6, 5, {"--set", "workers.count=4"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::map<std::pair<int, std::string>, double> worker0;  // worker 0's layer c=2.5 scaler
+  std::map<std::pair<int, std::string>, std::vector<json::Value>> sharing;
+  for (const auto& o : json_lines(read_text(fs::path(out) / "bounds.jsonl"))) {
+    const std::pair<int, std::string> key{static_cast<int>(o["iteration"].as_number()),
+                                          o["tensor"].as_string()};
+    if (o.has("record")) {
+      EXPECT_EQ(o["record"].as_string(), "sharing");
+      sharing[key].push_back(o);
+    } else if (o["scaling"].as_string() == "layer" && o["clip"].as_number() == 2.5) {
+      worker0[key] = o["scaler"].as_number();
+    }
+  }
+  ASSERT_FALSE(sharing.empty());
+  for (const auto& [key, rows] : sharing) {
+    SCOPED_TRACE(key.second + " at iteration " + std::to_string(key.first));
+    EXPECT_TRUE(key.first == 0 || key.first == 5);
+    ASSERT_EQ(rows.size(), 4u);  // one per worker
+    double shared = 0, largest_own = 0;
+    std::set<int> workers;
+    for (const auto& o : rows) {
+      workers.insert(static_cast<int>(o["worker"].as_number()));
+      const double own = o["own_scaler"].as_number();
+      shared = o["shared_scaler"].as_number();
+      largest_own = std::max(largest_own, own);
+      ASSERT_GT(own, 0.0);
+      EXPECT_EQ(o["shared_to_own"].as_number(), shared / own);
+      EXPECT_GE(o["shared_to_own"].as_number(), 1.0);
+      // A larger scaler keeps fewer codes.
+      EXPECT_GE(o["shared_sparsity"].as_number(), o["own_sparsity"].as_number());
+      EXPECT_LE(o["shared_sparsity"].as_number(), 1.0);
+      if (o["worker"].as_number() == 0) {
+        ASSERT_TRUE(worker0.count(key));
+        EXPECT_EQ(own, worker0[key]);  // the same c * sigma as its bound row
+      }
+    }
+    EXPECT_EQ(workers, (std::set<int>{0, 1, 2, 3}));
+    EXPECT_EQ(shared, largest_own);  // the max over the workers, exactly
+  }
+  size_t tensor_rows = 0;  // worker 0's bound rows of single tensors (not "model")
+  for (const auto& [key, s] : worker0) tensor_rows += key.second != "model";
+  EXPECT_EQ(sharing.size(), tensor_rows);
+  const std::string table = read_text(fs::path(out) / "bounds.txt");
+  EXPECT_TRUE(contains(table, "scaler sharing (layer c=2.5)")) << table;
+  EXPECT_TRUE(contains(table, "shared scaler / a worker's own")) << table;
+}
+
 // --histograms: four panels per chosen tensor and sampled iteration, each accounting for every
 // element; the ternary panel on {-s, 0, s} and the averaged one on (s/N){-N..N}, with s the
 // shared scaler: the max over the workers of each one's c*sigma, so >= worker 0's own scaler
@@ -180,7 +234,7 @@ TEST(MeasureBoundsCli, Histograms) {
   EXPECT_TRUE(contains(r.err, "16 histogram rows")) << r.err;
   std::map<std::pair<int, std::string>, double> own;  // (iteration, tensor) -> worker 0's s
   for (const auto& o : json_lines(read_text(fs::path(out) / "bounds.jsonl")))
-    if (o["scaling"].as_string() == "layer" && o["clip"].as_number() == 2.5)
+    if (!o.has("record") && o["scaling"].as_string() == "layer" && o["clip"].as_number() == 2.5)
       own[{static_cast<int>(o["iteration"].as_number()), o["tensor"].as_string()}] =
           o["scaler"].as_number();
   const auto rows = json_lines(read_text(fs::path(out) / "histograms.jsonl"));

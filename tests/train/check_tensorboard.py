@@ -52,6 +52,8 @@ def expected_scalars(directory, bounds):
             if not line.strip():
                 continue
             rec = json.loads(line)
+            if bounds and "record" in rec:
+                continue  # scaler-sharing rows have no TensorBoard scalars
             if bounds:
                 where = "/%s/%s_c=%s" % (rec["tensor"], rec["scaling"], clip_label(rec["clip"]))
                 items = [(q + where, rec[q]) for q in BOUNDS_QUANTITIES]
