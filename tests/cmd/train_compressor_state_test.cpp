@@ -1,8 +1,8 @@
-// `terngrad train --resume` with a stateful compressor: 1-bit SGD keeps each worker's residual
-// (error feedback) from one step to the next, and the checkpoint carries it, so a onebit run with
-// 2 emulated workers killed (kill -9, SIGTERM) and resumed ends with the params_sha256, EMA and
-// metrics of an uninterrupted run. A resume without the residuals would diverge (checked), and a
-// checkpoint whose compressor state does not fit the run is refused and left in place.
+// `terngrad train --resume` with a stateful compressor: 1-bit SGD and TernGrad with error feedback
+// keep each worker's residual from one step to the next, and the checkpoint carries it, so a run
+// with 2 emulated workers killed (kill -9, SIGTERM) and resumed ends with the params_sha256, EMA
+// and metrics of an uninterrupted run. A resume without the residuals would diverge (checked), and
+// a checkpoint whose compressor state does not fit the run is refused and left in place.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -77,14 +77,18 @@ void expect_same_run(const std::string& a, const std::string& b) {
   }
 }
 
-TEST(TrainCompressorState, OnebitResumeAfterKill9EndsBitIdentical) {
+// A run of `args(out)` (2 workers, kIters iterations, a compressor with residuals) killed with
+// SIGKILL after step 65 and resumed ends exactly as the uninterrupted run; the same checkpoint
+// with its residuals zeroed ends elsewhere.
+void expect_kill9_resume_bit_identical(
+    const std::function<std::vector<std::string>(const std::string&)>& args) {
   TempDir dir;
   const std::string a = dir / "a", b = dir / "b", c = dir / "c";
   constexpr int kIters = 200;
-  CliResult full = run_cli(onebit_args(a, kIters));
+  CliResult full = run_cli(args(a));
   ASSERT_EQ(full.exit_code, 0) << full.err;
 
-  pid_t pid = spawn_cli(onebit_args(b, kIters), dir / "b_out", dir / "b_err");
+  pid_t pid = spawn_cli(args(b), dir / "b_out", dir / "b_err");
   const bool reached = wait_for_step(b, 65);
   if (reached) ::kill(pid, SIGKILL);
   const int code = wait_exit(pid);
@@ -114,14 +118,26 @@ TEST(TrainCompressorState, OnebitResumeAfterKill9EndsBitIdentical) {
     if (name.rfind("compressor/", 0) == 0) t = Tensor::zeros(t.shape());
   train::save_checkpoint(c + "/checkpoint.tgckpt", zeroed);
 
-  CliResult r = run_cli(resumed(onebit_args(b, kIters)));
+  CliResult r = run_cli(resumed(args(b)));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("resuming at iteration"), std::string::npos) << r.err;
   expect_same_run(a, b);
 
-  CliResult rc = run_cli(resumed(onebit_args(c, kIters)));
+  CliResult rc = run_cli(resumed(args(c)));
   ASSERT_EQ(rc.exit_code, 0) << rc.err;
   EXPECT_NE(summary(c)["params_sha256"].as_string(), summary(a)["params_sha256"].as_string());
+}
+
+TEST(TrainCompressorState, OnebitResumeAfterKill9EndsBitIdentical) {
+  expect_kill9_resume_bit_identical([](const std::string& out) { return onebit_args(out, 200); });
+}
+
+TEST(TrainCompressorState, TernGradErrorFeedbackResumeAfterKill9EndsBitIdentical) {
+  expect_kill9_resume_bit_identical([](const std::string& out) {
+    return quick_train_args(out, 200,
+                            {"--set", "workers.count=2", "--set", "compression.method=terngrad",
+                             "--set", "compression.error_feedback=true"});
+  });
 }
 
 TEST(TrainCompressorState, OnebitSigtermSavesTheResidualsAndResumeFinishesTheRun) {
