@@ -9,6 +9,10 @@
 #   ef     TernGrad with error feedback (compression.error_feedback = true; same wire bytes)
 #   own    TernGrad with each worker its own scaler (compression.scaler_sharing = none; +4 bytes
 #          per tensor, allgathered)
+#   q4     the 4-level grid {-3, -1, 1, 3} s / 3 (compression.levels = 4): TernGrad's 2 bits per
+#          element with every state used, exact integer sums
+#   q4ef   q4 with error feedback
+#   q5     the 5-level grid {-2, ..., 2} s / 2 (compression.levels = 5; 3 per byte, 2.67 bits)
 # Each run takes 8-10 min on one CPU core (OMP_NUM_THREADS=1). Results page: paper/beyond.md;
 # numbers: paper/collect.py beyond.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -17,7 +21,8 @@ TABLE=beyond
 CONFIG="$PAPER_DIR/configs/lenet_fashion_mnist.toml"
 DATA_DEFAULT="/usr/share/datasets/fashion-mnist"
 USAGE_TEXT="Past the paper: LeNet/Fashion-MNIST, FP32 vs TernGrad vs TernGrad variants; rows
-fm_n<N>_s<seed>_<variant>, variant = fp32 | tern | ef | own (see the header of this script).
+fm_n<N>_s<seed>_<variant>, variant = fp32 | tern | ef | own | q4 | q4ef | q5 (see the header of
+this script).
 Fashion-MNIST here: apt-get install dataset-fashion-mnist (the default DATA)."
 
 for n in 4 2 8; do
@@ -34,6 +39,15 @@ for n in 4 2 8; do
     # shellcheck disable=SC2086
     row_add "fm_n${n}_s${seed}_own" train 1 "N=$n, seed $seed, TernGrad, own scalers" \
       $base compression.method=terngrad compression.scaler_sharing=none
+    # shellcheck disable=SC2086
+    row_add "fm_n${n}_s${seed}_q4" train 1 "N=$n, seed $seed, 4-level grid (2 bits)" \
+      $base compression.method=terngrad compression.levels=4
+    # shellcheck disable=SC2086
+    row_add "fm_n${n}_s${seed}_q4ef" train 1 "N=$n, seed $seed, 4-level grid + error feedback" \
+      $base compression.method=terngrad compression.levels=4 compression.error_feedback=true
+    # shellcheck disable=SC2086
+    row_add "fm_n${n}_s${seed}_q5" train 1 "N=$n, seed $seed, 5-level grid (2.67 bits)" \
+      $base compression.method=terngrad compression.levels=5
   done
 done
 

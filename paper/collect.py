@@ -7,14 +7,22 @@ the paper's number, ours, the TernGrad-vs-FP32 difference at the same worker cou
 ours), the run's iterations (flagged when they are not the paper's), wall time, device and
 params_sha256. Rows not run yet, or still running, say so.
 
+Table beyond (paper/beyond.sh, past the paper: TernGrad variants on LeNet/Fashion-MNIST, rows
+fm_n<N>_s<seed>_<variant>) has no paper numbers: per run the test accuracy, its difference to the
+FP32 run of the same N and seed, the final train loss (mean over the last 1,000 iterations of
+metrics.jsonl), the wire bytes per worker and iteration beside TernGrad's, then a summary per N and
+variant (means over the seeds) that marks the variants meeting the study's target.
+
 Usage:
     paper/collect.py                       # every table found, to stdout
     paper/collect.py table2 figure3        # some tables
+    paper/collect.py beyond                # the Fashion-MNIST TernGrad-variant study
     paper/collect.py --runs /data/runs table1
     paper/collect.py --update-pages        # also rewrite the generated block of paper/<table>.md
     paper/collect.py --csv table2          # also write runs/table2/figure4.csv (Figure 4 curves)
 
-Python 3 standard library only. paper/figure3.py imports PAPER and the readers from here.
+Python 3 standard library only. paper/figure3.py imports PAPER and the readers from here,
+paper/beyond.py beyond_runs() and beyond_variants().
 """
 import argparse
 import datetime
@@ -105,7 +113,7 @@ PAPER = {
         ],
     },
 }
-TABLES = ["figure3", "table1", "table2", "table3", "figure2"]
+TABLES = ["figure3", "table1", "table2", "table3", "figure2", "beyond"]
 PAGES = {t: os.path.join(PAPER_DIR, t + ".md") for t in TABLES}
 BEGIN, END = "<!-- collect.py:begin -->", "<!-- collect.py:end -->"
 
@@ -375,11 +383,216 @@ def figure4(runs, write_csv):
     return "\n".join(lines), True
 
 
+# ---- beyond: TernGrad variants on LeNet/Fashion-MNIST (paper/beyond.sh; not in the paper) ------
+
+BEYOND_ITERS = 10000
+BEYOND_ORDER = ["fp32", "tern", "ef", "own", "q4", "q4ef", "q5"]  # then others, alphabetically
+BEYOND_NAMES = {
+    "fp32": "FP32 baseline",
+    "tern": "TernGrad (c = 2.5, shared scaler)",
+    "ef": "TernGrad + error feedback",
+    "own": "TernGrad, each worker its own scaler",
+    "q4": "4-level grid {-3, -1, 1, 3} s/3 (2 bits)",
+    "q4ef": "4-level grid + error feedback",
+    "q5": "5-level grid {-2..2} s/2 (2.67 bits)",
+}
+BEYOND_ROW = re.compile(r"^fm_n(\d+)_s(\d+)_([A-Za-z0-9_]+)$")
+BEYOND_TARGET_DELTA = -0.30   # mean Δ vs FP32 (points) at least this ...
+BEYOND_TARGET_BYTES = 1.10    # ... at no more than this many times TernGrad's wire bytes
+
+
+def beyond_variants(variants):
+    """The variants present, in the study's order: fp32, tern, ef, own, then others
+    alphabetically."""
+    present = set(variants)
+    return ([v for v in BEYOND_ORDER if v in present] +
+            sorted(present - set(BEYOND_ORDER)))
+
+
+def final_train_loss(run_dir, iterations, window=1000):
+    """Mean train loss of metrics.jsonl over the last `window` iterations (steps > iterations -
+    window; a resumed run's repeated steps count once, the last logged), or None."""
+    if not isinstance(iterations, int):
+        return None
+    by_step = {}
+    for m in read_jsonl(os.path.join(run_dir, "metrics.jsonl")):
+        if m.get("type") == "train" and isinstance(m.get("loss"), (int, float)) \
+                and isinstance(m.get("step"), int) and m["step"] > iterations - window:
+            by_step[m["step"]] = m["loss"]
+    return statistics.mean(by_step.values()) if by_step else None
+
+
+def beyond_runs(runs):
+    """The rows of RUNS/beyond present, sorted by N, seed (123 first, then the others ascending)
+    and variant: dicts with row, dir, n, seed, variant, state (done | running | interrupted),
+    summary (finished runs only), detail, loss (final train loss, finished runs only)."""
+    base = os.path.join(runs, "beyond")
+    try:
+        names = os.listdir(base)
+    except OSError:
+        names = []
+    out = []
+    for name in names:
+        m = BEYOND_ROW.match(name)
+        d = os.path.join(base, name)
+        if not m or not os.path.isdir(d):
+            continue
+        state, summary, detail = run_status(d)
+        if state == "none":
+            continue
+        if state == "running":
+            s = read_json(os.path.join(d, "summary.json"))
+            if s is not None and s.get("interrupted"):
+                state = "interrupted"
+        loss = final_train_loss(d, summary.get("iterations")) if summary else None
+        out.append({"row": name, "dir": d, "n": int(m.group(1)), "seed": int(m.group(2)),
+                    "variant": m.group(3), "state": state, "summary": summary,
+                    "detail": detail, "loss": loss})
+    order = beyond_variants(r["variant"] for r in out)
+    out.sort(key=lambda r: (r["n"], r["seed"] != 123, r["seed"], order.index(r["variant"])))
+    return out
+
+
+def _accuracy(r):
+    """Test accuracy in %, of a finished run, or None."""
+    return our_value(r["summary"], "test_accuracy")
+
+
+def _payload(r):
+    s = r["summary"]
+    v = s.get("payload_bytes_per_worker_per_iter") if s else None
+    return v if isinstance(v, (int, float)) and v > 0 else None
+
+
+def _ratio(r):
+    """x times, with as many decimals as it takes to tell it from 1 (up to 6)."""
+    if r is None:
+        return ""
+    if r >= 10:
+        return f"{r:.1f}×"
+    digits = 3 if r < 1.1 else 2
+    while r != 1 and digits < 6 and f"{r:.{digits}f}" == f"{1:.{digits}f}":
+        digits += 1
+    return f"{r:.{digits}f}×"
+
+
+def _mean(values):
+    values = [v for v in values if v is not None]
+    return (statistics.mean(values), len(values)) if values else (None, 0)
+
+
+def beyond_markdown(runs):
+    d = os.path.join(runs, "beyond")
+    lines = ["**Beyond the paper: TernGrad variants, LeNet on Fashion-MNIST, 10K iterations** — "
+             f"runs in `{os.path.relpath(d, REPO_DIR)}/`", ""]
+    rows = beyond_runs(runs)
+    if not rows:
+        lines.append("Not run (`paper/beyond.sh`; needs Fashion-MNIST: "
+                     "apt-get install dataset-fashion-mnist).")
+        return "\n".join(lines), False
+    variants = beyond_variants(r["variant"] for r in rows)
+    done = [r for r in rows if r["state"] == "done"]
+    full = [r for r in done if r["summary"].get("iterations") == BEYOND_ITERS]
+    by_key = {(r["n"], r["seed"], r["variant"]): r for r in done}
+    # TernGrad's wire bytes per N (the same at every seed; the first finished seed's).
+    tern_bytes = {}
+    for r in done:
+        if r["variant"] == "tern" and _payload(r) and r["n"] not in tern_bytes:
+            tern_bytes[r["n"]] = _payload(r)
+
+    def vs_fp32(r):
+        base = by_key.get((r["n"], r["seed"], "fp32"))
+        a, b = _accuracy(r), (_accuracy(base) if base else None)
+        return a - b if a is not None and b is not None and r["variant"] != "fp32" else None
+
+    def vs_tern(r):
+        p, t = _payload(r), tern_bytes.get(r["n"])
+        return p / t if p and t else None
+
+    lines.append("Variants: " + "; ".join(f"`{v}` {BEYOND_NAMES[v]}" if v in BEYOND_NAMES
+                                          else f"`{v}`" for v in variants) + ".")
+    devices = sorted({f"{r['summary'].get('device', '')} ({r['summary'].get('device_name', '')})"
+                      for r in done})
+    if devices:
+        lines.append("Device: " + ", ".join(devices) + ".")
+    lines += ["", "| N | seed | variant | test accuracy | Δ vs FP32 (same N and seed) | "
+              "final train loss | wire bytes / worker / iteration | vs TernGrad | iterations | "
+              "wall time | params_sha256 |", "|" + "---|" * 11]
+    notes = []
+    for r in rows:
+        cells = [str(r["n"]), str(r["seed"]), f"`{r['variant']}`"]
+        s = r["summary"]
+        if s is None:
+            what = "interrupted" if r["state"] == "interrupted" else "running"
+            cells += [f"{what}, {r['detail']}"] + [""] * 7
+            lines.append("| " + " | ".join(cells) + " |")
+            continue
+        acc, p, it = _accuracy(r), _payload(r), s.get("iterations")
+        flag = "" if it == BEYOND_ITERS else f" ⚠ study {BEYOND_ITERS:,}"
+        cells += [pct(acc), delta(vs_fp32(r)),
+                  f"{r['loss']:.4f}" if r["loss"] is not None else "",
+                  f"{p:,}" if p else "", _ratio(vs_tern(r)),
+                  (f"{it:,}" if isinstance(it, int) else str(it)) + flag,
+                  hms(s.get("wall_seconds")) + (f" (resumed at {s['start_iteration']:,})"
+                                                if s.get("start_iteration") else ""),
+                  f"`{s.get('params_sha256', '')[:8]}…`"]
+        lines.append("| " + " | ".join(cells) + " |")
+        cmd = read_command(r["dir"])
+        if cmd:
+            notes.append(f"- `{r['row']}`: `{cmd}`")
+
+    if full:
+        lines += ["", f"Summary per N and variant: means over the seeds that finished "
+                  f"{BEYOND_ITERS:,} iterations (how many in parentheses); Δ over the seeds where "
+                  "both the variant and FP32 finished.", "",
+                  "| N | variant | mean test accuracy | mean Δ vs FP32 | mean final train loss | "
+                  "wire bytes / worker / iteration | vs TernGrad |", "|" + "---|" * 7]
+        met = []
+        for n in sorted({r["n"] for r in full}):
+            fn = {(r["seed"], r["variant"]): r for r in full if r["n"] == n}
+            for v in variants:
+                rs = [r for (_, rv), r in sorted(fn.items()) if rv == v]
+                if not rs:
+                    continue
+                acc, k = _mean(_accuracy(r) for r in rs)
+                dl, kd = _mean(_accuracy(r) - _accuracy(fn[(r["seed"], "fp32")])
+                               for r in rs if v != "fp32" and (r["seed"], "fp32") in fn
+                               and _accuracy(r) is not None
+                               and _accuracy(fn[(r["seed"], "fp32")]) is not None)
+                loss, kl = _mean(r["loss"] for r in rs)
+                sizes = sorted({_payload(r) for r in rs if _payload(r)})
+                tb = tern_bytes.get(n)
+                ratio = max(sizes) / tb if sizes and tb else None
+                ok = (dl is not None and dl >= BEYOND_TARGET_DELTA and ratio is not None
+                      and ratio <= BEYOND_TARGET_BYTES)
+                if ok:
+                    met.append(f"`{v}` at N = {n}")
+                name = f"**`{v}`**" if ok else f"`{v}`"
+                lines.append("| " + " | ".join([
+                    str(n), name, f"{pct(acc)} ({k})" if acc is not None else "—",
+                    f"{delta(dl)} ({kd})" if dl is not None else "",
+                    f"{loss:.4f} ({kl})" if loss is not None else "",
+                    "–".join(f"{b:,}" for b in sizes), _ratio(ratio)]) + " |")
+        lines += ["", f"In **bold**: the study's target, a mean Δ vs FP32 of at least "
+                  f"{BEYOND_TARGET_DELTA:+.2f} points at no more than {BEYOND_TARGET_BYTES:.2f}× "
+                  "TernGrad's wire bytes — met by " + (", ".join(met) if met else "none yet") + "."]
+        short = [r["row"] for r in done if r not in full]
+        if short:
+            lines.append(f"Left out of the summary (not {BEYOND_ITERS:,} iterations): "
+                         + ", ".join(f"`{x}`" for x in short) + ".")
+    if notes:
+        lines += ["", "Commands (from each run's `command.txt`; machine and commit there too):", ""]
+        lines += notes
+    return "\n".join(lines), bool(done)
+
+
 # ---- main ---------------------------------------------------------------------------------------
 
 def section(table, runs, write_csv):
     if table == "figure2":
         return figure2_markdown(runs)
+    if table == "beyond":
+        return beyond_markdown(runs)
     text, found = table_markdown(table, runs)
     if table == "table2":
         f4, found4 = figure4(runs, write_csv)

@@ -10,6 +10,7 @@
 #include "nn/core/philox.h"
 #include "nn/ops/dispatch.h"
 #include "terngrad/baseline_kernels.h"
+#include "terngrad/grid_kernels.h"
 
 namespace tg::tern {
 
@@ -40,6 +41,17 @@ void ternarize(const Device& d, const float* g, int64_t n, float s, uint64_t see
 void unpack(const Device& d, const uint8_t* in, int64_t n, PackFormat f, int32_t* acc) {
   TG_DISPATCH(d, "unpack_accumulate", unpack_accumulate_cpu(in, n, f, acc),
               unpack_accumulate_cuda(in, n, f, acc));
+}
+
+void grid_pack(const Device& d, const float* g, int64_t n, float s, int levels, uint64_t seed,
+               uint64_t stream, uint8_t* out) {
+  TG_DISPATCH(d, "grid_quantize_pack", grid_quantize_pack_cpu(g, n, s, levels, seed, stream, out),
+              grid_quantize_pack_cuda(g, n, s, levels, seed, stream, out));
+}
+
+void grid_unpack(const Device& d, const uint8_t* in, int64_t n, int levels, int32_t* acc) {
+  TG_DISPATCH(d, "grid_unpack_accumulate", grid_unpack_accumulate_cpu(in, n, levels, acc),
+              grid_unpack_accumulate_cuda(in, n, levels, acc));
 }
 
 void scale_ints(const Device& d, const int32_t* acc, int64_t n, float scale, float* out) {
@@ -208,6 +220,11 @@ class TernGradCompressor final : public Compressor {
   std::string name() const override { return "terngrad"; }
   bool shared() const { return o_.scaler_sharing == ScalerSharing::max; }
   int64_t meta_per_slot() const override { return shared() ? 1 : 0; }
+  // A grid of 4 or 5 levels (grid_kernels.h) instead of TernGrad's three.
+  bool grid() const { return o_.levels != 3; }
+  // The value of integer code 1: s for TernGrad's codes in {-1, 0, 1}, s / (L - 1) for the
+  // grid's codes 2j - (L - 1).
+  float unit(float s) const { return grid() ? s / static_cast<float>(o_.levels - 1) : s; }
 
  protected:
   // The reference code's floating_grad_epoch: the last epoch of every F-epoch window is fp32.
@@ -227,6 +244,14 @@ class TernGradCompressor final : public Compressor {
                       : 0.0f;
   }
 
+  // acc += the integer codes of one worker's slot of n elements (TernGrad's or the grid's).
+  void unpack_codes(const Device& d, const uint8_t* codes, int64_t n, int32_t* acc) const {
+    if (grid())
+      grid_unpack(d, codes, n, o_.levels, acc);
+    else
+      unpack(d, codes, n, o_.pack, acc);
+  }
+
   int64_t largest_slot(SlotRange r) const {
     int64_t n = 0;
     for (size_t t = r.first; t < r.last; ++t) n = std::max(n, layout_[t].numel);
@@ -236,14 +261,17 @@ class TernGradCompressor final : public Compressor {
   size_t slot_bytes(size_t t, int64_t step) const {
     const int64_t n = layout_[t].numel;
     if (!ternary(t, step)) return static_cast<size_t>(n) * sizeof(float);
-    return packed_bytes(o_.pack, n) + (shared() ? 0 : sizeof(float));
+    return (grid() ? grid_packed_bytes(o_.levels, n) : packed_bytes(o_.pack, n)) +
+           (shared() ? 0 : sizeof(float));
   }
   WireLayout wire_range(int64_t step, SlotRange r) const override {
     WireLayout w = layout_of(
         r, [&](size_t t) { return slot_bytes(t, step); },
         [&](size_t t) {
           if (!ternary(t, step)) return SlotCoding::f32;
-          return shared() ? SlotCoding::ternary : SlotCoding::opaque;
+          // The communication layer sums TernGrad's shared-scaler codes itself; a grid's codes
+          // only the compressor decodes (still exact integer sums, in accumulate).
+          return shared() && !grid() ? SlotCoding::ternary : SlotCoding::opaque;
         });
     w.pack = o_.pack;
     return w;
@@ -286,10 +314,12 @@ class TernGradCompressor final : public Compressor {
           axpy(d, sl.numel, 1.0f, x, e);  // e = residual + g = v
           x = e;
         }
-        ternarize(d, x, sl.numel, s, o_.seed,
-                  rng_stream(RngPurpose::ternarize, static_cast<uint64_t>(step),
-                             static_cast<uint64_t>(worker), t),
-                  o_.pack, codes);
+        const uint64_t stream = rng_stream(RngPurpose::ternarize, static_cast<uint64_t>(step),
+                                           static_cast<uint64_t>(worker), t);
+        if (grid())
+          grid_pack(d, x, sl.numel, s, o_.levels, o_.seed, stream, codes);
+        else
+          ternarize(d, x, sl.numel, s, o_.seed, stream, o_.pack, codes);
         if (e != nullptr) {
           // residual = v - s * code
           if (!tmp_i.defined()) {
@@ -298,8 +328,8 @@ class TernGradCompressor final : public Compressor {
           }
           Tensor ci = tmp_i.slice(0, 0, sl.numel);
           ci.zero_();
-          unpack(d, codes, sl.numel, o_.pack, ci.data<int32_t>());
-          scale_ints(d, ci.data<int32_t>(), sl.numel, s, tmp_f.data<float>());
+          unpack_codes(d, codes, sl.numel, ci.data<int32_t>());
+          scale_ints(d, ci.data<int32_t>(), sl.numel, unit(s), tmp_f.data<float>());
           axpy(d, sl.numel, -1.0f, tmp_f.data<float>(), e);
         }
       }
@@ -332,7 +362,7 @@ class TernGradCompressor final : public Compressor {
         }
         axpy(d, sl.numel, 1.0f, src, acc.float_at(sl.offset));
       } else if (shared()) {
-        unpack(d, m, sl.numel, o_.pack, acc.int_at(sl.offset));  // exact integer code sums
+        unpack_codes(d, m, sl.numel, acc.int_at(sl.offset));  // exact integer code sums
       } else {
         // Own scalers (the no-sharing ablation): codes of different workers are on different
         // grids, so they are summed as floats s_w * code (in message order).
@@ -340,8 +370,8 @@ class TernGradCompressor final : public Compressor {
         scratch();
         Tensor codes = tmp_i.slice(0, 0, sl.numel);
         codes.zero_();
-        unpack(d, m + sizeof(float), sl.numel, o_.pack, tmp_i.data<int32_t>());
-        scale_ints(d, tmp_i.data<int32_t>(), sl.numel, s, tmp_f.data<float>());
+        unpack_codes(d, m + sizeof(float), sl.numel, tmp_i.data<int32_t>());
+        scale_ints(d, tmp_i.data<int32_t>(), sl.numel, unit(s), tmp_f.data<float>());
         axpy(d, sl.numel, 1.0f, tmp_f.data<float>(), acc.float_at(sl.offset));
       }
       m += slot_bytes(t, step);
@@ -358,7 +388,8 @@ class TernGradCompressor final : public Compressor {
       const GradSlot& sl = layout_[t];
       if (shared() && ternary(t, step))
         scale_ints(d, acc.int_at(sl.offset), sl.numel,
-                   shared_meta[t - r.first] / static_cast<float>(workers),
+                   shared_meta[t - r.first] /
+                       static_cast<float>(grid() ? (o_.levels - 1) * workers : workers),
                    out.data<float>() + sl.offset);
       else
         finalize_floats(acc, workers, sl.offset, sl.numel, out);
@@ -616,6 +647,8 @@ std::unique_ptr<Compressor> make_compressor(const CompressionOptions& o,
   TG_CHECK(o.qsgd_levels >= 1 && o.qsgd_levels <= kMaxQsgdLevels,
            "compression.qsgd_levels must be in [1, ", kMaxQsgdLevels, "], got ", o.qsgd_levels);
   TG_CHECK(o.qsgd_bucket >= 1, "compression.qsgd_bucket must be >= 1, got ", o.qsgd_bucket);
+  TG_CHECK(o.levels >= kMinLevels && o.levels <= kMaxLevels, "compression.levels must be in [",
+           kMinLevels, ", ", kMaxLevels, "], got ", o.levels);
   if (o.method == Method::none) return std::make_unique<NoneCompressor>(std::move(layout));
   if (o.method == Method::terngrad)
     return std::make_unique<TernGradCompressor>(o, std::move(layout));

@@ -47,6 +47,8 @@ inline constexpr EnumTable<PackFormat, 2> kPackFormats = {
     {{PackFormat::two_bit, "two_bit"}, {PackFormat::base3, "base3"}}};
 // QSGD's levels s: a level and its sign travel in one signed byte.
 inline constexpr int kMaxQsgdLevels = 127;
+// TernGrad's grid: 3 levels (its own), or the finer uniform grids of grid_kernels.h.
+inline constexpr int kMinLevels = 3, kMaxLevels = 5;
 
 struct CompressionOptions {
   Method method = Method::none;
@@ -65,6 +67,11 @@ struct CompressionOptions {
   // creates (for c >= ~2.5 without bound). The wire is unchanged; the residuals are per-worker
   // state (checkpointed).
   bool error_feedback = false;
+  // Levels of the uniform grid spanning [-s, s] each element is rounded to, stochastically and
+  // without bias: 3 = TernGrad's {-1, 0, 1} s (packed by `pack`); 4 = {-3, -1, 1, 3} s / 3 in 2
+  // bits (the state TernGrad's two_bit leaves unused); 5 = {-2, ..., 2} s / 2, 3 per byte
+  // (terngrad/grid_kernels.h). With a shared scaler the integer codes sum exactly either way.
+  int levels = 3;
   // qsgd
   int qsgd_levels = 4;  // 1 .. kMaxQsgdLevels
   int64_t qsgd_bucket = 512;
@@ -114,7 +121,8 @@ enum class SlotCoding : uint8_t {
   // the shared meta, not in the message): integer code sums are exact in any order, and the
   // compressor's finalize scales them once
   ternary,
-  // only the compressor can decode or sum it (qsgd, 1-bit, ternary with per-worker scalers)
+  // only the compressor can decode or sum it (qsgd, 1-bit, ternary with per-worker scalers, the
+  // 4- and 5-level grids)
   opaque,
 };
 const char* name(SlotCoding c);  // "f32", "f16", "ternary", "opaque"

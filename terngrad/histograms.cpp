@@ -64,6 +64,8 @@ std::vector<TensorHistograms> figure2_histograms(std::span<const Tensor> grads,
            "gradient histograms need compression.scaler_sharing = \"max\" (got \"",
            enum_name(kScalerSharings, o.scaler_sharing),
            "\"): with per-worker scalers the averaged gradient lies on no grid");
+  TG_CHECK(o.levels == 3, "gradient histograms need compression.levels = 3 (got ", o.levels,
+           "): their panels are TernGrad's grid {-s, 0, s}");
   CompressionOptions to = o;
   to.method = Method::terngrad;
   TG_CHECK(!floating_grad_step(to, step), "figure2_histograms: iteration ", step,

@@ -234,6 +234,10 @@ const std::vector<KeySpec>& key_specs() {
       {"compression", "error_feedback", member<&C::compression, &Z::error_feedback>, any(),
        "terngrad: each worker adds to its gradient what ternarization dropped from its last "
        "one (a per-worker residual, checkpointed); same wire bytes"},
+      {"compression", "levels", member<&C::compression, &Z::levels>,
+       between(tern::kMinLevels, tern::kMaxLevels),
+       "terngrad: levels of the grid spanning [-s, s]; 3 = TernGrad's {-1, 0, 1}, 4 = {-3, -1, "
+       "1, 3}/3 (2 bits, every state used), 5 = {-2..2}/2 (2.67 bits); exact integer sums"},
       {"compression", "qsgd_levels", member<&C::compression, &Z::qsgd_levels>,
        between(1, tern::kMaxQsgdLevels), "qsgd: quantization levels s"},
       {"compression", "qsgd_bucket", member<&C::compression, &Z::qsgd_bucket>, at_least(1),

@@ -119,6 +119,13 @@ std::vector<Method> methods() {
   m.push_back({"terngrad_unshared_error_feedback", o});
   o.scaler_sharing = ::tg::tern::ScalerSharing::max;
   m.push_back({"terngrad_shared_error_feedback", o});
+  // The finer grids: shared scalers (exact integer sums the compressor decodes), and own ones.
+  o.error_feedback = false;
+  o.levels = 4;
+  m.push_back({"terngrad_shared_4_levels", o});
+  o.levels = 5;
+  o.scaler_sharing = ::tg::tern::ScalerSharing::none;
+  m.push_back({"terngrad_unshared_5_levels", o});
   return m;
 }
 
@@ -148,7 +155,7 @@ WireBytes expected_wire(const Method& m, const AggregateOptions& opt, const std:
   const bool floating = step % 2 == 1 && m.o.floating_grad_epoch == 2;
   const bool ternary_path = m.o.method == ::tg::tern::Method::terngrad &&
                             m.o.scaler_sharing == ::tg::tern::ScalerSharing::max &&
-                            a != TernaryAlgorithm::allgather && !floating;
+                            m.o.levels == 3 && a != TernaryAlgorithm::allgather && !floating;
   const bool all_f32 = m.o.method == ::tg::tern::Method::none ||
                        (m.o.method == ::tg::tern::Method::terngrad && floating);
   if (p > 1 && (all_f32 || m.o.method == ::tg::tern::Method::fp16)) {
@@ -240,7 +247,7 @@ void run_and_check(Communicator& comm, const Method& m, const AggregateOptions& 
     EXPECT_GE(st.reduce_s, 0.0);
     const bool ternary_path = m.o.method == ::tg::tern::Method::terngrad &&
                               m.o.scaler_sharing == ::tg::tern::ScalerSharing::max &&
-                              a != TernaryAlgorithm::allgather && !floating;
+                              m.o.levels == 3 && a != TernaryAlgorithm::allgather && !floating;
     EXPECT_EQ(st.ternary_path, ternary_path) << at;
     if (ternary_path) {
       EXPECT_EQ(st.ternary_slots + st.raw_slots, static_cast<int64_t>(c->layout().size())) << at;

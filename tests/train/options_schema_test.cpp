@@ -103,6 +103,7 @@ TEST(OptionsSchema, ConfigDefaultsAreTheLibrariesDefaults) {
   EXPECT_EQ(z.scaler_sharing, zl.scaler_sharing);
   EXPECT_EQ(z.pack, zl.pack);
   EXPECT_EQ(z.error_feedback, zl.error_feedback);
+  EXPECT_EQ(z.levels, zl.levels);
   EXPECT_EQ(z.qsgd_levels, zl.qsgd_levels);
   EXPECT_EQ(z.qsgd_bucket, zl.qsgd_bucket);
   EXPECT_EQ(z.seed, zl.seed);
