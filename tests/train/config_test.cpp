@@ -209,8 +209,8 @@ TEST(ConfigErrors, UnknownSectionAndKeys) {
   expect_file_error("[train]\nworkers = 2\n", {"run.toml:2:1", "unknown key 'workers' in [train]"});
   expect_file_error("[workers]\nnum = 2\n",
                     {"unknown key 'num' in [workers]", "known keys: count"});
-  expect_file_error("[compression]\nlevels = 2\n",
-                    {"unknown key 'levels' in [compression]", "known keys: method, clip",
+  expect_file_error("[compression]\nqsgd_level = 2\n",
+                    {"unknown key 'qsgd_level' in [compression]", "known keys: method, clip",
                      "qsgd_levels", "qsgd_bucket"});
   expect_file_error("[data]\nsize = 3\n", {"unknown key 'size' in [data]", "synthetic_size"});
   expect_file_error("devices = \"cpu\"\n",
@@ -280,6 +280,7 @@ TEST(ConfigErrors, OutOfRangeNamesKeyAndValue) {
       {"[compression]\npack = \"one_bit\"\n",
        {"compression.pack: must be one of two_bit, base3", "got \"one_bit\""}},
       {"[compression]\nqsgd_levels = 0\n", {"compression.qsgd_levels: must be in [1, 127], got 0"}},
+      {"[compression]\nlevels = 2\n", {"compression.levels: must be in [3, 5], got 2"}},
       {"[compression]\nqsgd_levels = 128\n",
        {"compression.qsgd_levels: must be in [1, 127], got 128"}},
       {"[compression]\nqsgd_bucket = 0\n", {"compression.qsgd_bucket: must be >= 1, got 0"}},
