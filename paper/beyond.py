@@ -37,6 +37,7 @@ STYLE = {  # variant -> (label, colour, marker)
     "q4": ("4-level grid", "tab:orange", "v"),
     "q4ef": ("4-level grid + error feedback", "tab:purple", "P"),
     "q5": ("5-level grid", "tab:brown", "X"),
+    "rs": ("TernGrad + rescale", "tab:pink", "<"),
 }
 OTHER_COLOURS = ["tab:orange", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan"]
 OTHER_MARKERS = ["v", "P", "X", "<", ">", "h"]

@@ -13,6 +13,8 @@
 #          element with every state used, exact integer sums
 #   q4ef   q4 with error feedback
 #   q5     the 5-level grid {-2, ..., 2} s / 2 (compression.levels = 5; 3 per byte, 2.67 bits)
+#   rs     TernGrad with the norm-preserving rescale (compression.rescale = true: each tensor's
+#          aggregate divided by the largest ||clip(g)|| / ||g|| over the workers)
 # Each run takes 8-10 min on one CPU core (OMP_NUM_THREADS=1). Results page: paper/beyond.md;
 # numbers: paper/collect.py beyond.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -21,7 +23,7 @@ TABLE=beyond
 CONFIG="$PAPER_DIR/configs/lenet_fashion_mnist.toml"
 DATA_DEFAULT="/usr/share/datasets/fashion-mnist"
 USAGE_TEXT="Past the paper: LeNet/Fashion-MNIST, FP32 vs TernGrad vs TernGrad variants; rows
-fm_n<N>_s<seed>_<variant>, variant = fp32 | tern | ef | own | q4 | q4ef | q5 (see the header of
+fm_n<N>_s<seed>_<variant>, variant = fp32 | tern | ef | own | q4 | q4ef | q5 | rs (see the header of
 this script).
 Fashion-MNIST here: apt-get install dataset-fashion-mnist (the default DATA)."
 
@@ -48,6 +50,9 @@ for n in 4 2 8; do
     # shellcheck disable=SC2086
     row_add "fm_n${n}_s${seed}_q5" train 1 "N=$n, seed $seed, 5-level grid (2.67 bits)" \
       $base compression.method=terngrad compression.levels=5
+    # shellcheck disable=SC2086
+    row_add "fm_n${n}_s${seed}_rs" train 1 "N=$n, seed $seed, TernGrad, norm-preserving rescale" \
+      $base compression.method=terngrad compression.rescale=true
   done
 done
 

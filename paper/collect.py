@@ -386,7 +386,7 @@ def figure4(runs, write_csv):
 # ---- beyond: TernGrad variants on LeNet/Fashion-MNIST (paper/beyond.sh; not in the paper) ------
 
 BEYOND_ITERS = 10000
-BEYOND_ORDER = ["fp32", "tern", "ef", "own", "q4", "q4ef", "q5"]  # then others, alphabetically
+BEYOND_ORDER = ["fp32", "tern", "ef", "own", "q4", "q4ef", "q5", "rs"]  # then others, alphabetically
 BEYOND_NAMES = {
     "fp32": "FP32 baseline",
     "tern": "TernGrad (c = 2.5, shared scaler)",
@@ -395,6 +395,7 @@ BEYOND_NAMES = {
     "q4": "4-level grid {-3, -1, 1, 3} s/3 (2 bits)",
     "q4ef": "4-level grid + error feedback",
     "q5": "5-level grid {-2..2} s/2 (2.67 bits)",
+    "rs": "TernGrad + norm-preserving rescale",
 }
 BEYOND_ROW = re.compile(r"^fm_n(\d+)_s(\d+)_([A-Za-z0-9_]+)$")
 BEYOND_TARGET_DELTA = -0.30   # mean Δ vs FP32 (points) at least this ...

@@ -219,7 +219,8 @@ class TernGradCompressor final : public Compressor {
   }
   std::string name() const override { return "terngrad"; }
   bool shared() const { return o_.scaler_sharing == ScalerSharing::max; }
-  int64_t meta_per_slot() const override { return shared() ? 1 : 0; }
+  // Per slot: the scaler candidate, and with rescale the length ratio ||clip(g)|| / ||g||.
+  int64_t meta_per_slot() const override { return shared() ? (o_.rescale ? 2 : 1) : 0; }
   // A grid of 4 or 5 levels (grid_kernels.h) instead of TernGrad's three.
   bool grid() const { return o_.levels != 3; }
   // The value of integer code 1: s for TernGrad's codes in {-1, 0, 1}, s / (L - 1) for the
@@ -235,13 +236,42 @@ class TernGradCompressor final : public Compressor {
 
   // The scaler candidates are the gradient's own, with or without error feedback (see
   // CompressionOptions::error_feedback).
+  // With rescale also the length ratio of the worker's clipped gradient (at its own scaler);
+  // the max over the workers, the least shortened, sets the shared rescale 1 / ratio.
   void local_meta_range(const Tensor& g, SlotRange r, float* meta) const override {
     if (!shared()) return;
+    const Device d = g.device();
     const float* p = g.data<float>();
-    for (size_t t = r.first; t < r.last; ++t)
-      meta[t - r.first] =
-          ternary_[t] ? scaler_of(stats(g.device(), p + layout_[t].offset, layout_[t].numel))
-                      : 0.0f;
+    const int64_t m = meta_per_slot();
+    for (size_t t = r.first; t < r.last; ++t) {
+      float* out = meta + (t - r.first) * m;
+      out[0] = 0.0f;
+      if (o_.rescale) out[1] = 0.0f;
+      if (!ternary_[t]) continue;
+      const GradSlot& sl = layout_[t];
+      const TensorStats st = stats(d, p + sl.offset, sl.numel);
+      out[0] = scaler_of(st);
+      if (o_.rescale) out[1] = length_ratio(d, p + sl.offset, sl.numel, st, out[0]);
+    }
+  }
+
+  // ||clamp(g, -s, s)|| / ||g|| in (0, 1]; 1 for an all-zero g.
+  static float length_ratio(const Device& d, const float* g, int64_t n, const TensorStats& st,
+                            float s) {
+    if (!(st.sum_sq > 0)) return 1.0f;
+    double clipped = 0;
+    TG_DISPATCH(d, "clipped_sum_sq", clipped = clipped_sum_sq_cpu(g, n, s),
+                clipped = clipped_sum_sq_cuda(g, n, s));
+    return static_cast<float>(std::min(1.0, std::sqrt(clipped / st.sum_sq)));
+  }
+
+  // The factor of a shared-scaler slot's integer sums: s / (N (L - 1)) (L - 1 = 1 for TernGrad),
+  // and with rescale divided by the shared length ratio (the norm-preserving rescale, a
+  // per-tensor learning-rate compensation of what clipping removed).
+  float final_scale(const float* meta, int workers) const {
+    const float denom = static_cast<float>(grid() ? (o_.levels - 1) * workers : workers);
+    if (!o_.rescale || !(meta[1] > 0)) return meta[0] / denom;
+    return meta[0] / (denom * meta[1]);
   }
 
   // acc += the integer codes of one worker's slot of n elements (TernGrad's or the grid's).
@@ -301,7 +331,7 @@ class TernGradCompressor final : public Compressor {
         float s = 0;
         uint8_t* codes = m;
         if (shared()) {
-          s = shared_meta[t - r.first];
+          s = shared_meta[(t - r.first) * meta_per_slot()];
         } else {
           s = scaler_of(stats(d, p + sl.offset, sl.numel));
           write_float(d, m, s);
@@ -388,8 +418,7 @@ class TernGradCompressor final : public Compressor {
       const GradSlot& sl = layout_[t];
       if (shared() && ternary(t, step))
         scale_ints(d, acc.int_at(sl.offset), sl.numel,
-                   shared_meta[t - r.first] /
-                       static_cast<float>(grid() ? (o_.levels - 1) * workers : workers),
+                   final_scale(shared_meta + (t - r.first) * meta_per_slot(), workers),
                    out.data<float>() + sl.offset);
       else
         finalize_floats(acc, workers, sl.offset, sl.numel, out);
@@ -647,6 +676,9 @@ std::unique_ptr<Compressor> make_compressor(const CompressionOptions& o,
   TG_CHECK(o.qsgd_levels >= 1 && o.qsgd_levels <= kMaxQsgdLevels,
            "compression.qsgd_levels must be in [1, ", kMaxQsgdLevels, "], got ", o.qsgd_levels);
   TG_CHECK(o.qsgd_bucket >= 1, "compression.qsgd_bucket must be >= 1, got ", o.qsgd_bucket);
+  TG_CHECK(!o.rescale || o.method != Method::terngrad || o.scaler_sharing == ScalerSharing::max,
+           "compression.rescale needs compression.scaler_sharing = \"max\" (the rescale is "
+           "shared with the scaler)");
   TG_CHECK(o.levels >= kMinLevels && o.levels <= kMaxLevels, "compression.levels must be in [",
            kMinLevels, ", ", kMaxLevels, "], got ", o.levels);
   if (o.method == Method::none) return std::make_unique<NoneCompressor>(std::move(layout));

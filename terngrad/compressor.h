@@ -72,6 +72,12 @@ struct CompressionOptions {
   // bits (the state TernGrad's two_bit leaves unused); 5 = {-2, ..., 2} s / 2, 3 per byte
   // (terngrad/grid_kernels.h). With a shared scaler the integer codes sum exactly either way.
   int levels = 3;
+  // Norm-preserving rescale (needs scaler_sharing = max): each worker also sends the length ratio
+  // ||clip(g)|| / ||g|| of each tensor at its own scaler; the aggregate of the tensor is divided
+  // by the largest ratio over the workers (the least shortened), restoring the length c * sigma
+  // clipping removes. For momentum SGD this is a per-tensor learning-rate compensation. One more
+  // float per tensor in the scaler allreduce; integer sums stay exact (one scale per tensor).
+  bool rescale = false;
   // qsgd
   int qsgd_levels = 4;  // 1 .. kMaxQsgdLevels
   int64_t qsgd_bucket = 512;

@@ -103,7 +103,7 @@ std::vector<TensorHistograms> figure2_histograms(std::span<const Tensor> grads,
   for (size_t t : slots) {
     const GradSlot& sl = layout[t];
     const std::span<const float> gt(g.data<float>() + sl.offset, static_cast<size_t>(sl.numel));
-    const float s = shared[t];
+    const float s = shared[t * static_cast<size_t>(c->meta_per_slot())];  // the scaler
     TensorHistograms th;
     th.tensor = sl.name;
     th.numel = sl.numel;

@@ -432,6 +432,18 @@ void tensor_stats_cpu(const float* g, int64_t n, TensorStats* out) {
   out->l1 = total.l1;
 }
 
+double clipped_sum_sq_cpu(const float* g, int64_t n, float s) {
+  TG_CHECK(n >= 0, "clipped_sum_sq_cpu: element count ", n, " is negative (expected n >= 0)");
+  TG_CHECK(n == 0 || g != nullptr, "clipped_sum_sq_cpu: g is null for n = ", n);
+  const double cap = static_cast<double>(s) * s;
+  double q = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double d = static_cast<double>(g[i]) * g[i];
+    q += d < cap ? d : cap;
+  }
+  return q;
+}
+
 void ternarize_pack_cpu(const float* g, int64_t n, float s, uint64_t seed, uint64_t stream,
                         PackFormat f, uint8_t* out) {
   if (!detail::ternarize_args(g, n, f, out, "ternarize_pack_cpu")) return;

@@ -100,6 +100,30 @@ __global__ void stats_final_kernel(const double* __restrict__ partial, int64_t B
     for (int k = 0; k < 4; ++k) out[k] = v[k];
 }
 
+// clipped_sum_sq: per block the sum of min(g^2, s^2) over its grid-stride elements (double),
+// then one block sums the B partials in a fixed tree.
+__global__ void clipped_partials_kernel(const float* __restrict__ g, int64_t n, double cap,
+                                        double* __restrict__ partial) {
+  __shared__ double smem[32];
+  double q = 0;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const double d = static_cast<double>(g[i]) * g[i];
+    q += d < cap ? d : cap;
+  }
+  q = cuda::block_reduce(q, 0.0, SumF(), smem);
+  if (threadIdx.x == 0) partial[blockIdx.x] = q;
+}
+
+__global__ void clipped_final_kernel(const double* __restrict__ partial, int64_t B,
+                                     double* __restrict__ out) {
+  __shared__ double smem[32];
+  double v = 0;
+  for (int64_t i = threadIdx.x; i < B; i += blockDim.x) v += partial[i];
+  v = cuda::block_reduce(v, 0.0, SumF(), smem);
+  if (threadIdx.x == 0) out[0] = v;
+}
+
 // code + 1 of element i (primary byte b): 2 kept positive, 0 kept negative, 1 dropped. The
 // rule is ternary_rule.h's, shared with the CPU.
 __device__ __forceinline__ uint32_t code_plus_one(float g, float s, float c, uint32_t b,
@@ -257,6 +281,25 @@ class Workspace {
 };
 
 }  // namespace
+
+double clipped_sum_sq_cuda(const float* g, int64_t n, float s) {
+  TG_CHECK(n >= 0, "clipped_sum_sq_cuda: element count ", n, " is negative (expected n >= 0)");
+  if (n == 0) return 0.0;
+  TG_CHECK(g != nullptr, "clipped_sum_sq_cuda: g is null for n = ", n);
+  const int64_t B = stats_blocks(n);
+  Workspace ws((B + 1) * sizeof(double));
+  double* partial = ws.as<double>();
+  cudaStream_t st = cuda::current_stream();
+  clipped_partials_kernel<<<static_cast<unsigned>(B), kThreads, 0, st>>>(
+      g, n, static_cast<double>(s) * s, partial);
+  TG_CUDA_LAUNCH_CHECK();
+  clipped_final_kernel<<<1, kThreads, 0, st>>>(partial, B, partial + B);
+  TG_CUDA_LAUNCH_CHECK();
+  double host = 0;
+  TG_CUDA_CHECK(cudaMemcpyAsync(&host, partial + B, sizeof(host), cudaMemcpyDeviceToHost, st));
+  TG_CUDA_CHECK(cudaStreamSynchronize(st));
+  return host;
+}
 
 void tensor_stats_cuda(const float* g, int64_t n, TensorStats* out) {
   TG_CHECK(n >= 0, "tensor_stats_cuda: element count ", n, " is negative (expected n >= 0)");

@@ -23,6 +23,8 @@
 //                           calls, in one pass over acc (the decode after a gather or allgather
 //                           of N workers' codes).
 //   4. scale_accumulated:   out_i = scale * acc_i (scale = s / N).
+//   5. clipped_sum_sq:      ||clamp(g, -s, s)||^2 in double (a fixed summation order on each
+//                           device), for the norm-preserving rescale (compression.rescale).
 // CPU and CUDA produce bit-identical packed bytes for the same (g, s, seed, stream).
 #pragma once
 
@@ -57,6 +59,7 @@ void unpack_accumulate_cpu(const uint8_t* packed, int64_t n, PackFormat f, int32
 void unpack_accumulate_many_cpu(const uint8_t* packed, int64_t count, size_t stride, int64_t n,
                                 PackFormat f, int32_t* acc);
 void scale_accumulated_cpu(const int32_t* acc, int64_t n, float scale, float* out);
+double clipped_sum_sq_cpu(const float* g, int64_t n, float s);
 
 void tensor_stats_cuda(const float* g, int64_t n, TensorStats* out);
 void ternarize_pack_cuda(const float* g, int64_t n, float s, uint64_t seed, uint64_t stream,
@@ -65,6 +68,7 @@ void unpack_accumulate_cuda(const uint8_t* packed, int64_t n, PackFormat f, int3
 void unpack_accumulate_many_cuda(const uint8_t* packed, int64_t count, size_t stride, int64_t n,
                                  PackFormat f, int32_t* acc);
 void scale_accumulated_cuda(const int32_t* acc, int64_t n, float scale, float* out);
+double clipped_sum_sq_cuda(const float* g, int64_t n, float s);
 
 namespace detail {
 // Argument checks shared by the CPU and CUDA kernels (same messages on both; `fn` names the

@@ -238,6 +238,9 @@ const std::vector<KeySpec>& key_specs() {
        between(tern::kMinLevels, tern::kMaxLevels),
        "terngrad: levels of the grid spanning [-s, s]; 3 = TernGrad's {-1, 0, 1}, 4 = {-3, -1, "
        "1, 3}/3 (2 bits, every state used), 5 = {-2..2}/2 (2.67 bits); exact integer sums"},
+      {"compression", "rescale", member<&C::compression, &Z::rescale>, any(),
+       "terngrad: multiply each tensor's aggregate by 1 / the largest ||clip(g)|| / ||g|| over "
+       "the workers (norm-preserving; needs scaler_sharing = max)"},
       {"compression", "qsgd_levels", member<&C::compression, &Z::qsgd_levels>,
        between(1, tern::kMaxQsgdLevels), "qsgd: quantization levels s"},
       {"compression", "qsgd_bucket", member<&C::compression, &Z::qsgd_bucket>, at_least(1),

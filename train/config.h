@@ -87,6 +87,7 @@ struct CompressionConfig {
   std::string pack = "two_bit";        // terngrad: two_bit (2 bits/elt) | base3 (1.6 bits/elt)
   bool error_feedback = false;         // terngrad: carry what ternarization dropped to next step
   int64_t levels = 3;                  // terngrad: grid levels, 3 (ternary), 4 or 5
+  bool rescale = false;                // terngrad: undo clipping's shortening per tensor
   int64_t qsgd_levels = 4;             // qsgd: s
   int64_t qsgd_bucket = 512;           // qsgd: elements per bucket
   bool operator==(const CompressionConfig&) const = default;

@@ -42,6 +42,7 @@ tern::CompressionOptions compression_options(const Config& c, int64_t train_size
   o.pack = parse_enum(tern::kPackFormats, k.pack, "compression.pack");
   o.error_feedback = k.error_feedback;
   o.levels = static_cast<int>(k.levels);
+  o.rescale = k.rescale;
   o.qsgd_levels = static_cast<int>(k.qsgd_levels);
   o.qsgd_bucket = k.qsgd_bucket;
   o.seed = static_cast<uint64_t>(c.train.seed);

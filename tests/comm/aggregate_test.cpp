@@ -126,6 +126,12 @@ std::vector<Method> methods() {
   o.levels = 5;
   o.scaler_sharing = ::tg::tern::ScalerSharing::none;
   m.push_back({"terngrad_unshared_5_levels", o});
+  // The norm-preserving rescale: two floats of meta per tensor, one scale per tensor.
+  o = {};
+  o.method = ::tg::tern::Method::terngrad;
+  o.min_size = 8;
+  o.rescale = true;
+  m.push_back({"terngrad_shared_rescale", o});
   return m;
 }
 

@@ -89,6 +89,10 @@ std::vector<CompressionOptions> methods() {
   feedback.min_size = 8;
   feedback.error_feedback = true;
   m.push_back(feedback);
+  CompressionOptions finer = feedback;  // the 4-level grid, rescaled, with error feedback
+  finer.levels = 4;
+  finer.rescale = true;
+  m.push_back(finer);
   return m;
 }
 
@@ -142,7 +146,8 @@ TEST(Reducer, BitIdenticalToEmulatedForEveryMethodBucketingAndOrder) {
     const std::string label =
         std::string(enum_name(tern::kMethods, o.method)) +
         (o.scaler_sharing == ::tg::tern::ScalerSharing::none ? " own scalers" : "") +
-        (o.error_feedback ? " error feedback" : "");
+        (o.error_feedback ? " error feedback" : "") + (o.levels != 3 ? " levels" : "") +
+        (o.rescale ? " rescale" : "");
     // Emulated workers: the reducer without a communicator.
     {
       const auto want = emulated(o, 3);

@@ -91,6 +91,22 @@ TEST(TernaryCuda, PackedBytesBitIdentical) {
   }
 }
 
+// The norm-preserving rescale's ||clamp(g, -s, s)||^2: both sum in double, in different orders.
+TEST(TernaryCuda, ClippedSumOfSquaresMatches) {
+  TG_REQUIRE_CUDA();
+  cuda::DeviceGuard guard(0);
+  for (int64_t n : kSizes) {
+    const std::vector<float> g = gaussian(n, 1.0f, 300 + n);
+    DeviceBuffer dg(n * sizeof(float));
+    dg.upload(g.data(), n * sizeof(float));
+    for (float s : {0.5f, 2.5f, 100.0f}) {
+      const double cpu = clipped_sum_sq_cpu(g.data(), n, s);
+      const double gpu = clipped_sum_sq_cuda(dg.as<float>(), n, s);
+      EXPECT_NEAR(gpu, cpu, kStatsRel * cpu + 1e-30) << "n=" << n << " s=" << s;
+    }
+  }
+}
+
 TEST(TernaryCuda, UnpackAndScaleBitIdentical) {
   TG_REQUIRE_CUDA();
   cuda::DeviceGuard guard(0);

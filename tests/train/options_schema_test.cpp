@@ -104,6 +104,7 @@ TEST(OptionsSchema, ConfigDefaultsAreTheLibrariesDefaults) {
   EXPECT_EQ(z.pack, zl.pack);
   EXPECT_EQ(z.error_feedback, zl.error_feedback);
   EXPECT_EQ(z.levels, zl.levels);
+  EXPECT_EQ(z.rescale, zl.rescale);
   EXPECT_EQ(z.qsgd_levels, zl.qsgd_levels);
   EXPECT_EQ(z.qsgd_bucket, zl.qsgd_bucket);
   EXPECT_EQ(z.seed, zl.seed);
