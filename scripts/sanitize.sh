@@ -40,7 +40,7 @@ supp=$here/tests/sanitize
 
 # The tests each mode runs (ctest -R), and the test executables that hold them (built alone:
 # a sanitized build of the whole tree is not needed for them).
-ASAN_TESTS='Checkpoint|Config|Json|Launch|Idx|Cifar|ImageFolder|Registry|Sampler|Store|Gloo|LocalComm|Aggregate|Reducer|Ternary|Compressor|Baseline|fuzz_|TrainDistributed|TrainCli|Cli|HostilePeer|Faults'
+ASAN_TESTS='Checkpoint|Config|Json|Launch|Idx|Cifar|ImageFolder|Registry|Sampler|Store|Gloo|LocalComm|Aggregate|Reducer|Ternary|Compressor|Baseline|ErrorFeedback|Grid|Rescale|fuzz_|TrainDistributed|TrainCli|Cli|HostilePeer|Faults'
 # ... less the end-to-end training runs and the ternarizer's statistical tests, which check
 # numerics rather than input handling (minutes under ASan; the plain ctest run has them; --tests
 # all runs them too): the error paths of the CLI,
@@ -51,7 +51,7 @@ ASAN_TARGETS=(terngrad train_checkpoint_test train_config_test train_json_test t
   datasets_sampler_test comm_store_test comm_gloo_comm_test comm_local_comm_test
   comm_aggregate_test comm_reducer_test comm_ternary_collectives_test terngrad_ternary_test
   terngrad_compressor_test terngrad_compressor_state_test terngrad_baseline_test
-  cmd_train_distributed_test cmd_train_test cmd_faults_test)
+  terngrad_error_feedback_test terngrad_grid_test terngrad_rescale_test cmd_train_distributed_test cmd_train_test cmd_faults_test)
 TSAN_TESTS='Reducer|LocalComm|Gloo|Aggregate|TernaryBucket|TernaryCollectives|TernaryAggregate'
 # ... less the Gloo tests whose peer dies mid-collective: Debian's libgloo (0.0~git20220518) frees
 # a failed collective's buffers while its transport thread may still complete a receive into

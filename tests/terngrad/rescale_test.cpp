@@ -57,7 +57,7 @@ TEST(Rescale, MetaIsTheScalerAndTheLengthRatioOfTheClippedGradient) {
   std::vector<float> meta(c->num_meta());
   c->local_meta(Tensor::from_vector(g, {kTotal}), meta.data());
   for (size_t t = 0; t < 2; ++t) {
-    const GradSlot& sl = layout()[t];
+    const GradSlot sl = layout()[t];  // a copy: layout() returns a temporary
     TensorStats st;
     tensor_stats_cpu(g.data() + sl.offset, sl.numel, &st);
     const float s = terngrad_scaler(st, 2.5);
