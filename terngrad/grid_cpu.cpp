@@ -20,8 +20,17 @@ void grid_quantize_pack_cpu(const float* g, int64_t n, float s, int levels, uint
   const bool zero = !(s > 0);
   const float k = zero ? 0.0f : grid_scale(levels, s);
   const int middle = (levels - 1) / 2;
+  // One Philox block serves 4 consecutive elements (philox_word's layout): computed once.
+  uint64_t have = ~uint64_t{0};
+  Philox4 block{};
   auto level = [&](int64_t i) {
-    return zero ? middle : grid_level(g[i], s, k, levels, seed, stream, static_cast<uint64_t>(i));
+    if (zero) return middle;
+    const auto u = static_cast<uint64_t>(i);
+    if ((u >> 2) != have) {
+      have = u >> 2;
+      block = philox_block(seed, stream, have);
+    }
+    return grid_level(g[i], s, k, levels, block.v[u & 3]);
   };
   for (size_t b = 0; b < bytes; ++b) {
     const auto i0 = static_cast<int64_t>(b) * (levels == 4 ? 4 : 3);

@@ -25,7 +25,8 @@ __global__ void grid_pack_kernel(const float* __restrict__ g, int64_t n, float s
     for (int t = 0; t < kPer; ++t) {
       const int64_t i = i0 + t;
       int lv = (L - 1) / 2;
-      if (i < n && !zero) lv = grid_level(g[i], s, k, L, seed, stream, static_cast<uint64_t>(i));
+      if (i < n && !zero)
+        lv = grid_level(g[i], s, k, L, philox_word(seed, stream, static_cast<uint64_t>(i)));
       if (L == 4) {
         if (i < n) v |= static_cast<uint32_t>(lv) << (2 * t);
       } else {

@@ -40,9 +40,9 @@ inline float grid_scale(int levels, float s) {
   return static_cast<float>(levels - 1) / (2.0f * s);
 }
 
-// The level of element i (the rule above; s > 0, k = grid_scale(L, s)).
-TG_HOST_DEVICE int grid_level(float g, float s, float k, int levels, uint64_t seed, uint64_t stream,
-                              uint64_t i) {
+// The level of an element (the rule above; s > 0, k = grid_scale(L, s)); `word` is its Philox
+// word, philox_word(seed, stream, i) (callers may take it from a block shared by 4 elements).
+TG_HOST_DEVICE int grid_level(float g, float s, float k, int levels, uint32_t word) {
   if (!(g == g)) return (levels - 1) / 2;  // NaN
   const float a = g < -s ? -s : (g > s ? s : g);
 #if defined(__CUDA_ARCH__)
@@ -54,7 +54,7 @@ TG_HOST_DEVICE int grid_level(float g, float s, float k, int levels, uint64_t se
   int j = static_cast<int>(x);
   if (j >= levels - 1) return levels - 1;
   if (j < 0) j = 0;
-  return uniform01(philox_word(seed, stream, i)) < x - static_cast<float>(j) ? j + 1 : j;
+  return uniform01(word) < x - static_cast<float>(j) ? j + 1 : j;
 }
 
 void grid_quantize_pack_cpu(const float* g, int64_t n, float s, int levels, uint64_t seed,

@@ -55,6 +55,32 @@ TEST(Grid, PackedFormatAndBytes) {
   EXPECT_EQ(codes_of({0.0f, 0.0f}, 0.0f, 5, 3), (std::vector<int32_t>{0, 0}));
 }
 
+TEST(Grid, LevelsAreTheDocumentedRuleWithEachElementsPhiloxWord) {
+  // The packing kernel shares one Philox block among 4 elements; the bytes must be those of the
+  // rule evaluated element by element with philox_word(seed, stream, i).
+  for (int levels : {4, 5}) {
+    for (int64_t n : {1, 5, 13, 1001}) {
+      std::vector<float> g(n);
+      for (int64_t i = 0; i < n; ++i) g[i] = (uniform01(philox_word(8, 9, i)) - 0.5f) * 3.0f;
+      const float s = 1.2f, k = grid_scale(levels, s);
+      std::vector<uint8_t> got(grid_packed_bytes(levels, n)), want(got.size(), 0);
+      grid_quantize_pack_cpu(g.data(), n, s, levels, 31, 77, got.data());
+      const int per = levels == 4 ? 4 : 3;
+      for (size_t b = 0; b < want.size(); ++b) {
+        uint32_t v = 0, mul = 1;
+        for (int t = 0; t < per; ++t, mul *= (levels == 4 ? 4 : 5)) {
+          const int64_t i = static_cast<int64_t>(b) * per + t;
+          const int lv = i < n ? grid_level(g[i], s, k, levels, philox_word(31, 77, i))
+                               : (levels == 4 ? 0 : 2);
+          v += mul * static_cast<uint32_t>(lv);
+        }
+        want[b] = static_cast<uint8_t>(v);
+      }
+      EXPECT_EQ(got, want) << "levels " << levels << ", n " << n;
+    }
+  }
+}
+
 TEST(Grid, UnbiasedWithinTheScalerAndLessNoisyThanThreeLevels) {
   // 64 values across [-s, s]; 20,000 independent draws (streams) each. The mean of the decoded
   // value (v * s / (L-1)) must be within 4 standard errors of g; the per-element variance must
