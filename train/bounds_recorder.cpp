@@ -160,8 +160,6 @@ void BoundsRecorder::sharing_sample(int64_t step, int worker, int workers, doubl
     o.abs.resize(static_cast<size_t>(sl.numel));
     for (int64_t i = 0; i < sl.numel; ++i) {
       o.abs[i] = std::fabs(x[i]);
-      o.l1 += o.abs[i];
-      o.clipped_l1 += std::min(o.abs[i], o.scaler);
     }
     mine.push_back(std::move(o));
   }
@@ -184,7 +182,7 @@ void BoundsRecorder::write_sharing(int64_t step) {
     for (const auto& [w, v] : sharing_workers_) {
       const OwnScaler& o = v[k];
       const double ratio = o.scaler > 0 ? static_cast<double>(shared) / o.scaler : std::nan("");
-      const double own_sp = o.clipped_l1 > 0 ? sparsity(o.abs, o.scaler) : 1.0;
+      const double own_sp = sparsity(o.abs, o.scaler);
       const double shared_sp = sparsity(o.abs, shared);
       json::Object r;
       r.add("record", "sharing").add("iteration", step).add("worker", w);

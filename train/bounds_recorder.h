@@ -71,12 +71,11 @@ class BoundsRecorder {
   int64_t samples_ = 0, rows_ = 0;
   std::vector<std::pair<std::string, int64_t>> tensors_;  // row order of the first sample
   std::map<std::pair<std::string, size_t>, std::vector<tern::BoundStats>> stats_;
-  // Scaler sharing: the sampled iteration's own scalers and the sums of |g| / s per worker, and
+  // Scaler sharing: the sampled iteration's own scalers and |g| per worker, and
   // per tensor the ratios and shared sparsities written so far (for the table).
   struct OwnScaler {
     float scaler = 0;
-    double l1 = 0, clipped_l1 = 0;  // sum |g_i|; sum min(|g_i|, own scaler)
-    std::vector<float> abs;         // |g_i|, for the sparsity under the shared scaler
+    std::vector<float> abs;  // |g_i|, for the sparsities under each scaler
   };
   int64_t sharing_step_ = -1;
   double sharing_clip_ = 0;
