@@ -74,7 +74,8 @@ void TrainStep::run(const std::vector<HostBatch>& batches, int64_t step, double 
     }
     if (!reduced_.defined()) reduced_ = Tensor::empty({grads.numel()}, DType::f32, dev);
   }
-  // The local gradients the reducer reads: the copies, then the arena's (the last worker's).
+  // The local gradients the reducer reads: the earlier workers' buffers, then the arena's own
+  // (the last worker's).
   std::vector<Tensor> local = worker_grads_;
   local.push_back(grads);
   const auto& entries = net_.arena().entries();
@@ -83,8 +84,17 @@ void TrainStep::run(const std::vector<HostBatch>& batches, int64_t step, double 
     Tensor g = entries[i].param.grad();
     add_(g, entries[i].param, static_cast<float>(weight_decay_));
   };
+  // Each worker's backward pass writes its gradient where the reducer reads it (the earlier
+  // workers' buffers, then the arena's own), with no memset before and no copy after.
+  ParamArena& arena = net_.arena();
+  struct Rebind {
+    ParamArena& arena;
+    ~Rebind() { arena.bind_grads(Tensor()); }
+  } rebind{arena};
   for (int w = 0; w < workers; ++w) {
-    net_.arena().zero_grad();
+    const bool last = w + 1 == workers;
+    arena.bind_grads(last ? Tensor() : local[w]);
+    arena.zero_grad_lazily();
     Tensor x = batches[w].x.to(dev), y = batches[w].y.to(dev);
     lap(&StepTimes::transfer_s);
     ForwardContext ctx;
@@ -100,7 +110,6 @@ void TrainStep::run(const std::vector<HostBatch>& batches, int64_t step, double 
     }
     add_(loss_sum, loss, inv_workers);
     lap(&StepTimes::forward_s);
-    const bool last = w + 1 == workers;
     if (last && overlap_backward_) {
       // Each parameter's gradient goes to the reducer (weight decay added) as soon as backward
       // has finished it.
@@ -116,15 +125,16 @@ void TrainStep::run(const std::vector<HostBatch>& batches, int64_t step, double 
       // Parameters backward never reached (a zero gradient) still get their weight decay.
       for (size_t i = 0; i < entries.size(); ++i)
         if (!reported[i]) {
+          arena.settle_grad(i);
           decay(i);
           reducer_->mark_ready(i);
         }
     } else {
       backward(loss);
+      arena.settle_grads();
       for (size_t i = 0; i < entries.size(); ++i) decay(i);
     }
-    if (hook_) hook_(step, first_worker + w, grads);
-    if (compressor_ && !last) worker_grads_[w].copy_from(grads);
+    if (hook_) hook_(step, first_worker + w, local[w]);
     lap(&StepTimes::backward_s);
   }
   if (reducer_) {

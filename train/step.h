@@ -8,7 +8,8 @@
 //   buffer of averaged gradients;
 //   optimizer step on the flat arena; EMA update.
 // One worker without compression skips the compressor (the same numbers). The last local
-// worker's gradient is the arena's own buffer (no copy), the earlier workers' are copied aside.
+// worker's gradient is the arena's own buffer, the earlier workers' their own buffers: backward
+// writes each in place (ParamArena::bind_grads, zero_grad_lazily), with no memset or copy.
 // Distributed (StepComm): this process hosts workers first .. first + W - 1 of N in all; each
 // bucket is aggregated with every other rank's through comm/aggregate.h, bit-identical to the
 // one-process aggregation of all N, so every rank applies the same update. With comm.overlap

@@ -53,7 +53,39 @@ const Tensor& ParamArena::param(const std::string& name) const {
 
 void ParamArena::zero_grad() {
   TG_CHECK(allocated(), "ParamArena: zero_grad() before allocate()");
-  grads_.zero_();
+  for (Entry& e : entries_) e.param.autograd_meta()->grad_pending_zero = false;
+  (bound_.defined() ? bound_ : grads_).zero_();
+}
+
+void ParamArena::zero_grad_lazily() {
+  TG_CHECK(allocated(), "ParamArena: zero_grad_lazily() before allocate()");
+  for (Entry& e : entries_) e.param.autograd_meta()->grad_pending_zero = true;
+}
+
+void ParamArena::settle_grad(size_t i) {
+  TG_CHECK(i < entries_.size(), "ParamArena: index ", i, " out of range");
+  AutogradMeta& meta = *entries_[i].param.autograd_meta();
+  if (!meta.grad_pending_zero) return;
+  meta.grad.zero_();
+  meta.grad_pending_zero = false;
+}
+
+void ParamArena::settle_grads() {
+  for (size_t i = 0; i < entries_.size(); ++i) settle_grad(i);
+}
+
+void ParamArena::bind_grads(const Tensor& flat) {
+  TG_CHECK(allocated(), "ParamArena: bind_grads() before allocate()");
+  const Tensor& to = flat.defined() ? flat : grads_;
+  TG_CHECK(to.dtype() == DType::f32 && to.ndim() == 1 && to.numel() == total_ &&
+               to.device() == grads_.device() && to.is_contiguous(),
+           "ParamArena: bind_grads needs a contiguous f32 [", total_, "] buffer on ",
+           grads_.device().str(), ", got ", to.str());
+  for (Entry& e : entries_) {
+    AutogradMeta& meta = *e.param.autograd_meta();
+    meta.grad = to.slice(0, e.offset, e.offset + e.numel).view(e.shape);
+  }
+  bound_ = flat;
 }
 
 }  // namespace tg

@@ -41,12 +41,26 @@ class ParamArena {
   const std::vector<Entry>& entries() const { return entries_; }
   const Tensor& param(size_t i) const;
   const Tensor& param(const std::string& name) const;
-  void zero_grad();  // one memset over the whole gradient buffer
+  void zero_grad();  // one memset over the gradient buffer the parameters' grads point at
+
+  // Per-pass gradients without the memset (train/step.cpp, once per emulated worker):
+  // zero_grad_lazily() marks every gradient as standing for zero, so the backward pass writes
+  // each one instead of adding into it (nn/autograd/tape.h: grad_buffer); settle_grad(i) /
+  // settle_grads() zero the ones backward never reached. Between the two, grads hold stale
+  // values: read a gradient only after backward reported it or after settling it.
+  void zero_grad_lazily();
+  void settle_grad(size_t i);
+  void settle_grads();
+  // Points the parameters' grads at `flat` ([total] f32 on the arena's device) instead of the
+  // arena's own buffer, so a backward pass writes another worker's gradient where it will be
+  // read from; bind_grads(Tensor()) points them back. grads() is always the arena's own buffer.
+  void bind_grads(const Tensor& flat);
 
  private:
   std::vector<Entry> entries_;
   int64_t total_ = 0;
   Tensor params_, grads_;
+  Tensor bound_;  // bind_grads(): the buffer the grads point at instead of grads_ (or none)
 };
 
 }  // namespace tg

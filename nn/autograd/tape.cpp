@@ -73,9 +73,29 @@ void BackwardContext::accumulate(size_t i, const Tensor& g) {
   accumulate_grad(*(*inputs_)[i], g);
 }
 
+Tensor BackwardContext::grad_buffer(size_t i, const Shape& shape, const Device& device) const {
+  if (needs_input_grad(i)) {
+    const AutogradMeta& meta = *(*inputs_)[i];
+    if (meta.grad_pending_zero && meta.grad.shape() == shape && meta.grad.device() == device &&
+        meta.grad.is_contiguous())
+      return meta.grad;
+  }
+  return Tensor::empty(shape, DType::f32, device);
+}
+
 void accumulate_grad(AutogradMeta& meta, const Tensor& g) {
   TG_CHECK(g.defined(), "accumulate_grad: undefined gradient");
   TG_CHECK(g.dtype() == DType::f32, "accumulate_grad: gradients must be f32, got ", g.str());
+  if (meta.grad_pending_zero) {
+    meta.grad_pending_zero = false;
+    check_same_shape(meta.grad, g, "accumulated gradient", "incoming gradient");
+    TG_CHECK(meta.grad.device() == g.device(), "accumulate_grad: gradient on ", g.device().str(),
+             " but accumulator on ", meta.grad.device().str());
+    if (g.is_contiguous() && g.numel() > 0 && g.data<float>() == meta.grad.data<float>())
+      return;  // written in place (grad_buffer)
+    meta.grad.copy_from(g);
+    return;
+  }
   if (!meta.grad.defined()) {
     // First contribution: keep the handle (no copy). It may alias another node's gradient,
     // so a later contribution must not add into it in place.

@@ -24,6 +24,10 @@ struct AutogradMeta {
   // True while `grad` may alias a tensor handed out by a backward closure: the next accumulate
   // must then allocate instead of adding in place.
   bool grad_borrowed = false;
+  // A preallocated grad whose contents are stale and stand for zero (ParamArena::
+  // zero_grad_lazily): the first gradient is written into it, not added, which saves the memset
+  // and one read of every parameter per backward pass.
+  bool grad_pending_zero = false;
   Tensor grad;
 };
 
@@ -49,6 +53,12 @@ class BackwardContext {
   bool needs_input_grad(size_t i) const;
   // Adds g into input i's gradient (shape, dtype and device are checked).
   void accumulate(size_t i, const Tensor& g);
+  // Where to compute input i's gradient before accumulate(i, ...): the input's own preallocated
+  // grad while it stands for zero (the op must then overwrite all of it; accumulate() of that
+  // very tensor only marks it written), else a new uninitialized f32 tensor of `shape` on
+  // `device`. Ops whose gradient is a large product (linear and convolution weights) write it
+  // in place this way instead of through a temporary and an add.
+  Tensor grad_buffer(size_t i, const Shape& shape, const Device& device) const;
 
  private:
   friend void backward(const Tensor&, const Tensor&,
@@ -92,7 +102,8 @@ void backward(const Tensor& root, const Tensor& seed, const LeafGradReady& ready
 size_t tape_size();
 void clear_tape();
 
-// The checked += used for every gradient: meta.grad += g.
+// The checked += used for every gradient: meta.grad += g (meta.grad = g while it is pending
+// zero; nothing to do when g is that grad itself, written in place through grad_buffer()).
 void accumulate_grad(AutogradMeta& meta, const Tensor& g);
 
 }  // namespace tg

@@ -112,7 +112,8 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in,
       }
       if (need_dw || need_db) {
         Tensor dw, db;
-        if (need_dw) dw = Tensor::empty({s.K, s.C / s.groups, s.R, s.S}, DType::f32, d);
+        // conv2d_backward_weight_* overwrite dw whole: the weight's own grad when it can be.
+        if (need_dw) dw = ctx.grad_buffer(1, {s.K, s.C / s.groups, s.R, s.S}, d);
         if (need_db) db = Tensor::empty({s.K}, DType::f32, d);
         const float* xp = need_dw ? x_saved.data<float>() : nullptr;
         float* dwp = need_dw ? dw.data<float>() : nullptr;

@@ -40,7 +40,8 @@ void product_backward(BackwardContext& ctx, const Tensor& a, const Tensor& b, in
     ctx.accumulate(0, da);
   }
   if (ctx.needs_input_grad(1)) {
-    Tensor db = product_out(K, N, M, d);
+    // The weight's gradient, written straight into its grad when it can be (tape.h).
+    Tensor db = M == 0 ? product_out(K, N, M, d) : ctx.grad_buffer(1, {K, N}, d);
     product(d, Trans::T, Trans::N, K, N, M, a.data<float>(), dy.data<float>(), 0.0f,
             db.data<float>());
     ctx.accumulate(1, db);

@@ -2,7 +2,10 @@
 
 #include "nn/autograd/arena.h"
 #include "nn/init/init.h"
+#include "nn/ops/conv2d.h"
 #include "nn/ops/elementwise.h"
+#include "nn/ops/linear.h"
+#include "nn/ops/reshape.h"
 #include "tests/testing/op_harness.h"
 
 namespace tg {
@@ -102,6 +105,60 @@ TEST(Arena, ContiguousParamsAndGrads) {
   arena.zero_grad();
   for (float g : arena.grads().to_vector<float>()) EXPECT_EQ(g, 0.0f);
   EXPECT_THROW(arena.param("nope"), Error);
+}
+
+// The per-worker path of train/step.cpp: gradients zeroed lazily (convolution and linear weights
+// written in place, the rest copied, unreached ones zeroed by settle_grads) and bound to another
+// buffer give the bits of zero_grad() + backward() in the arena's own buffer, whatever the
+// buffers held before, and leave the arena's own buffer alone while bound elsewhere.
+TEST(Arena, LazyZeroAndBoundGradsGiveTheEagerBits) {
+  ParamArena arena;
+  uint64_t stream = 0;
+  auto init = [&stream](Tensor& t) { init::uniform_(t, -0.5f, 0.5f, 7, stream++); };
+  arena.add("conv.w", {4, 2, 3, 3}, init);
+  arena.add("conv.b", {4}, init);
+  arena.add("fc.w", {100, 5}, init);
+  arena.add("fc.b", {5}, init);
+  arena.add("unused", {3}, init);
+  arena.allocate(Device::cpu());
+  Tensor x = Tensor::empty({2, 2, 5, 5});
+  init::uniform_(x, -1.0f, 1.0f, 8, 0);
+  Tensor seed = Tensor::empty({2, 5});
+  init::uniform_(seed, -1.0f, 1.0f, 8, 1);
+  auto fill_own = [&](double v) {
+    Tensor g = arena.grads();
+    g.fill_(v);
+  };
+  auto pass = [&] {
+    Tensor h = conv2d(x, arena.param("conv.w"), arena.param("conv.b"));
+    Tensor y = linear(reshape(h, {2, 100}), arena.param("fc.w"), arena.param("fc.b"));
+    backward(y, seed);
+  };
+  fill_own(7.0);
+  arena.zero_grad();
+  pass();
+  const std::vector<float> eager = arena.grads().to_vector<float>();
+  EXPECT_EQ(eager[arena.entries()[4].offset], 0.0f) << "the unused parameter's gradient";
+
+  fill_own(7.0);  // stale values the lazy pass must not add to
+  arena.zero_grad_lazily();
+  pass();
+  EXPECT_EQ(arena.entries()[4].param.autograd_meta()->grad_pending_zero, true);
+  arena.settle_grads();
+  EXPECT_EQ(arena.grads().to_vector<float>(), eager);
+
+  Tensor other = Tensor::full({arena.total_numel()}, 9.0);
+  fill_own(5.0);
+  arena.bind_grads(other);
+  EXPECT_TRUE(arena.param("fc.w").grad().shares_storage_with(other));
+  arena.zero_grad_lazily();
+  pass();
+  arena.settle_grads();
+  EXPECT_EQ(other.to_vector<float>(), eager);
+  for (float g : arena.grads().to_vector<float>()) ASSERT_EQ(g, 5.0f);
+  arena.bind_grads(Tensor());
+  EXPECT_TRUE(arena.param("fc.w").grad().shares_storage_with(arena.grads()));
+  EXPECT_THROW(arena.bind_grads(Tensor::zeros({arena.total_numel() - 1})), Error);
 }
 
 }  // namespace
