@@ -282,6 +282,14 @@ class TernGradCompressor final : public Compressor {
       unpack(d, codes, n, o_.pack, acc);
   }
 
+  // Bytes of n codes (TernGrad's packing or the grid's), without a scaler.
+  size_t code_bytes(int64_t n) const {
+    return grid() ? grid_packed_bytes(o_.levels, n) : packed_bytes(o_.pack, n);
+  }
+
+  // Elements per chunk of the CPU's residual update: a multiple of 60 (see encode_range).
+  static constexpr int64_t kResidualChunk = 60 * 256;
+
   int64_t largest_slot(SlotRange r) const {
     int64_t n = 0;
     for (size_t t = r.first; t < r.last; ++t) n = std::max(n, layout_[t].numel);
@@ -291,8 +299,7 @@ class TernGradCompressor final : public Compressor {
   size_t slot_bytes(size_t t, int64_t step) const {
     const int64_t n = layout_[t].numel;
     if (!ternary(t, step)) return static_cast<size_t>(n) * sizeof(float);
-    return (grid() ? grid_packed_bytes(o_.levels, n) : packed_bytes(o_.pack, n)) +
-           (shared() ? 0 : sizeof(float));
+    return code_bytes(n) + (shared() ? 0 : sizeof(float));
   }
   WireLayout wire_range(int64_t step, SlotRange r) const override {
     WireLayout w = layout_of(
@@ -351,16 +358,22 @@ class TernGradCompressor final : public Compressor {
         else
           ternarize(d, x, sl.numel, s, o_.seed, stream, o_.pack, codes);
         if (e != nullptr) {
-          // residual = v - s * code
+          // residual = v - s * code. On the CPU in chunks whose decoded codes stay in cache
+          // (element-wise, so the same bits as one pass over the slot); a chunk starts on a
+          // whole byte of codes in every packing (3, 4 or 5 codes per byte divide 60).
+          const int64_t chunk = d.is_cpu() ? kResidualChunk : largest_slot(r);
           if (!tmp_i.defined()) {
-            tmp_i = Tensor::empty({largest_slot(r)}, DType::i32, d);
-            tmp_f = Tensor::empty({largest_slot(r)}, DType::f32, d);
+            tmp_i = Tensor::empty({std::min(chunk, largest_slot(r))}, DType::i32, d);
+            tmp_f = Tensor::empty({std::min(chunk, largest_slot(r))}, DType::f32, d);
           }
-          Tensor ci = tmp_i.slice(0, 0, sl.numel);
-          ci.zero_();
-          unpack_codes(d, codes, sl.numel, ci.data<int32_t>());
-          scale_ints(d, ci.data<int32_t>(), sl.numel, unit(s), tmp_f.data<float>());
-          axpy(d, sl.numel, -1.0f, tmp_f.data<float>(), e);
+          for (int64_t c0 = 0; c0 < sl.numel; c0 += chunk) {
+            const int64_t n = std::min(chunk, sl.numel - c0);
+            Tensor ci = tmp_i.slice(0, 0, n);
+            ci.zero_();
+            unpack_codes(d, codes + code_bytes(c0), n, ci.data<int32_t>());
+            scale_ints(d, ci.data<int32_t>(), n, unit(s), tmp_f.data<float>());
+            axpy(d, n, -1.0f, tmp_f.data<float>(), e + c0);
+          }
         }
       }
       m += slot_bytes(t, step);
