@@ -5,7 +5,7 @@ Two panels, (a) momentum 0.9 with LR 0.01 and (b) vanilla SGD with LR 0.1: the p
 (read from Figure 3, +-0.02) as open markers with thin lines, FP32 grey circles, TernGrad red
 triangles; ours as filled markers with thick lines. Ours are the finished full-length (10,000
 iterations) runs in RUNS/figure3/<row>/summary.json written by paper/figure3.sh, and, for points
-with no such run, the runs recorded in paper/README.md (N = 2, 4 and 8, momentum). Shortened runs
+with no such run, the runs recorded in paper/README.md and paper/figure3.md (RECORDED). Shortened runs
 (other iteration counts) are left out and listed on stderr.
 
 Usage:
@@ -39,6 +39,18 @@ RECORDED = {
     "mom_tern_n4": 99.21,   # params_sha256 ac00a810...
     "mom_fp32_n8": 99.23,
     "mom_tern_n8": 99.25,   # params_sha256 d02b723f...
+    # paper/figure3.md's table: momentum N = 16 (commit a14499b, AMD EPYC), vanilla SGD N = 2, 4,
+    # 8 (commit 9d9dd9c, AMD EPYC) and 16 (commit 29f3799, 2026-11-26, Intel Xeon).
+    "mom_fp32_n16": 99.27,  # params_sha256 9b816ec3...
+    "mom_tern_n16": 99.21,  # params_sha256 7bc0e2f8...
+    "sgd_fp32_n2": 99.33,   # params_sha256 197864d3...
+    "sgd_tern_n2": 99.24,   # params_sha256 8fdb06d0...
+    "sgd_fp32_n4": 99.35,   # params_sha256 0723031f...
+    "sgd_tern_n4": 99.26,   # params_sha256 957480af...
+    "sgd_fp32_n8": 99.33,   # params_sha256 f673517a...
+    "sgd_tern_n8": 99.20,   # params_sha256 cf6bef65...
+    "sgd_fp32_n16": 99.32,  # params_sha256 702edd9e...
+    "sgd_tern_n16": 99.23,  # params_sha256 ab89767e...
 }
 PANELS = [("mom", "(a) momentum 0.9, base LR 0.01"), ("sgd", "(b) vanilla SGD, base LR 0.1")]
 
@@ -69,7 +81,7 @@ def main():
     ap.add_argument("--runs", default=os.environ.get("RUNS", os.path.join(collect.REPO_DIR, "runs")),
                     help="the runs directory paper/figure3.sh wrote (default: $RUNS or runs/)")
     ap.add_argument("--no-recorded", action="store_true",
-                    help="leave out paper/README.md's recorded runs")
+                    help="leave out the recorded runs (RECORDED)")
     ap.add_argument("-o", "--out", action="append",
                     help="figure file(s), .svg or .png (repeatable; default: "
                          "paper/figures/figure3.svg and .png)")
@@ -114,7 +126,7 @@ def main():
     n_run = sum(1 for v in source.values() if v == "run")
     n_rec = sum(1 for v in source.values() if v == "recorded")
     fig.suptitle("TernGrad Figure 3: LeNet on MNIST, 10K iterations — paper's readings (dotted) "
-                 f"vs ours (solid; {n_run} runs + {n_rec} recorded in paper/README.md)",
+                 f"vs ours (solid; {n_run} runs + {n_rec} recorded)",
                  fontsize=10)
     fig.tight_layout(rect=(0, 0.08, 1, 0.94))
     for out in outs:
