@@ -118,6 +118,8 @@ void TrainStep::run(const std::vector<HostBatch>& batches, int64_t step, double 
       backward(loss, Tensor(), [&](const AutogradMeta& leaf) {
         const auto it = slot_of_leaf_.find(&leaf);
         if (it == slot_of_leaf_.end()) return;
+        // A node that read the leaf but got no output gradient added nothing: zero it now.
+        arena.settle_grad(it->second);
         decay(it->second);
         reported[it->second] = true;
         reducer_->mark_ready(it->second);
