@@ -324,7 +324,8 @@ class TernGradCompressor final : public Compressor {
     const float* p = g.data<float>();
     uint8_t* m = msg.data<uint8_t>();
     float* res = nullptr;
-    Tensor tmp_i, tmp_f;  // error feedback: the decoded codes, sized for the largest slot of r
+    Tensor tmp_i, tmp_f;  // error feedback: the decoded codes of one chunk of a slot
+    int64_t chunk = 0;    // their size (CPU: kResidualChunk or less; CUDA: the largest slot)
     if (o_.error_feedback) {
       check_worker(*this, "encode", worker);
       res = residuals_.on(worker, d);
@@ -361,10 +362,10 @@ class TernGradCompressor final : public Compressor {
           // residual = v - s * code. On the CPU in chunks whose decoded codes stay in cache
           // (element-wise, so the same bits as one pass over the slot); a chunk starts on a
           // whole byte of codes in every packing (3, 4 or 5 codes per byte divide 60).
-          const int64_t chunk = d.is_cpu() ? kResidualChunk : largest_slot(r);
           if (!tmp_i.defined()) {
-            tmp_i = Tensor::empty({std::min(chunk, largest_slot(r))}, DType::i32, d);
-            tmp_f = Tensor::empty({std::min(chunk, largest_slot(r))}, DType::f32, d);
+            chunk = d.is_cpu() ? std::min(kResidualChunk, largest_slot(r)) : largest_slot(r);
+            tmp_i = Tensor::empty({chunk}, DType::i32, d);
+            tmp_f = Tensor::empty({chunk}, DType::f32, d);
           }
           for (int64_t c0 = 0; c0 < sl.numel; c0 += chunk) {
             const int64_t n = std::min(chunk, sl.numel - c0);

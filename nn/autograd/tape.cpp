@@ -86,16 +86,6 @@ Tensor BackwardContext::grad_buffer(size_t i, const Shape& shape, const Device& 
 void accumulate_grad(AutogradMeta& meta, const Tensor& g) {
   TG_CHECK(g.defined(), "accumulate_grad: undefined gradient");
   TG_CHECK(g.dtype() == DType::f32, "accumulate_grad: gradients must be f32, got ", g.str());
-  if (meta.grad_pending_zero) {
-    meta.grad_pending_zero = false;
-    check_same_shape(meta.grad, g, "accumulated gradient", "incoming gradient");
-    TG_CHECK(meta.grad.device() == g.device(), "accumulate_grad: gradient on ", g.device().str(),
-             " but accumulator on ", meta.grad.device().str());
-    if (g.is_contiguous() && g.numel() > 0 && g.data<float>() == meta.grad.data<float>())
-      return;  // written in place (grad_buffer)
-    meta.grad.copy_from(g);
-    return;
-  }
   if (!meta.grad.defined()) {
     // First contribution: keep the handle (no copy). It may alias another node's gradient,
     // so a later contribution must not add into it in place.
@@ -106,6 +96,13 @@ void accumulate_grad(AutogradMeta& meta, const Tensor& g) {
   check_same_shape(meta.grad, g, "accumulated gradient", "incoming gradient");
   TG_CHECK(meta.grad.device() == g.device(), "accumulate_grad: gradient on ", g.device().str(),
            " but accumulator on ", meta.grad.device().str());
+  if (meta.grad_pending_zero) {
+    meta.grad_pending_zero = false;
+    if (g.is_contiguous() && g.numel() > 0 && g.data<float>() == meta.grad.data<float>())
+      return;  // written in place (grad_buffer)
+    meta.grad.copy_from(g);
+    return;
+  }
   if (meta.grad_borrowed) {
     meta.grad = meta.grad.clone();
     meta.grad_borrowed = false;
