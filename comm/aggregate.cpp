@@ -430,6 +430,7 @@ AggregateStats aggregate_distributed(tern::Compressor& c, Communicator& comm,
   else
     generic_path(c, comm, local_grads, step, r, shared, out, st);
   st.wire = delta(before, comm.wire());
+  st.shared_meta = shared;
   comm.set_call_context(0);
   return st;
 }

@@ -116,6 +116,9 @@ struct AggregateStats {
   TernaryAlgorithm bucket_algorithm = TernaryAlgorithm::allgather;
   int64_t bucket_bytes = 0;
   int64_t bucket_chunks = 0;
+  // The shared meta every worker encoded with: c.num_meta(r) floats, meta_per_slot() per slot of
+  // r in slot order (TernGrad: each slot's shared scaler). Empty when the method shares none.
+  std::vector<float> shared_meta;
   // Host wall-clock seconds. On a CUDA device the phases are not synchronised, so queued kernel
   // time can land in a later phase; the sum is the call's time.
   double encode_s = 0;  // local_meta + encode (+ staging the gathered block)

@@ -19,9 +19,13 @@
 namespace tg {
 
 // A block of device memory from the device's caching allocator; returned to it on destruction.
+// A borrowed Storage wraps memory someone else owns (Tensor::borrow) and frees nothing.
 class Storage {
  public:
   Storage(size_t nbytes, Device device);
+  struct Borrowed {};
+  Storage(void* data, size_t nbytes, Device device, Borrowed)
+      : data_(data), nbytes_(nbytes), device_(device), owned_(false) {}
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -33,6 +37,7 @@ class Storage {
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
+  bool owned_ = true;
 };
 
 struct AutogradMeta;  // nn/autograd/tape.h
@@ -52,6 +57,10 @@ class Tensor {
   static Tensor scalar(float v, Device device = Device::cpu()) {
     return full({}, v, DType::f32, device);
   }
+  // A contiguous tensor over memory the caller owns and keeps alive (and unmoved) for as long as
+  // the tensor or any view of it lives: another framework's buffer, used in place. Nothing is
+  // copied or freed. Throws if the device is unusable or data is null for a non-empty shape.
+  static Tensor borrow(void* data, const Shape& shape, DType dtype, Device device);
 
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return shape_; }
