@@ -77,6 +77,25 @@ TEST(Tensor, ViewsShareStorage) {
   EXPECT_THROW(t.slice(0, 1, 3), Error);
 }
 
+TEST(Tensor, BorrowUsesTheCallersMemoryAndFreesNothing) {
+  std::vector<float> mine = {1, 2, 3, 4, 5, 6};
+  {
+    Tensor t = Tensor::borrow(mine.data(), {2, 3}, DType::f32, Device::cpu());
+    EXPECT_EQ(t.data<float>(), mine.data());
+    EXPECT_TRUE(t.is_contiguous());
+    EXPECT_EQ(t.to_vector<float>(), mine);
+    t.slice(1, 1, 2).fill_(7);  // writes land in the caller's memory
+    Tensor v = t.view({6});
+    EXPECT_TRUE(v.shares_storage_with(t));
+  }
+  // Both handles are gone; the memory is still ours (ASan would flag a free of a vector's
+  // buffer) and holds the writes.
+  EXPECT_EQ(mine, (std::vector<float>{1, 7, 3, 4, 7, 6}));
+  EXPECT_TRUE(Tensor::borrow(nullptr, {0, 4}, DType::f32, Device::cpu()).defined());
+  EXPECT_THROW(Tensor::borrow(nullptr, {2}, DType::f32, Device::cpu()), Error);
+  EXPECT_THROW(Tensor::borrow(mine.data(), {-1}, DType::f32, Device::cpu()), Error);
+}
+
 TEST(Tensor, StridedCopyAllDtypes) {
   for (DType dt : {DType::f32, DType::i8, DType::u8, DType::i32, DType::i64, DType::u64}) {
     Tensor src = Tensor::empty({3, 4}, dt);
