@@ -12,6 +12,11 @@ is as arbitrary; the timing does not depend on the pixels).
 
   --hook none   DDP's default: fp32 gradients, allreduced in ~25 MB buckets
   --hook fp16   DDP's fp16_compress_hook: each bucket cast to fp16, allreduced, cast back / P
+  --hook terngrad  terngrad_torch's TernGrad hook (python/: the library's shared scalers, 2-bit
+                packed codes, exact integer sums, the cost model's collective); --terngrad-torch
+                DIR is where the package is (default: on PYTHONPATH)
+  --hook grace  TernGrad as GRACE implements it, in pure PyTorch (bench/grace_terngrad_hook.py:
+                int8 codes, per-worker scalers, allgather)
 
 DDP is built with broadcast_buffers=False: terngrad does not synchronise AlexNet's BN moving
 averages either (LeNet has no buffers).
@@ -78,7 +83,9 @@ def parse_args():
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     p.add_argument("--iterations", type=int, default=60, help="all steps, warm-up included")
     p.add_argument("--warmup", type=int, default=10, help="steps before the timed window")
-    p.add_argument("--hook", choices=["none", "fp16"], default="none")
+    p.add_argument("--hook", choices=["none", "fp16", "terngrad", "grace"], default="none")
+    p.add_argument("--terngrad-torch", default="",
+                   help="directory holding the terngrad_torch package (e.g. build/python)")
     p.add_argument("--log", default="", help="rank 0: append train records here")
     p.add_argument("--timeout", type=float, default=120.0,
                    help="seconds a collective waits for a missing rank before failing")
@@ -125,8 +132,18 @@ def main():
     if params != expected:
         raise SystemExit(f"ddp_train.py: {args.net} has {params} parameters, terngrad's has {expected}")
     ddp = DDP(model, broadcast_buffers=False)
+    hook_state = None
     if args.hook == "fp16":
         ddp.register_comm_hook(state=None, hook=default_hooks.fp16_compress_hook)
+    elif args.hook == "terngrad":
+        if args.terngrad_torch:
+            sys.path.insert(0, args.terngrad_torch)
+        from terngrad_torch import TernGradState, terngrad_hook
+        hook_state = TernGradState(clip=2.5, seed=123)
+        ddp.register_comm_hook(hook_state, terngrad_hook)
+    elif args.hook == "grace":
+        from grace_terngrad_hook import GraceTernGradState, grace_terngrad_hook
+        ddp.register_comm_hook(GraceTernGradState(clip=2.5, seed=123), grace_terngrad_hook)
     opt, _ = ref.make_optimizer(model, args.lr, args.wd, fused=False)
     ema = ref.Ema(model.parameters(), 0.9999)
 
@@ -167,7 +184,11 @@ def main():
         "params": params, "params_terngrad": expected, "step_ms": step_s * 1e3,
         "images_per_sec": args.batch * args.world_size / step_s, "timed_steps": steps,
         "tx_bytes_per_step": (b1[0] - b0[0]) / steps, "rx_bytes_per_step": (b1[1] - b0[1]) / steps,
-        "mean_loss": loss_sum / args.iterations, "torch": torch.__version__}), flush=True)
+        "mean_loss": loss_sum / args.iterations, "torch": torch.__version__,
+        # terngrad_torch's own count (payload bytes by the collectives' model) of the last step
+        "hook_bytes_sent_per_step": hook_state.bytes_sent if hook_state else None,
+        "hook_route": next(iter(hook_state.routes.values()), None) if hook_state else None}),
+        flush=True)
     dist.destroy_process_group()
     return 0
 

@@ -7,6 +7,9 @@
 #   terngrad   terngrad train, compression.method=terngrad
 #   ddp        bench/ddp_train.py: DDP, fp32 bucketed allreduce (PyTorch's default)
 #   ddp-fp16   bench/ddp_train.py: DDP with its fp16_compress_hook
+#   ddp-terngrad  bench/ddp_train.py: DDP with terngrad_torch's TernGrad hook (python/)
+#   ddp-grace  bench/ddp_train.py: DDP with a pure-PyTorch TernGrad hook written the way GRACE does
+#              it (bench/grace_terngrad_hook.py: int8 codes, per-worker scalers, allgather)
 # then prints a markdown table (ms/step, img/s, wire bytes per step per rank, speedup over DDP
 # fp32, terngrad's compute / compression / communication split) with `terngrad perf-model
 # --calibrate --link-gbit G --topology ring`'s prediction and the targets' verdicts, and writes
@@ -19,7 +22,9 @@
 #     --python PATH       a python3 with torch (default /usr/bin/python3: Debian's python3-torch)
 #     --procs LIST        process counts (default 2,4)
 #     --nets LIST         nets (default lenet,alexnet; also cifarnet)
-#     --methods LIST      any of none,terngrad,ddp,ddp-fp16 (default all four)
+#     --methods LIST      any of none,terngrad,ddp,ddp-fp16,ddp-terngrad,ddp-grace (default
+#                         none,terngrad,ddp,ddp-fp16)
+#     --terngrad-torch DIR  where the terngrad_torch package is (default build/python)
 #     --batch LIST        total batch per net, NET=B,... (default lenet=64,alexnet=16: LeNet's
 #                         recipe; AlexNet small enough for 2 CPU cores, 8 per rank at P = 2)
 #     --iterations LIST   steps per run, NET=N,... (default lenet=60,alexnet=8)
@@ -40,6 +45,7 @@ set -euo pipefail
 HERE=$(dirname "$(realpath "$0")")
 TERNGRAD=build/cmd/terngrad
 PY=/usr/bin/python3
+TORCH_EXT=build/python
 PROCS=2,4
 NETS=lenet,alexnet
 METHODS=none,terngrad,ddp,ddp-fp16
@@ -67,6 +73,7 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --terngrad) need "$@"; TERNGRAD="$2"; shift 2 ;;
     --python) need "$@"; PY="$2"; shift 2 ;;
+    --terngrad-torch) need "$@"; TORCH_EXT="$2"; shift 2 ;;
     --procs) need "$@"; PROCS="$2"; shift 2 ;;
     --nets) need "$@"; NETS="$2"; shift 2 ;;
     --methods) need "$@"; METHODS="$2"; shift 2 ;;
@@ -103,11 +110,13 @@ for n in "${NET_LIST[@]}"; do
   done
 done
 WANT_DDP=0
+WANT_EXT=0
 for m in "${METHOD_LIST[@]}"; do
   case "$m" in
     none|terngrad) ;;
-    ddp|ddp-fp16) WANT_DDP=1 ;;
-    *) die "--methods: '$m' is not one of none, terngrad, ddp, ddp-fp16" ;;
+    ddp|ddp-fp16|ddp-grace) WANT_DDP=1 ;;
+    ddp-terngrad) WANT_DDP=1; WANT_EXT=1 ;;
+    *) die "--methods: '$m' is not one of none, terngrad, ddp, ddp-fp16, ddp-terngrad, ddp-grace" ;;
   esac
 done
 [[ -z "$THREADS" || "$THREADS" =~ ^[1-9][0-9]*$ ]] || die "--threads must be a positive integer, got '$THREADS'"
@@ -117,6 +126,11 @@ TERNGRAD=$(realpath "$TERNGRAD")
 if ((WANT_DDP)); then
   "$PY" -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null ||
     die "$PY has no torch with Gloo (apt-get install python3-torch, or pass --python PATH)"
+fi
+if ((WANT_EXT)); then
+  TORCH_EXT=$(realpath -m "$TORCH_EXT")
+  PYTHONPATH="$TORCH_EXT" "$PY" -c 'import terngrad_torch' 2>/dev/null ||
+    die "no terngrad_torch in $TORCH_EXT for $PY (build it with PyTorch found, or pass --terngrad-torch DIR)"
 fi
 ((BASH_VERSINFO[0] > 5 || (BASH_VERSINFO[0] == 5 && BASH_VERSINFO[1] >= 1))) || die "needs bash >= 5.1"
 [[ $(id -u) -eq 0 ]] || die "needs root for network namespaces and tc (run it with sudo)"
@@ -153,10 +167,13 @@ tg_rank() {
 ddp_rank() {
   local r="$1" hook=none
   [[ "$CUR_M" == ddp-fp16 ]] && hook=fp16
+  [[ "$CUR_M" == ddp-terngrad ]] && hook=terngrad
+  [[ "$CUR_M" == ddp-grace ]] && hook=grace
   lab_exec "$r" env OMP_NUM_THREADS="$CUR_T" "$PY" "$HERE/ddp_train.py" --rank "$r" \
     --world-size "$CUR_P" --store "$CUR_DIR/store/ddp" --ifname tg0 --net "$CUR_NET" \
     --batch "$CUR_B" --threads "$CUR_T" --iterations "${ITERS[$CUR_NET]}" \
-    --warmup "${WARM[$CUR_NET]}" --hook "$hook" --log "$CUR_DIR/train/metrics.jsonl"
+    --warmup "${WARM[$CUR_NET]}" --hook "$hook" --terngrad-torch "$TORCH_EXT" \
+    --log "$CUR_DIR/train/metrics.jsonl"
 }
 start_watch() {
   "$PY" "$HERE/race_report.py" watch "$CUR_DIR/train/metrics.jsonl" "${WARM[$CUR_NET]}" \

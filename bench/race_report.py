@@ -86,7 +86,9 @@ def load_jsonl(path):
 
 
 SYSTEM = {"none": ("terngrad", "fp32"), "terngrad": ("terngrad", "TernGrad"),
-          "ddp": ("PyTorch DDP", "fp32"), "ddp-fp16": ("PyTorch DDP", "fp16 hook")}
+          "ddp": ("PyTorch DDP", "fp32"), "ddp-fp16": ("PyTorch DDP", "fp16 hook"),
+          "ddp-terngrad": ("PyTorch DDP", "terngrad_torch hook"),
+          "ddp-grace": ("PyTorch DDP", "GRACE-style TernGrad hook")}
 
 
 def one_run(d):
@@ -121,6 +123,9 @@ def one_run(d):
         row["self_bytes_source"] = "ddp_train.py: rank 0's /proc/self/net/dev tx"
         row["params"] = r0["params"]
         row["ddp_rank0_step_ms"] = r0["step_ms"]
+        if r0.get("hook_bytes_sent_per_step") is not None:
+            row["hook_bytes_sent_per_step"] = r0["hook_bytes_sent_per_step"]
+            row["hook_route"] = r0["hook_route"]
     return row
 
 
@@ -172,7 +177,8 @@ def table(out):
                 r["model_terngrad_ms"] = m["terngrad_iter_s"] * 1e3
                 r["model_speedup"] = m["speedup"]
         tg = {r["method"]: r for r in group if r["ok"]}
-        counts = {SYSTEM[r["method"]][0]: r["params"] for r in group if r["ok"] and "params" in r}
+        counts = {SYSTEM.get(r["method"], (r["method"],))[0]: r["params"]
+                  for r in group if r["ok"] and "params" in r}
         if len(counts) == 2:
             same = len(set(counts.values())) == 1
             verdicts.append(f"{net} P={procs}: parameters " + ", ".join(f"{k} {v:,}" for k, v in counts.items())
@@ -190,6 +196,16 @@ def table(out):
                 verdicts.append(f"{net} P={procs}: TernGrad {s:.2f}× DDP fp32 (target >= perf-model's "
                                 f"fp32/TernGrad {m['speedup']:.2f}×: model {m['fp32_iter_s'] * 1e3:.0f} / "
                                 f"{m['terngrad_iter_s'] * 1e3:.0f} ms): {'met' if s >= m['speedup'] else 'MISSED'}")
+        if base and "ddp-terngrad" in tg:
+            s = tg["ddp-terngrad"]["speedup_vs_ddp_fp32"]
+            if net == "lenet" and procs == 2:
+                verdicts.append(f"lenet P=2: DDP + terngrad_torch hook {s:.2f}× DDP fp32 (target >= 2.5×): "
+                                f"{'met' if s >= 2.5 else 'MISSED'}")
+            if "ddp-grace" in tg:
+                g = tg["ddp-grace"]["ms_per_step"]
+                t = tg["ddp-terngrad"]["ms_per_step"]
+                verdicts.append(f"{net} P={procs}: terngrad_torch hook {t:.1f} ms vs GRACE-style hook {g:.1f} ms "
+                                f"({g / t:.2f}×): {'met' if t < g else 'MISSED'}")
     print()
     for v in verdicts:
         print(f"- {v}")
