@@ -187,7 +187,8 @@ def main():
         "mean_loss": loss_sum / args.iterations, "torch": torch.__version__,
         # terngrad_torch's own count (payload bytes by the collectives' model) of the last step
         "hook_bytes_sent_per_step": hook_state.bytes_sent if hook_state else None,
-        "hook_route": next(iter(hook_state.routes.values()), None) if hook_state else None}),
+        "hook_route": next(iter(hook_state.routes.values()), None) if hook_state else None,
+        "hook_seconds": hook_state.seconds if hook_state else None}),
         flush=True)
     dist.destroy_process_group()
     return 0

@@ -210,8 +210,9 @@ uint64_t bucket_seed(uint64_t seed, int64_t bucket) {
 struct BucketResult {
   at::Tensor out;
   uint64_t sent = 0, received = 0;
-  std::vector<float> scalers;  // one per parameter of the bucket
-  std::string route;           // comm::describe of the call
+  std::vector<float> scalers;                     // one per parameter of the bucket
+  std::string route;                              // comm::describe of the call
+  double encode_s = 0, comm_s = 0, reduce_s = 0;  // AggregateStats' phases
 };
 
 // One rank's TernGrad reducer for DDP buckets: a compressor per bucket layout, reused while the
@@ -242,7 +243,13 @@ class Engine {
     const tg::Tensor grad = borrow_flat(buffer, "the bucket's buffer");
     Slot& slot = slot_for(bucket, numels, grad.device());
     BucketResult res;
-    res.out = at::empty_like(buffer);
+    // The bucket's output tensor is reused from step to step: DDP has copied the last one into
+    // the gradients before it hands this bucket to the hook again (it waits for every future at
+    // the end of backward), and a fresh tensor of a large bucket costs its page faults each step.
+    if (!slot.out.defined() || slot.out.sizes() != buffer.sizes() ||
+        slot.out.device() != buffer.device())
+      slot.out = at::empty_like(buffer);
+    res.out = slot.out;
     tg::Tensor out = borrow_flat(res.out, "the output");
     const tg::Tensor locals[] = {grad};
     const tg::comm::AggregateStats st =
@@ -251,6 +258,9 @@ class Engine {
     res.received = st.wire.received;
     res.scalers = st.shared_meta;
     res.route = tg::comm::describe(st);
+    res.encode_s = st.encode_s;
+    res.comm_s = st.comm_s;
+    res.reduce_s = st.reduce_s;
     return res;
   }
 
@@ -260,6 +270,7 @@ class Engine {
     tg::Device device;
     std::unique_ptr<tg::tern::Compressor> compressor;
     std::unique_ptr<ProcessGroupCommunicator> comm;
+    at::Tensor out;
   };
 
   Slot& slot_for(int64_t bucket, const std::vector<int64_t>& numels, const tg::Device& device) {
@@ -319,7 +330,10 @@ PYBIND11_MODULE(_C, m) {
       .def_readonly("sent", &BucketResult::sent)
       .def_readonly("received", &BucketResult::received)
       .def_readonly("scalers", &BucketResult::scalers)
-      .def_readonly("route", &BucketResult::route);
+      .def_readonly("route", &BucketResult::route)
+      .def_readonly("encode_s", &BucketResult::encode_s)
+      .def_readonly("comm_s", &BucketResult::comm_s)
+      .def_readonly("reduce_s", &BucketResult::reduce_s);
 
   py::class_<Engine>(m, "Engine")
       .def(py::init<c10::intrusive_ptr<c10d::ProcessGroup>, HookOptions>(), py::arg("pg"),

@@ -54,7 +54,11 @@ class TernGradState:
             (all buckets; payload bytes by the collectives' message-passing model);
         total_bytes_sent, total_bytes_received: since construction;
         scalers: {parameter: shared scaler} of the last step; named_scalers(model) by name;
-        routes: {bucket index: how it travelled}, e.g. "ternary: ... allgather ...".
+        routes: {bucket index: how it travelled}, e.g. "ternary: ... allgather ...";
+        seconds: {"encode", "comm", "reduce"}: the last step's time in each phase (all buckets).
+
+    The tensor a bucket's future holds is reused by that bucket's next step (DDP has copied it
+    into the gradients by then); clone it to keep it longer.
     """
 
     def __init__(
@@ -93,6 +97,8 @@ class TernGradState:
         self.total_bytes_received = 0
         self.scalers: Dict[torch.Tensor, float] = {}
         self.routes: Dict[int, str] = {}
+        self.seconds: Dict[str, float] = {}
+        self._step_seconds = [0.0, 0.0, 0.0]
         self._step_sent = 0
         self._step_received = 0
         self._step_scalers: Dict[torch.Tensor, float] = {}
@@ -133,7 +139,12 @@ class TernGradState:
             for p, s in zip(params, res.scalers):
                 self._step_scalers[p] = s
             self.routes[index] = res.route
+            self._step_seconds[0] += res.encode_s
+            self._step_seconds[1] += res.comm_s
+            self._step_seconds[2] += res.reduce_s
             if last:
+                self.seconds = dict(zip(("encode", "comm", "reduce"), self._step_seconds))
+                self._step_seconds = [0.0, 0.0, 0.0]
                 self.bytes_sent, self.bytes_received = self._step_sent, self._step_received
                 self.total_bytes_sent += self._step_sent
                 self.total_bytes_received += self._step_received

@@ -69,7 +69,7 @@ def _engine_worker(rank, world, store_path, algorithm, pack, q):
     for step in range(3):
         for b, numels in buckets.items():
             res = state._engine.reduce(b, _bucket_grads(rank, numels, step, b), numels, step)
-            out[(step, b)] = (res.out, res.route, res.sent, res.scalers)
+            out[(step, b)] = (res.out.clone(), res.route, res.sent, res.scalers)
     if rank == 0:
         q.put({k: (v[0].numpy().tobytes(), v[1], v[2], v[3]) for k, v in out.items()})
     dist.barrier()
@@ -94,12 +94,15 @@ def _ddp_worker(rank, world, store_path, q):
 
     def recording_hook(st, bucket):
         step = st.step
-        fut = terngrad_hook(st, bucket)
-        records.append(
-            (bucket.index(), step, [p.numel() for p in bucket.parameters()],
-             bucket.buffer().clone(), fut)
-        )
-        return fut
+        record = [bucket.index(), step, [p.numel() for p in bucket.parameters()],
+                  bucket.buffer().clone()]
+        records.append(record)
+
+        def keep(fut):  # the hook reuses its output tensor next step: keep a copy
+            record.append(fut.value().clone())
+            return fut.value()
+
+        return terngrad_hook(st, bucket).then(keep)
 
     ddp.register_comm_hook(state, recording_hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
@@ -114,9 +117,7 @@ def _ddp_worker(rank, world, store_path, q):
     # Every rank's buckets, to rank 0.
     gathered = [None] * world
     # DDP waited for every future before backward returned: all are done.
-    dist.all_gather_object(
-        gathered, [(i, s, n, b.numpy(), f.value().numpy()) for i, s, n, b, f in records]
-    )
+    dist.all_gather_object(gathered, [(i, s, n, b.numpy(), o.numpy()) for i, s, n, b, o in records])
     flat = torch.cat([p.detach().flatten() for p in model.parameters()])
     params = [torch.zeros_like(flat) for _ in range(world)]
     dist.all_gather(params, flat)
@@ -135,6 +136,7 @@ def _ddp_worker(rank, world, store_path, q):
                 scalers=state.named_scalers(model),
                 names=[n for n, _ in model.named_parameters()],
                 routes=dict(state.routes),
+                seconds=dict(state.seconds),
             )
         )
     dist.barrier()
@@ -249,6 +251,8 @@ class ThroughDDP(unittest.TestCase):
         self.assertEqual(sorted(r["scalers"]), sorted(r["names"]))
         self.assertTrue(all(v > 0 for v in r["scalers"].values()))
         self.assertTrue(all("allgather" in v for v in r["routes"].values()))
+        self.assertEqual(sorted(r["seconds"]), ["comm", "encode", "reduce"])
+        self.assertTrue(all(v >= 0 for v in r["seconds"].values()))
 
 
 class BadOptions(unittest.TestCase):
