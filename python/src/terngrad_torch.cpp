@@ -252,8 +252,13 @@ class Engine {
     res.out = slot.out;
     tg::Tensor out = borrow_flat(res.out, "the output");
     const tg::Tensor locals[] = {grad};
+    // On CUDA, DDP filled the bucket on torch's stream and will read the result on it, while
+    // the library's kernels run on the library's own stream: the device is idle at both ends.
+    const bool cuda = grad.device().type == tg::DeviceType::cuda;
+    if (cuda) torch::cuda::synchronize(grad.device().index);
     const tg::comm::AggregateStats st =
         tg::comm::aggregate_distributed(*slot.compressor, *slot.comm, locals, step, out, agg_);
+    if (cuda) torch::cuda::synchronize(grad.device().index);
     res.sent = st.wire.sent;
     res.received = st.wire.received;
     res.scalers = st.shared_meta;
