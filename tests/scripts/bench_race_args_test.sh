@@ -30,6 +30,13 @@ expect 2 "expected NET=POSITIVE_INT, got 'lenet=x'" $R --batch lenet=x
 expect 2 "must be a multiple of --warmup" $R --nets lenet --iterations lenet=25
 expect 2 "--threads must be a positive integer" $R --threads 0
 expect 2 "no terngrad binary" $R --nets lenet --methods none --terngrad /nonexistent/terngrad
+expect 0 "ddp-grace" $R --help
+expect 0 "--terngrad-torch DIR" $R --help
+# The hook's package is looked for before anything runs (where torch is installed at all).
+if /usr/bin/python3 -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then
+  expect 2 "no terngrad_torch in /nonexistent" $R --nets lenet --methods ddp-terngrad \
+    --terngrad /bin/true --python /usr/bin/python3 --terngrad-torch /nonexistent
+fi
 
 N="bash $SRC/bench/netns_train.sh"
 expect 0 "--methods LIST" $N --help
