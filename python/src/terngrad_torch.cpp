@@ -225,7 +225,8 @@ class Engine {
     agg_.algorithm = tg::comm::parse_ternary_algorithm(options_.algorithm);
     TG_CHECK(options_.chunk_bytes >= 0, "terngrad_torch: chunk_bytes must be >= 0");
     agg_.chunk_bytes = options_.chunk_bytes;
-    compression(options_, 0);  // validates pack (clip is checked by make_compressor)
+    // Refuse bad options here, by name, rather than at the first bucket: pack is parsed by
+    // compression(), clip and min_size are checked by make_compressor.
     tg::tern::make_compressor(compression(options_, 0), layout_of({1}));
   }
 
