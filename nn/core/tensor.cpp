@@ -17,7 +17,9 @@ Storage::~Storage() {
   if (data_ && owned_) allocator_for(device_).deallocate(data_);
 }
 
-Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+// A contiguous tensor's metadata (shape, dtype and device checked), without storage yet; bytes
+// is set to its size. empty() allocates the storage, borrow() wraps the caller's.
+Tensor Tensor::unallocated(const Shape& shape, DType dtype, Device device, int64_t& bytes) {
   for (int64_t d : shape) TG_CHECK(d >= 0, "negative dimension in shape ", shape_str(shape));
   TG_CHECK(static_cast<int>(shape.size()) <= kMaxDims, "shape ", shape_str(shape),
            " has more than ", kMaxDims, " dimensions");
@@ -27,26 +29,23 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   t.strides_ = contiguous_strides(shape);
   t.dtype_ = dtype;
   t.device_ = device;
-  const auto bytes = checked_mul<int64_t>(
-      numel_of(shape), static_cast<int64_t>(element_size(dtype)), "tensor byte size");
+  bytes = checked_mul<int64_t>(numel_of(shape), static_cast<int64_t>(element_size(dtype)),
+                               "tensor byte size");
+  return t;
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  int64_t bytes = 0;
+  Tensor t = unallocated(shape, dtype, device, bytes);
   t.storage_ = checked_alloc("a tensor of shape " + shape_str(shape), static_cast<uint64_t>(bytes),
                              [&] { return std::make_shared<Storage>(bytes, device); });
   return t;
 }
 
 Tensor Tensor::borrow(void* data, const Shape& shape, DType dtype, Device device) {
-  for (int64_t d : shape) TG_CHECK(d >= 0, "negative dimension in shape ", shape_str(shape));
-  TG_CHECK(static_cast<int>(shape.size()) <= kMaxDims, "shape ", shape_str(shape),
-           " has more than ", kMaxDims, " dimensions");
-  check_device_usable(device);
-  const auto bytes = checked_mul<int64_t>(
-      numel_of(shape), static_cast<int64_t>(element_size(dtype)), "tensor byte size");
+  int64_t bytes = 0;
+  Tensor t = unallocated(shape, dtype, device, bytes);
   TG_CHECK(data != nullptr || bytes == 0, "borrow: null pointer for shape ", shape_str(shape));
-  Tensor t;
-  t.shape_ = shape;
-  t.strides_ = contiguous_strides(shape);
-  t.dtype_ = dtype;
-  t.device_ = device;
   t.storage_ =
       std::make_shared<Storage>(data, static_cast<size_t>(bytes), device, Storage::Borrowed{});
   return t;

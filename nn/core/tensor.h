@@ -120,6 +120,8 @@ class Tensor {
   void set_autograd_meta(std::shared_ptr<AutogradMeta> m) { meta_ = std::move(m); }
 
  private:
+  static Tensor unallocated(const Shape& shape, DType dtype, Device device, int64_t& bytes);
+
   std::shared_ptr<Storage> storage_;
   Shape shape_;
   Shape strides_;
