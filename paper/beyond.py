@@ -6,8 +6,8 @@ Two panels side by side, (left) test accuracy (%) and (right) final train loss (
 variant: FP32 grey, TernGrad red, TernGrad + error feedback blue, TernGrad with each worker's own
 scaler green, any other variant from the tab palette. Each seed is a small marker, the mean over
 the seeds a line with a larger marker. The runs are RUNS/beyond/fm_n<N>_s<seed>_<variant>/ written
-by paper/beyond.sh; only finished full-length (10,000 iterations) runs are plotted, the others are
-listed on stderr. The numbers are paper/collect.py beyond.
+by paper/beyond.sh (its MNIST rows, mn_*, are not plotted); only finished full-length (10,000
+iterations) runs are plotted, the others are listed on stderr. The numbers are paper/collect.py beyond.
 
 Usage:
     /usr/bin/python3 paper/beyond.py                               # paper/figures/beyond.{svg,png}
@@ -61,6 +61,8 @@ def finished(runs):
     got, left_out = {}, []
     for r in collect.beyond_runs(runs):
         s = r["summary"]
+        if r["data"] != "fm":
+            continue  # the MNIST rows (N = 8 only) are in the tables of paper/beyond.md
         if r["state"] != "done":
             left_out.append(f"{r['row']} ({r['state']}{', ' + r['detail'] if r['detail'] else ''})")
         elif s.get("iterations") != collect.BEYOND_ITERS:

@@ -397,7 +397,8 @@ BEYOND_NAMES = {
     "q5": "5-level grid {-2..2} s/2 (2.67 bits)",
     "rs": "TernGrad + norm-preserving rescale",
 }
-BEYOND_ROW = re.compile(r"^fm_n(\d+)_s(\d+)_([A-Za-z0-9_]+)$")
+BEYOND_ROW = re.compile(r"^(fm|mn)_n(\d+)_s(\d+)_([A-Za-z0-9_]+)$")
+BEYOND_DATA = {"fm": "Fashion-MNIST", "mn": "MNIST"}  # row prefix -> dataset, in this order
 BEYOND_TARGET_DELTA = -0.30   # mean Δ vs FP32 (points) at least this ...
 BEYOND_TARGET_BYTES = 1.10    # ... at no more than this many times TernGrad's wire bytes
 
@@ -424,9 +425,10 @@ def final_train_loss(run_dir, iterations, window=1000):
 
 
 def beyond_runs(runs):
-    """The rows of RUNS/beyond present, sorted by N, seed (123 first, then the others ascending)
-    and variant: dicts with row, dir, n, seed, variant, state (done | running | interrupted),
-    summary (finished runs only), detail, loss (final train loss, finished runs only)."""
+    """The rows of RUNS/beyond present, sorted by dataset (Fashion-MNIST, then MNIST), N, seed
+    (123 first, then the others ascending) and variant: dicts with row, dir, data (the row's
+    prefix: fm | mn), n, seed, variant, state (done | running | interrupted), summary (finished
+    runs only), detail, loss (final train loss, finished runs only)."""
     base = os.path.join(runs, "beyond")
     try:
         names = os.listdir(base)
@@ -446,11 +448,14 @@ def beyond_runs(runs):
             if s is not None and s.get("interrupted"):
                 state = "interrupted"
         loss = final_train_loss(d, summary.get("iterations")) if summary else None
-        out.append({"row": name, "dir": d, "n": int(m.group(1)), "seed": int(m.group(2)),
-                    "variant": m.group(3), "state": state, "summary": summary,
+        out.append({"row": name, "dir": d, "data": m.group(1), "n": int(m.group(2)),
+                    "seed": int(m.group(3)), "variant": m.group(4), "state": state,
+                    "summary": summary,
                     "detail": detail, "loss": loss})
     order = beyond_variants(r["variant"] for r in out)
-    out.sort(key=lambda r: (r["n"], r["seed"] != 123, r["seed"], order.index(r["variant"])))
+    datasets = list(BEYOND_DATA)
+    out.sort(key=lambda r: (datasets.index(r["data"]), r["n"], r["seed"] != 123, r["seed"],
+                            order.index(r["variant"])))
     return out
 
 
@@ -484,7 +489,8 @@ def _mean(values):
 
 def beyond_markdown(runs):
     d = os.path.join(runs, "beyond")
-    lines = ["**Beyond the paper: TernGrad variants, LeNet on Fashion-MNIST, 10K iterations** — "
+    lines = ["**Beyond the paper: TernGrad variants, LeNet on Fashion-MNIST (and MNIST at N = 8), "
+             "10K iterations** — "
              f"runs in `{os.path.relpath(d, REPO_DIR)}/`", ""]
     rows = beyond_runs(runs)
     if not rows:
@@ -494,20 +500,20 @@ def beyond_markdown(runs):
     variants = beyond_variants(r["variant"] for r in rows)
     done = [r for r in rows if r["state"] == "done"]
     full = [r for r in done if r["summary"].get("iterations") == BEYOND_ITERS]
-    by_key = {(r["n"], r["seed"], r["variant"]): r for r in done}
-    # TernGrad's wire bytes per N (the same at every seed; the first finished seed's).
+    by_key = {(r["data"], r["n"], r["seed"], r["variant"]): r for r in done}
+    # TernGrad's wire bytes per dataset and N (the same at every seed; the first finished seed's).
     tern_bytes = {}
     for r in done:
-        if r["variant"] == "tern" and _payload(r) and r["n"] not in tern_bytes:
-            tern_bytes[r["n"]] = _payload(r)
+        if r["variant"] == "tern" and _payload(r) and (r["data"], r["n"]) not in tern_bytes:
+            tern_bytes[(r["data"], r["n"])] = _payload(r)
 
     def vs_fp32(r):
-        base = by_key.get((r["n"], r["seed"], "fp32"))
+        base = by_key.get((r["data"], r["n"], r["seed"], "fp32"))
         a, b = _accuracy(r), (_accuracy(base) if base else None)
         return a - b if a is not None and b is not None and r["variant"] != "fp32" else None
 
     def vs_tern(r):
-        p, t = _payload(r), tern_bytes.get(r["n"])
+        p, t = _payload(r), tern_bytes.get((r["data"], r["n"]))
         return p / t if p and t else None
 
     lines.append("Variants: " + "; ".join(f"`{v}` {BEYOND_NAMES[v]}" if v in BEYOND_NAMES
@@ -516,12 +522,12 @@ def beyond_markdown(runs):
                       for r in done})
     if devices:
         lines.append("Device: " + ", ".join(devices) + ".")
-    lines += ["", "| N | seed | variant | test accuracy | Δ vs FP32 (same N and seed) | "
-              "final train loss | wire bytes / worker / iteration | vs TernGrad | iterations | "
-              "wall time | params_sha256 |", "|" + "---|" * 11]
+    lines += ["", "| data | N | seed | variant | test accuracy | Δ vs FP32 (same data, N and "
+              "seed) | final train loss | wire bytes / worker / iteration | vs TernGrad | "
+              "iterations | wall time | params_sha256 |", "|" + "---|" * 12]
     notes = []
     for r in rows:
-        cells = [str(r["n"]), str(r["seed"]), f"`{r['variant']}`"]
+        cells = [BEYOND_DATA[r["data"]], str(r["n"]), str(r["seed"]), f"`{r['variant']}`"]
         s = r["summary"]
         if s is None:
             what = "interrupted" if r["state"] == "interrupted" else "running"
@@ -543,14 +549,16 @@ def beyond_markdown(runs):
             notes.append(f"- `{r['row']}`: `{cmd}`")
 
     if full:
-        lines += ["", f"Summary per N and variant: means over the seeds that finished "
+        lines += ["", f"Summary per dataset, N and variant: means over the seeds that finished "
                   f"{BEYOND_ITERS:,} iterations (how many in parentheses); Δ over the seeds where "
                   "both the variant and FP32 finished.", "",
-                  "| N | variant | mean test accuracy | mean Δ vs FP32 | mean final train loss | "
-                  "wire bytes / worker / iteration | vs TernGrad |", "|" + "---|" * 7]
+                  "| data | N | variant | mean test accuracy | mean Δ vs FP32 | "
+                  "mean final train loss | wire bytes / worker / iteration | vs TernGrad |",
+                  "|" + "---|" * 8]
         met = []
-        for n in sorted({r["n"] for r in full}):
-            fn = {(r["seed"], r["variant"]): r for r in full if r["n"] == n}
+        for data, n in sorted({(r["data"], r["n"]) for r in full},
+                              key=lambda k: (list(BEYOND_DATA).index(k[0]), k[1])):
+            fn = {(r["seed"], r["variant"]): r for r in full if (r["data"], r["n"]) == (data, n)}
             for v in variants:
                 rs = [r for (_, rv), r in sorted(fn.items()) if rv == v]
                 if not rs:
@@ -562,15 +570,16 @@ def beyond_markdown(runs):
                                and _accuracy(fn[(r["seed"], "fp32")]) is not None)
                 loss, kl = _mean(r["loss"] for r in rs)
                 sizes = sorted({_payload(r) for r in rs if _payload(r)})
-                tb = tern_bytes.get(n)
+                tb = tern_bytes.get((data, n))
                 ratio = max(sizes) / tb if sizes and tb else None
                 ok = (dl is not None and dl >= BEYOND_TARGET_DELTA and ratio is not None
                       and ratio <= BEYOND_TARGET_BYTES)
                 if ok:
-                    met.append(f"`{v}` at N = {n}")
+                    met.append(f"`{v}` at N = {n}" + (f" ({BEYOND_DATA[data]})"
+                                                        if data != "fm" else ""))
                 name = f"**`{v}`**" if ok else f"`{v}`"
                 lines.append("| " + " | ".join([
-                    str(n), name, f"{pct(acc)} ({k})" if acc is not None else "—",
+                    BEYOND_DATA[data], str(n), name, f"{pct(acc)} ({k})" if acc is not None else "—",
                     f"{delta(dl)} ({kd})" if dl is not None else "",
                     f"{loss:.4f} ({kl})" if loss is not None else "",
                     "–".join(f"{b:,}" for b in sizes), _ratio(ratio)]) + " |")
