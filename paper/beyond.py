@@ -7,7 +7,8 @@ variant: FP32 grey, TernGrad red, TernGrad + error feedback blue, TernGrad with 
 scaler green, any other variant from the tab palette. Each seed is a small marker, the mean over
 the seeds a line with a larger marker. The runs are RUNS/beyond/fm_n<N>_s<seed>_<variant>/ written
 by paper/beyond.sh (its MNIST rows, mn_*, are not plotted); only finished full-length (10,000
-iterations) runs are plotted, the others are listed on stderr. The numbers are paper/collect.py beyond.
+iterations) runs are plotted, the others are listed on stderr. The numbers are
+paper/collect.py beyond.
 
 Usage:
     /usr/bin/python3 paper/beyond.py                               # paper/figures/beyond.{svg,png}

@@ -579,7 +579,8 @@ def beyond_markdown(runs):
                                                         if data != "fm" else ""))
                 name = f"**`{v}`**" if ok else f"`{v}`"
                 lines.append("| " + " | ".join([
-                    BEYOND_DATA[data], str(n), name, f"{pct(acc)} ({k})" if acc is not None else "—",
+                    BEYOND_DATA[data], str(n), name,
+                    f"{pct(acc)} ({k})" if acc is not None else "—",
                     f"{delta(dl)} ({kd})" if dl is not None else "",
                     f"{loss:.4f} ({kl})" if loss is not None else "",
                     "–".join(f"{b:,}" for b in sizes), _ratio(ratio)]) + " |")
