@@ -71,6 +71,8 @@ for n in 4 2 8; do
     rows_add fm "$n" "$seed"
   done
 done
+# The MNIST rows' overrides are split on spaces like every row's (common.sh).
+[[ "$MNIST_DATA" != *[[:space:]]* ]] || die "MNIST_DATA must be a path without spaces: '$MNIST_DATA'"
 rows_add mn 8 123 data.name=mnist "data.path=$(realpath -m "$MNIST_DATA")"
 
 # Fashion-MNIST (DATA) if an fm_ row is selected, MNIST (MNIST_DATA) if an mn_ row is.
@@ -80,7 +82,10 @@ check_data() {
     case "$row" in fm_*) fm=1 ;; mn_*) mn=1 ;; esac
   done
   if [[ $fm == 1 ]] && ! check_mnist "$1"; then ok=1; fi
-  if [[ $mn == 1 ]] && ! check_mnist "$MNIST_DATA"; then ok=1; fi
+  if [[ $mn == 1 ]] && ! check_mnist "$MNIST_DATA"; then
+    echo "  (the mn_ rows read MNIST_DATA, not DATA)" >&2
+    ok=1
+  fi
   return $ok
 }
 
