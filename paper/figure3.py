@@ -135,8 +135,9 @@ def main():
     fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8, frameon=False)
     n_run = sum(1 for v in source.values() if v == "run")
     n_rec = sum(1 for v in source.values() if v == "recorded")
+    counts = " + ".join(f"{k} {what}" for k, what in ((n_run, "runs"), (n_rec, "recorded")) if k)
     fig.suptitle("TernGrad Figure 3: LeNet on MNIST, 10K iterations — paper's readings (dotted) "
-                 f"vs ours (solid; {n_run} runs + {n_rec} recorded)",
+                 f"vs ours (solid; {counts or 'none yet'})",
                  fontsize=10)
     fig.tight_layout(rect=(0, 0.08, 1, 0.94))
     for out in outs:
