@@ -13,6 +13,8 @@ paper/collect.py beyond.
 Usage:
     /usr/bin/python3 paper/beyond.py                               # paper/figures/beyond.{svg,png}
     /usr/bin/python3 paper/beyond.py --runs /data/runs -o beyond.png
+    /usr/bin/python3 paper/beyond.py --merge     # also the runs paper/beyond.md records that
+                                                 # RUNS lacks (run on other machines)
 
 Needs matplotlib (Debian: apt-get install python3-matplotlib).
 """
@@ -56,11 +58,12 @@ def styles(variants):
     return out
 
 
-def finished(runs):
+def finished(runs, merge_page=None):
     """{variant: {N: [(seed, accuracy %, final train loss or None)]}} of the finished
-    10,000-iteration runs, and the rows left out (with why)."""
+    10,000-iteration runs (with `merge_page`, also those that page records and runs/ lacks), and
+    the rows left out (with why)."""
     got, left_out = {}, []
-    for r in collect.beyond_runs(runs):
+    for r in collect.beyond_rows(runs, merge_page)[0]:
         s = r["summary"]
         if r["data"] != "fm":
             continue  # the MNIST rows (N = 8 only) are in the tables of paper/beyond.md
@@ -80,6 +83,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", default=os.environ.get("RUNS", os.path.join(collect.REPO_DIR, "runs")),
                     help="the runs directory paper/beyond.sh wrote (default: $RUNS or runs/)")
+    ap.add_argument("--merge", action="store_true",
+                    help="also draw the runs paper/beyond.md records and the runs directory "
+                         "lacks (as paper/collect.py beyond --merge)")
     ap.add_argument("-o", "--out", action="append",
                     help="figure file(s), .svg or .png (repeatable; default: "
                          "paper/figures/beyond.svg and .png)")
@@ -87,7 +93,7 @@ def main():
     outs = args.out or [os.path.join(collect.PAPER_DIR, "figures", "beyond.svg"),
                         os.path.join(collect.PAPER_DIR, "figures", "beyond.png")]
 
-    got, left_out = finished(args.runs)
+    got, left_out = finished(args.runs, collect.PAGES["beyond"] if args.merge else None)
     if left_out:
         print("beyond.py: left out (not a finished 10,000-iteration run): " + ", ".join(left_out),
               file=sys.stderr)

@@ -21,6 +21,9 @@ Usage:
     paper/collect.py --update-pages        # also rewrite the generated block of paper/<table>.md
                                            # (refused, exit 1, where that would drop a recorded
                                            # run not in RUNS; --force drops it)
+    paper/collect.py beyond --merge --update-pages
+                                           # add runs to paper/beyond.md, keeping the runs it
+                                           # records that RUNS lacks (run on other machines)
     paper/collect.py --csv table2          # also write runs/table2/figure4.csv (Figure 4 curves)
 
 Python 3 standard library only. paper/figure3.py imports PAPER and the readers from here,
@@ -28,6 +31,7 @@ paper/beyond.py beyond_runs() and beyond_variants().
 """
 import argparse
 import datetime
+import decimal
 import json
 import math
 import os
@@ -455,10 +459,79 @@ def beyond_runs(runs):
                     "seed": int(m.group(3)), "variant": m.group(4), "state": state,
                     "summary": summary,
                     "detail": detail, "loss": loss})
-    order = beyond_variants(r["variant"] for r in out)
-    out.sort(key=lambda r: (BEYOND_DATA_ORDER.index(r["data"]), r["n"], r["seed"] != 123, r["seed"],
-                            order.index(r["variant"])))
-    return out
+    return _sort_beyond(out)
+
+
+def _sort_beyond(rows):
+    order = beyond_variants(r["variant"] for r in rows)
+    rows.sort(key=lambda r: (BEYOND_DATA_ORDER.index(r["data"]), r["n"], r["seed"] != 123,
+                             r["seed"], order.index(r["variant"])))
+    return rows
+
+
+def _seconds(cell):
+    """hms()'s text back to seconds (to its precision), or None."""
+    for pattern, scale in ((r"(\d+) d (\d+) h", (86400, 3600)), (r"(\d+) h (\d+) min", (3600, 60)),
+                           (r"(\d+) min (\d+) s", (60, 1))):
+        m = re.match(pattern, cell)
+        if m:
+            return int(m.group(1)) * scale[0] + int(m.group(2)) * scale[1]
+    return None
+
+
+def recorded_beyond_runs(page):
+    """The finished runs that the generated block of `page` (paper/beyond.md) records, as
+    beyond_runs() gives them (with dir None, `recorded` True and the command from the page's
+    list), and the page's device strings: ([rows], [devices]); ([], []) without a page or block.
+    Accuracy and loss come back at the page's precision (0.01 point, 1e-4)."""
+    try:
+        with open(page) as f:
+            content = f.read()
+    except OSError:
+        return [], []
+    if BEGIN not in content or END not in content:
+        return [], []
+    block = content[content.index(BEGIN):content.index(END)]
+    data_of = {name: key for key, name in BEYOND_DATA.items()}
+    commands = dict(re.findall(r"^- `([^`]+)`: `(.+)`$", block, re.M))
+    m = re.search(r"^Device: (.*)\.$", block, re.M)
+    devices = re.split(r"(?<=\)), ", m.group(1)) if m else []
+    rows = []
+    for line in block.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 12 or cells[0] not in data_of or not cells[4].endswith("%"):
+            continue  # not a finished run's row of the per-run table
+        v = re.fullmatch(r"`([A-Za-z0-9_]+)`", cells[3])
+        h = re.fullmatch(r"`([0-9a-f]{8})…`", cells[11])
+        it = re.match(r"[\d,]+", cells[9])
+        if not (v and h and it and cells[1].isdigit() and cells[2].isdigit()):
+            continue
+        row = f"{data_of[cells[0]]}_n{cells[1]}_s{cells[2]}_{v.group(1)}"
+        summary = {"test_accuracy": float(cells[4][:-1]) / 100.0,
+                   "iterations": int(it.group(0).replace(",", "")),
+                   "wall_seconds": _seconds(cells[10]), "params_sha256": h.group(1)}
+        if cells[7]:
+            summary["payload_bytes_per_worker_per_iter"] = int(cells[7].replace(",", ""))
+        resumed = re.search(r"resumed at ([\d,]+)", cells[10])
+        if resumed:
+            summary["start_iteration"] = int(resumed.group(1).replace(",", ""))
+        rows.append({"row": row, "dir": None, "data": data_of[cells[0]], "n": int(cells[1]),
+                     "seed": int(cells[2]), "variant": v.group(1), "state": "done",
+                     "summary": summary, "detail": "",
+                     "loss": float(cells[6]) if cells[6] else None,
+                     "recorded": True, "command": commands.get(row)})
+    return rows, devices
+
+
+def beyond_rows(runs, merge_page=None):
+    """beyond_runs(runs), plus, with `merge_page`, the finished runs that page records whose row
+    is not in runs/ (a row in runs/ replaces the page's); and the recorded device strings."""
+    rows = beyond_runs(runs)
+    if not merge_page:
+        return rows, []
+    recorded, devices = recorded_beyond_runs(merge_page)
+    present = {r["row"] for r in rows}
+    return _sort_beyond(rows + [r for r in recorded if r["row"] not in present]), devices
 
 
 def _accuracy(r):
@@ -484,17 +557,31 @@ def _ratio(r):
     return f"{r:.{digits}f}×"
 
 
-def _mean(values):
-    values = [v for v in values if v is not None]
-    return (statistics.mean(values), len(values)) if values else (None, 0)
+def _shown_mean(values, digits, mean_digits):
+    """(mean, how many) of the values as the tables show them (`digits` decimals), in decimal
+    arithmetic, rounded half away from zero to `mean_digits` decimals (one more than `digits`
+    makes the mean of two seeds exact): a reader can check it by hand, and it comes out the same
+    from runs/ and from a page's recorded rows (--merge); (None, 0) without values."""
+    shown = [decimal.Decimal(f"{v:.{digits}f}") for v in values if v is not None]
+    if not shown:
+        return None, 0
+    mean = sum(shown) / len(shown)
+    return mean.quantize(decimal.Decimal(1).scaleb(-mean_digits),
+                         rounding=decimal.ROUND_HALF_UP), len(shown)
 
 
-def beyond_markdown(runs):
+def beyond_markdown(runs, merge_page=None):
     d = os.path.join(runs, "beyond")
     lines = ["**Beyond the paper: TernGrad variants, LeNet on Fashion-MNIST (and MNIST at N = 8), "
              "10K iterations** — "
              f"runs in `{os.path.relpath(d, REPO_DIR)}/`", ""]
-    rows = beyond_runs(runs)
+    rows, recorded_devices = beyond_rows(runs, merge_page)
+    kept = sum(1 for r in rows if r.get("recorded"))
+    if kept:
+        lines += [f"{kept} of these runs are kept from `{os.path.relpath(merge_page, REPO_DIR)}` "
+                  "as it recorded them (`--merge`; their folders are not in this runs "
+                  "directory): accuracy and loss at the page's precision, command as recorded.",
+                  ""]
     if not rows:
         lines.append("Not run (`paper/beyond.sh`; needs Fashion-MNIST: "
                      "apt-get install dataset-fashion-mnist).")
@@ -510,9 +597,12 @@ def beyond_markdown(runs):
             tern_bytes[(r["data"], r["n"])] = _payload(r)
 
     def vs_fp32(r):
+        """The difference of the two accuracies as shown (0.01 points), or None."""
         base = by_key.get((r["data"], r["n"], r["seed"], "fp32"))
         a, b = _accuracy(r), (_accuracy(base) if base else None)
-        return a - b if a is not None and b is not None and r["variant"] != "fp32" else None
+        if a is None or b is None or r["variant"] == "fp32":
+            return None
+        return decimal.Decimal(f"{a:.2f}") - decimal.Decimal(f"{b:.2f}")
 
     def vs_tern(r):
         p, t = _payload(r), tern_bytes.get((r["data"], r["n"]))
@@ -521,7 +611,7 @@ def beyond_markdown(runs):
     lines.append("Variants: " + "; ".join(f"`{v}` {BEYOND_NAMES[v]}" if v in BEYOND_NAMES
                                           else f"`{v}`" for v in variants) + ".")
     devices = sorted({f"{r['summary'].get('device', '')} ({r['summary'].get('device_name', '')})"
-                      for r in done})
+                      for r in done if not r.get("recorded")} | set(recorded_devices))
     if devices:
         lines.append("Device: " + ", ".join(devices) + ".")
     lines += ["", "| data | N | seed | variant | test accuracy | Δ vs FP32 (same data, N and "
@@ -546,14 +636,17 @@ def beyond_markdown(runs):
                                                 if s.get("start_iteration") else ""),
                   f"`{s.get('params_sha256', '')[:8]}…`"]
         lines.append("| " + " | ".join(cells) + " |")
-        cmd = read_command(r["dir"])
+        cmd = r.get("command") if r.get("recorded") else read_command(r["dir"])
         if cmd:
             notes.append(f"- `{r['row']}`: `{cmd}`")
 
     if full:
         lines += ["", f"Summary per dataset, N and variant: means over the seeds that finished "
                   f"{BEYOND_ITERS:,} iterations (how many in parentheses); Δ over the seeds where "
-                  "both the variant and FP32 finished.", "",
+                  "both the variant and FP32 finished. Means of the values shown above: accuracy "
+                  "and Δ to one more decimal (exact for two seeds), loss to as many; rounded half "
+                  "away from zero.",
+                  "",
                   "| data | N | variant | mean test accuracy | mean Δ vs FP32 | "
                   "mean final train loss | wire bytes / worker / iteration | vs TernGrad |",
                   "|" + "---|" * 8]
@@ -565,16 +658,14 @@ def beyond_markdown(runs):
                 rs = [r for (_, rv), r in sorted(fn.items()) if rv == v]
                 if not rs:
                     continue
-                acc, k = _mean(_accuracy(r) for r in rs)
-                dl, kd = _mean(_accuracy(r) - _accuracy(fn[(r["seed"], "fp32")])
-                               for r in rs if v != "fp32" and (r["seed"], "fp32") in fn
-                               and _accuracy(r) is not None
-                               and _accuracy(fn[(r["seed"], "fp32")]) is not None)
-                loss, kl = _mean(r["loss"] for r in rs)
+                acc, k = _shown_mean((_accuracy(r) for r in rs), 2, 3)
+                dl, kd = _shown_mean((vs_fp32(r) for r in rs), 2, 3)
+                loss, kl = _shown_mean((r["loss"] for r in rs), 4, 4)
                 sizes = sorted({_payload(r) for r in rs if _payload(r)})
                 tb = tern_bytes.get((data, n))
                 ratio = max(sizes) / tb if sizes and tb else None
-                ok = (dl is not None and dl >= BEYOND_TARGET_DELTA and ratio is not None
+                ok = (dl is not None and dl >= decimal.Decimal(str(BEYOND_TARGET_DELTA))
+                      and ratio is not None
                       and ratio <= BEYOND_TARGET_BYTES)
                 if ok:
                     met.append(f"`{v}` at N = {n}" + (f" ({BEYOND_DATA[data]})"
@@ -582,8 +673,8 @@ def beyond_markdown(runs):
                 name = f"**`{v}`**" if ok else f"`{v}`"
                 lines.append("| " + " | ".join([
                     BEYOND_DATA[data], str(n), name,
-                    f"{pct(acc)} ({k})" if acc is not None else "—",
-                    f"{delta(dl)} ({kd})" if dl is not None else "",
+                    f"{acc}% ({k})" if acc is not None else "—",
+                    f"{dl:+} ({kd})" if dl is not None else "",
                     f"{loss:.4f} ({kl})" if loss is not None else "",
                     "–".join(f"{b:,}" for b in sizes), _ratio(ratio)]) + " |")
         lines += ["", f"In **bold**: the study's target, a mean Δ vs FP32 of at least "
@@ -601,11 +692,11 @@ def beyond_markdown(runs):
 
 # ---- main ---------------------------------------------------------------------------------------
 
-def section(table, runs, write_csv):
+def section(table, runs, write_csv, merge=False):
     if table == "figure2":
         return figure2_markdown(runs)
     if table == "beyond":
-        return beyond_markdown(runs)
+        return beyond_markdown(runs, PAGES[table] if merge else None)
     text, found = table_markdown(table, runs)
     if table == "table2":
         f4, found4 = figure4(runs, write_csv)
@@ -670,6 +761,10 @@ def main():
     ap.add_argument("--force", action="store_true",
                     help="with --update-pages: rewrite a page even if that drops recorded runs "
                          "whose directories are not in the runs directory")
+    ap.add_argument("--merge", action="store_true",
+                    help="beyond only: also take the finished runs that paper/beyond.md records "
+                         "and the runs directory lacks (runs recorded on other machines); a run "
+                         "in the runs directory replaces the page's row")
     ap.add_argument("--csv", action="store_true",
                     help="write runs/table2/figure4.csv with Figure 4's curves")
     args = ap.parse_args()
@@ -678,11 +773,13 @@ def main():
     for t in tables:
         if t not in TABLES:
             ap.error(f"unknown table '{t}' (expected one of {', '.join(TABLES)})")
+    if args.merge and tables != ["beyond"]:
+        ap.error("--merge is for the table beyond only (name it alone: collect.py beyond --merge)")
     if not os.path.isdir(args.runs):
         print(f"collect.py: no runs directory {args.runs} (run paper/<table>.sh first); "
               "printing the paper's numbers only", file=sys.stderr)
     for t in tables:
-        text, found = section(t, args.runs, args.csv)
+        text, found = section(t, args.runs, args.csv, args.merge)
         print(text)
         print()
         if args.update_pages and update_page(t, text, force=args.force) is False:
