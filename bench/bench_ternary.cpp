@@ -1,7 +1,8 @@
 // TernGrad kernel benchmark (terngrad/ternary_kernels.h), CPU and, when a GPU is present, CUDA:
 // the fused ternarize+pack pass in both wire formats, the stats pass, unpack_accumulate and
-// scale_accumulated, against a plain copy of the same 4n bytes on the same machine. These are
-// the T_enc inputs of the performance model (terngrad/perf_model.h).
+// scale_accumulated (and on the CPU the 4- and 5-level grids' quantize+pack and unpack of
+// terngrad/grid_kernels.h), against a plain copy of the same 4n bytes on the same machine. These
+// are the T_enc inputs of the performance model (terngrad/perf_model.h).
 //
 // Bytes counted (read + written), n = elements:
 //   copy 4n bytes:        8n              (memcpy single-threaded, an OpenMP copy, cudaMemcpy D2D)
@@ -24,6 +25,7 @@
 #include "nn/core/cuda_runtime.h"
 #include "nn/core/error.h"
 #include "nn/core/philox.h"
+#include "terngrad/grid_kernels.h"
 #include "terngrad/ternary_kernels.h"
 
 namespace tg::bench {
@@ -97,6 +99,25 @@ void run_cpu() {
              4.0 * n + packed, copy_gbps);
       report("cpu", "unpack_accumulate", name(f), n,
              time_it([&] { tern::unpack_accumulate_cpu(p.data(), n, f, acc.data()); }, nosync),
+             packed + 8.0 * n, copy_gbps);
+    }
+    for (int levels : {4, 5}) {  // the finer grids (terngrad/grid_kernels.h)
+      const char* fmt = levels == 4 ? "grid4" : "grid5";
+      const size_t packed = tern::grid_packed_bytes(levels, n);
+      std::vector<uint8_t> p(packed);
+      uint64_t step = 0;
+      report("cpu", "grid_quantize_pack", fmt, n,
+             time_it(
+                 [&] {
+                   tern::grid_quantize_pack_cpu(g.data(), n, s, levels, kSeed,
+                                                rng_stream(RngPurpose::ternarize, step++),
+                                                p.data());
+                 },
+                 nosync),
+             4.0 * n + packed, copy_gbps);
+      report("cpu", "grid_unpack_accumulate", fmt, n,
+             time_it([&] { tern::grid_unpack_accumulate_cpu(p.data(), n, levels, acc.data()); },
+                     nosync),
              packed + 8.0 * n, copy_gbps);
     }
     report("cpu", "scale_accumulated", "i32", n,

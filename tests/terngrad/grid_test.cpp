@@ -56,13 +56,17 @@ TEST(Grid, PackedFormatAndBytes) {
 }
 
 TEST(Grid, LevelsAreTheDocumentedRuleWithEachElementsPhiloxWord) {
-  // The packing kernel shares one Philox block among 4 elements; the bytes must be those of the
-  // rule evaluated element by element with philox_word(seed, stream, i).
+  // The packing kernel shares one Philox block among 4 elements and draws 16 blocks at a time
+  // (AVX2) in spans of 192 elements, several threads above 65,536; the bytes must be those of
+  // the rule evaluated element by element with philox_word(seed, stream, i). Sizes: inside one
+  // batch, a span and a batch plus a partial one, many spans with one thread and with several.
   for (int levels : {4, 5}) {
-    for (int64_t n : {1, 5, 13, 1001}) {
+    for (int64_t n : {1, 5, 13, 64, 199, 1001, 40'001, 70'001}) {
       std::vector<float> g(n);
       for (int64_t i = 0; i < n; ++i) g[i] = (uniform01(philox_word(8, 9, i)) - 0.5f) * 3.0f;
       const float s = 1.2f, k = grid_scale(levels, s);
+      const float special[] = {std::nanf(""), INFINITY, -INFINITY, -0.0f, s, -s, 1e-30f};
+      for (int64_t i = 3; i < n; i += 11) g[i] = special[(i / 11) % 7];  // vector lanes too
       std::vector<uint8_t> got(grid_packed_bytes(levels, n)), want(got.size(), 0);
       grid_quantize_pack_cpu(g.data(), n, s, levels, 31, 77, got.data());
       const int per = levels == 4 ? 4 : 3;
