@@ -479,19 +479,27 @@ def _seconds(cell):
     return None
 
 
+def _generated_block(page):
+    """(the page's text, its generated block from BEGIN up to END): (None, None) when the page
+    cannot be read, (text, None) when it has no such block."""
+    try:
+        with open(page) as f:
+            content = f.read()
+    except OSError:
+        return None, None
+    if BEGIN not in content or END not in content:
+        return content, None
+    return content, content[content.index(BEGIN):content.index(END)]
+
+
 def recorded_beyond_runs(page):
     """The finished runs that the generated block of `page` (paper/beyond.md) records, as
     beyond_runs() gives them (with dir None, `recorded` True and the command from the page's
     list), and the page's device strings: ([rows], [devices]); ([], []) without a page or block.
     Accuracy and loss come back at the page's precision (0.01 point, 1e-4)."""
-    try:
-        with open(page) as f:
-            content = f.read()
-    except OSError:
+    _, block = _generated_block(page)
+    if block is None:
         return [], []
-    if BEGIN not in content or END not in content:
-        return [], []
-    block = content[content.index(BEGIN):content.index(END)]
     data_of = {name: key for key, name in BEYOND_DATA.items()}
     commands = dict(re.findall(r"^- `([^`]+)`: `(.+)`$", block, re.M))
     m = re.search(r"^Device: (.*)\.$", block, re.M)
@@ -721,16 +729,13 @@ def update_page(table, text, page=None, force=False):
     the page or its block is missing, False (the page as it was) when `text` would drop a
     recorded run and not `force`."""
     page = page or PAGES[table]
-    try:
-        with open(page) as f:
-            content = f.read()
-    except OSError:
+    content, old_block = _generated_block(page)
+    if content is None:
         print(f"collect.py: {page} does not exist; not updated", file=sys.stderr)
         return None
-    if BEGIN not in content or END not in content:
+    if old_block is None:
         print(f"collect.py: {page} has no {BEGIN} ... {END} block; not updated", file=sys.stderr)
         return None
-    old_block = content[content.index(BEGIN):content.index(END)]
     lost = dropped_runs(old_block, text)
     if lost and not force:
         named = ", ".join(h + "…" for h in lost[:4]) + (f" and {len(lost) - 4} more"

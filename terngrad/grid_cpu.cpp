@@ -1,7 +1,6 @@
 // CPU kernels of grid_kernels.h: the levels by the shared rule (grid_level), Philox words drawn
 // 16 blocks at a time with AVX2 (philox_avx2.h), spans of elements packed independently.
 #include <algorithm>
-#include <climits>
 #include <cstdint>
 
 #if defined(__AVX2__)
@@ -27,18 +26,26 @@ namespace {
 constexpr int64_t kSpan = 192;
 constexpr int64_t kParallelMin = 1 << 16;  // below this many elements: one thread
 
+// The Philox round keys of a seed, computed once per call: AVX2's, or none for the scalar path.
+#if defined(__AVX2__)
+using Keys = philox_avx2::RoundKeys;
+#else
+struct Keys {
+  explicit Keys(uint64_t /*seed*/) {}
+};
+#endif
+
 // Philox words of the elements [e0, e0 + len) of the stream, words[j] that of element e0 + j
 // (philox_word's layout: word i & 3 of block i >> 2); e0 % 64 == 0.
 void span_words(uint64_t seed, uint64_t stream, int64_t e0, int64_t len,
-                [[maybe_unused]] const void* keys, uint32_t* words) {
+                [[maybe_unused]] const Keys& keys, uint32_t* words) {
   int64_t j = 0;
 #if defined(__AVX2__)
-  const auto& key = *static_cast<const philox_avx2::RoundKeys*>(keys);
   for (; j + 64 <= len; j += 64) {
     const auto block0 = static_cast<uint64_t>(e0 + j) >> 2;
     if (static_cast<uint32_t>(block0) > UINT32_MAX - 15) break;  // the batch's low word carries
     __m256i w[2 * philox_avx2::kSets];
-    philox_avx2::philox_sets(key, block0, stream, w);
+    philox_avx2::philox_sets(keys, block0, stream, w);
     for (int t = 0; t < 2 * philox_avx2::kSets; ++t)
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(words + j + 8 * t), w[t]);
   }
@@ -90,12 +97,7 @@ void grid_quantize_pack_cpu(const float* g, int64_t n, float s, int levels, uint
   const float k = zero ? 0.0f : grid_scale(levels, s);
   const int middle = (levels - 1) / 2;
   const int64_t per = levels == 4 ? 4 : 3;
-#if defined(__AVX2__)
-  const philox_avx2::RoundKeys key(seed);
-  const void* keys = &key;
-#else
-  const void* keys = nullptr;
-#endif
+  const Keys keys(seed);
   const int64_t spans = (n + kSpan - 1) / kSpan;
 #pragma omp parallel for schedule(static) if (n >= kParallelMin)
   for (int64_t sp = 0; sp < spans; ++sp) {
