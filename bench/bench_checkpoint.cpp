@@ -23,10 +23,10 @@
 #include <string>
 #include <vector>
 
-#include "nn/core/checksum.h"
 #include "nn/core/error.h"
+#include "nn/core/hash.h"
+#include "nn/core/json.h"
 #include "train/checkpoint.h"
-#include "train/json.h"
 
 namespace tg::bench {
 namespace {

@@ -1,16 +1,17 @@
 // Gradient-exchange benchmark (issue 5 item 7, issue 14 item 8): the time to exchange ONE
 // iteration's gradients of LeNet, AlexNet and VGG-A (their real per-tensor layouts, from
 // make_net's parameter arena) between P processes, through the product's path only: what
-// `terngrad train` runs per step, comm::aggregate_distributed with a tern::Compressor made by
+// `terngrad train` runs per step, tern::aggregate with a tern::Compressor made by
 // tern::make_compressor from the default CompressionOptions (method and --format aside), one
 // worker per rank, flat f32 gradient in, averaged f32 gradient out. Cases:
-//   fp32        method none: the exact reduce-scatter + allgather of comm/aggregate.h (the fp32
+//   fp32        method none: the exact reduce-scatter + allgather of terngrad/aggregate.h (the fp32
 //               path). Always measured first: it is the reference of every ratio below.
 //   ps / packed-allreduce / allgather / auto
 //               method terngrad (shared scalers): the ternary path, every ternary slot's codes in
 //               ONE bucket through that algorithm (auto: the bucket cost model's pick), cut into
-//               --chunk-bytes chunks decoded while the next is on the wire (--no-overlap: one
-//               thread). --algos picks these.
+//               --chunk-bytes chunks decoded while the next is on the wire (the collectives on
+//               a second thread that lives for the run, as the trainer's hook keeps one;
+//               --no-overlap: one thread). --algos picks these.
 //   fp32-ring   with --methods ring: method none through a plain ring allreduce
 //               (comm.algorithm = ring: not bit-identical to one process).
 //   fp16        with --methods: the exact reduce-scatter at 2 bytes per element, f32 back.
@@ -67,11 +68,13 @@
 #include <vector>
 
 #include "bench/harness.h"
-#include "comm/aggregate.h"
 #include "comm/communicator.h"
 #include "comm/store.h"
 #include "nn/core/error.h"
+#include "nn/core/hash.h"
+#include "nn/core/worker_thread.h"
 #include "nn/nets/net.h"
+#include "terngrad/aggregate.h"
 #include "terngrad/compressor.h"
 
 namespace tg::bench {
@@ -93,7 +96,7 @@ struct Options {
   int reps = 5, warmup = 2;
   std::string format = "two_bit";
   std::string link = "loopback";
-  int64_t chunk_bytes = comm::AggregateOptions{}.chunk_bytes;
+  int64_t chunk_bytes = tern::AggregateOptions{}.chunk_bytes;
   bool overlap = true;
   int timeout_s = 120;
   // --worker: this process is rank `rank` of `size` for the case in `dir`, bound to `host`.
@@ -183,7 +186,7 @@ Options parse_args(int argc, char** argv) {
       o.algos.clear();
       for (const auto& x : split(value(), ','))
         if (x != "fp32") {                   // fp32 is always run; the name stays accepted
-          comm::parse_ternary_algorithm(x);  // throws listing the known names
+          tern::parse_ternary_algorithm(x);  // throws listing the known names
           o.algos.push_back(x);
         }
     } else if (a == "--reps") {
@@ -224,12 +227,11 @@ Options parse_args(int argc, char** argv) {
 
 // ---- one rank ---------------------------------------------------------------------------------
 
-// One exchange to time: `method` through aggregate_distributed with ternary algorithm `algo`;
+// One exchange to time: `method` through tern::aggregate with ternary algorithm `algo`;
 // `label` names it in the table and as the JSON "algo" (fp32, a ternary algorithm, the method).
 struct Case {
   std::string label, method;
-  comm::TernaryAlgorithm algo = comm::TernaryAlgorithm::automatic;
-  bool ring = false;  // method none through a plain ring allreduce (comm.algorithm = ring)
+  tern::Algorithm algo = tern::Algorithm::automatic;  // ring: method none by a plain ring allreduce
 };
 
 std::vector<Case> make_cases(const Options& o) {
@@ -238,9 +240,10 @@ std::vector<Case> make_cases(const Options& o) {
     if (m == "none") {
       cases.push_back({"fp32", m});
     } else if (m == "ring") {
-      cases.push_back({"fp32-ring", "none", comm::TernaryAlgorithm::automatic, true});
+      cases.push_back({"fp32-ring", "none", tern::Algorithm::ring});
     } else if (m == "terngrad") {
-      for (const auto& a : o.algos) cases.push_back({a, m, comm::parse_ternary_algorithm(a)});
+      for (const auto& a : o.algos)
+        cases.push_back({a, m, tern::exchange_algorithm(tern::parse_ternary_algorithm(a))});
     } else {
       cases.push_back({m, m});
     }
@@ -279,12 +282,6 @@ std::vector<tern::GradSlot> read_layout(const std::string& path) {
   return layout;
 }
 
-uint64_t fnv1a(const void* p, size_t bytes) {
-  uint64_t h = 1469598103934665603ULL;
-  for (size_t i = 0; i < bytes; ++i) h = (h ^ static_cast<const uint8_t*>(p)[i]) * 1099511628211ULL;
-  return h;
-}
-
 // What rank 0 keeps of the fp32 case for the ratios.
 struct Reference {
   double median_ms = 0;
@@ -297,7 +294,7 @@ int worker_main(const Options& o) {
   const std::chrono::milliseconds timeout(1000LL * o.timeout_s);
   auto store = comm::open_store("file://" + o.dir + "/store", timeout);
   comm::CommOptions co;
-  co.backend = "gloo";
+  co.backend = comm::Backend::gloo;
   co.rank = o.rank;
   co.size = o.size;
   co.hostname = o.host;
@@ -313,6 +310,7 @@ int worker_main(const Options& o) {
   double load[3] = {0, 0, 0};
   ::getloadavg(load, 3);
   Reference ref;
+  WorkerThread collectives;  // the ternary path's chunk collectives, as the trainer's hook has
   std::optional<uint64_t> terngrad_hash;  // the first terngrad algorithm's result: others match
   if (lead)
     std::fprintf(stderr, "%-12s %-16s %9s %9s %9s %9s %4s %10s %7s %7s %7s %8s\n", "case", "algo",
@@ -320,23 +318,22 @@ int worker_main(const Options& o) {
                  "speedup", "xchg_x", "cpu_ms");
 
   for (const Case& c : make_cases(o)) {
-    comm::AggregateOptions ao;
+    tern::AggregateOptions ao;
     ao.algorithm = c.algo;
     ao.chunk_bytes = o.chunk_bytes;
     ao.overlap = o.overlap;
-    ao.float_ring = c.ring;
     tern::CompressionOptions co;
     co.method = parse_enum(tern::kMethods, c.method, "method");
     co.pack = parse_format(o.format);
     const std::unique_ptr<tern::Compressor> compressor = tern::make_compressor(co, layout);
-    comm::AggregateStats st;
+    tern::AggregateStats st;
     struct Sample {
       double ms, encode_ms, cpu_ms;
     };
     auto exchange = [&] {
       comm->barrier();
       const Stopwatch clock;
-      st = comm::aggregate_distributed(*compressor, *comm, grad, 0, out, ao);
+      st = tern::aggregate(*compressor, *comm, grad, 0, out, ao, {}, &collectives);
       return Sample{clock.ms(), 1e3 * st.encode_s, clock.cpu_ms()};
     };
 
@@ -346,7 +343,8 @@ int worker_main(const Options& o) {
     for (int w = 0; w < o.warmup; ++w) {
       warm_ms = static_cast<float>(exchange().ms);
       if (w > 0) continue;
-      const uint64_t h = fnv1a(out.data<float>(), n * sizeof(float));
+      const uint64_t h =
+          fnv1a64(std::string_view(reinterpret_cast<const char*>(out.data<float>()), n * 4));
       std::vector<uint64_t> all(P);
       comm->allgather(&h, all.data(), sizeof(h));
       for (int r = 0; r < P; ++r)
@@ -395,7 +393,7 @@ int worker_main(const Options& o) {
     }
     const Timing t = summarize(slowest);
     const double xchg = percentile(slowest_xchg, 0.5), enc = percentile(slowest_enc, 0.5);
-    if (c.method == "none" && !c.ring) ref = {t.median_ms, sent_max};
+    if (c.method == "none" && c.algo != tern::Algorithm::ring) ref = {t.median_ms, sent_max};
     const double bytes_x = sent_max ? static_cast<double>(ref.sent_max) / sent_max : 0;
     const double speedup = ref.median_ms / t.median_ms, xchg_x = ref.median_ms / xchg;
 
@@ -405,8 +403,8 @@ int worker_main(const Options& o) {
     line.add("layout", "per-tensor").add("path", "product").add("method", c.method);
     line.add("chunk_bytes", o.chunk_bytes).add("overlap", o.overlap ? "on" : "off");
     line.add("link", o.link).add("format", o.format).add("algo", c.label);
-    if (st.ternary_path && c.algo == comm::TernaryAlgorithm::automatic)
-      line.add("auto_picks", std::string(comm::name(st.bucket_algorithm)) + "=1");
+    if (st.ternary_path && c.algo == tern::Algorithm::automatic)
+      line.add("auto_picks", std::string(tern::name(st.bucket_algorithm)) + "=1");
     line.add_timing(t);
     line.add("sent_rank0", all_wire[0]).add("recv_rank0", all_wire[1]);
     line.add("sent_max", sent_max).add("recv_max", recv_max);

@@ -14,7 +14,8 @@
 //   forward   per worker: forward + loss
 //   backward  per worker: backward + weight decay (+ the copy of the gradient into that worker's
 //             flat buffer when a compressor runs)
-//   compress  tern::aggregate_emulated over the N workers' gradients, i.e. everything between
+//   compress  tern::aggregate over the group of one (the N workers emulated), i.e. everything
+//   between
 //             "N gradients" and "the averaged gradient in the arena": round 1 local_meta per
 //             worker (TernGrad: tensor_stats per tensor -> scaler candidate, max-shared);
 //             allocating/zeroing the accumulator (i32 + f32 [params]) and one message buffer;
@@ -61,6 +62,7 @@
 #include <vector>
 
 #include "bench/harness.h"
+#include "config/config.h"
 #include "datasets/dataset.h"
 #include "nn/core/blas.h"
 #include "nn/core/cpu_env.h"
@@ -69,7 +71,6 @@
 #include "nn/core/profile.h"
 #include "nn/init/init.h"
 #include "terngrad/compressor.h"
-#include "train/config.h"
 #include "train/options.h"
 #include "train/step.h"
 
@@ -111,16 +112,16 @@ double sgemm_gflops(const Device& dev) {
 
 // The run configuration `terngrad train` would resolve for this case (config defaults: momentum
 // 0.9, weight decay 5e-4, EMA 0.9999, seed 123, TernGrad clip 2.5 / max sharing / two_bit).
-train::Config case_config(const Case& c, const Device& dev) {
-  return train::default_config({"model.name=" + c.net,
-                                "train.batch_size=" + std::to_string(c.batch),
-                                "workers.count=" + std::to_string(c.workers),
-                                "compression.method=" + c.compression, "device=" + dev.str()});
+config::Config case_config(const Case& c, const Device& dev) {
+  return config::default_config({"model.name=" + c.net,
+                                 "train.batch_size=" + std::to_string(c.batch),
+                                 "workers.count=" + std::to_string(c.workers),
+                                 "compression.method=" + c.compression, "device=" + dev.str()});
 }
 
-// Re-times aggregate_emulated's rounds one by one (terngrad/compressor.cpp), each worker's
-// message built from `g`; after one warm-up, medians over `reps` in ms: meta, alloc, encode,
-// accumulate, finalize.
+// Re-times the rounds of the one-process aggregation (terngrad/aggregate.h: the generic path's
+// fold at P = 1) one by one, each worker's message built from `g`; after one warm-up, medians
+// over `reps` in ms: meta, alloc, encode, accumulate, finalize.
 std::vector<double> time_compress_rounds(tern::Compressor& comp, const Tensor& g, int workers,
                                          int64_t step, int reps) {
   const Device d = g.device();
@@ -168,7 +169,7 @@ std::vector<double> time_compress_rounds(tern::Compressor& comp, const Tensor& g
 }
 
 void run_case(const Case& c, const Device& dev, double seconds, double sgemm) {
-  const train::Config cfg = case_config(c, dev);
+  const config::Config cfg = case_config(c, dev);
   auto net = make_net(cfg.model.name, train::net_options(cfg), dev);
   const auto& info = net->info();
   auto opt = make_optimizer(train::optimizer_options(cfg));

@@ -13,18 +13,19 @@
 #include <map>
 #include <set>
 
+#include "config/config.h"
 #include "nn/core/device.h"
 #include "nn/core/error.h"
+#include "nn/core/json.h"
 #include "nn/nets/net.h"
 #include "terngrad/convergence.h"
-#include "train/config.h"
-#include "train/json.h"
 #include "train/options.h"
 #include "train/trainer.h"
 
 namespace tg::cli {
 
 using namespace tg::train;
+using namespace tg::config;
 
 namespace {
 

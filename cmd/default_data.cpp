@@ -5,7 +5,7 @@
 
 namespace tg::cli {
 
-void choose_default_data(train::Config& cfg, const std::string& config_path,
+void choose_default_data(config::Config& cfg, const std::string& config_path,
                          const std::vector<std::string>& overrides) {
   if (!config_path.empty()) return;
   for (const std::string& o : overrides) {

@@ -8,14 +8,14 @@
 #include <string>
 #include <vector>
 
-#include "train/config.h"
+#include "config/config.h"
 
 namespace tg::cli {
 
 // Switches cfg.data.name to the first dataset found when `config_path` is empty and no override
 // names a data.* key; otherwise leaves `cfg` as it is (an explicit choice is never replaced). When
 // neither is found `cfg` keeps MNIST, whose error names the fetch command.
-void choose_default_data(train::Config& cfg, const std::string& config_path,
+void choose_default_data(config::Config& cfg, const std::string& config_path,
                          const std::vector<std::string>& overrides);
 
 }  // namespace tg::cli

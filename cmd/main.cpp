@@ -30,14 +30,15 @@
 #include "cmd/measure_bounds_cmd.h"
 #include "cmd/perf_model_cmd.h"
 #include "cmd/progress.h"
+#include "comm/launch.h"
+#include "comm/process_group.h"
+#include "config/config.h"
 #include "datasets/fetch.h"
 #include "nn/core/cpu_env.h"
 #include "nn/core/error.h"
-#include "train/config.h"
-#include "train/distributed.h"
+#include "nn/core/json.h"
 #include "train/evaluate.h"
-#include "train/json.h"
-#include "train/launch.h"
+#include "train/options.h"
 #include "train/trainer.h"
 
 namespace {
@@ -45,6 +46,8 @@ namespace {
 using namespace tg;
 using namespace tg::cli;
 using namespace tg::train;
+using namespace tg::config;
+using namespace tg::comm;
 
 constexpr int kExitError = 1;
 constexpr int kExitInterrupted = 130;
@@ -242,7 +245,7 @@ int main(int argc, char** argv) {
                  " cannot be spread over the processes (each hosts workers.count / P workers; "
                  "set --set workers.count=",
                  nproc, " or a multiple)");
-        resolve_backend(cfg.comm.backend, parse_device(cfg.device));
+        resolve_backend(group_options(cfg).backend, parse_device(cfg.device));
         LaunchOptions lo;
         lo.plain_stdout_rank = 0;
         return launch_local(nproc, worker_argv(std::vector<std::string>(argv, argv + argc)), lo);

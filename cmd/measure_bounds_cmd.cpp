@@ -19,21 +19,22 @@
 #include <sstream>
 #include <utility>
 
+#include "cmd/bounds_recorder.h"
+#include "config/config.h"
 #include "nn/core/device.h"
 #include "nn/core/error.h"
+#include "nn/core/json.h"
 #include "nn/nets/net.h"
 #include "terngrad/bounds.h"
 #include "terngrad/histograms.h"
-#include "train/bounds_recorder.h"
 #include "train/checkpoint.h"
-#include "train/config.h"
-#include "train/json.h"
 #include "train/options.h"
 #include "train/trainer.h"
 
 namespace tg::cli {
 
 using namespace tg::train;
+using namespace tg::config;
 
 namespace fs = std::filesystem;
 

@@ -9,16 +9,16 @@
 #include <map>
 #include <optional>
 
+#include "cmd/perf_inputs.h"
+#include "config/config.h"
 #include "nn/core/error.h"
+#include "nn/core/json.h"
 #include "nn/nets/net.h"
 #include "terngrad/perf_model.h"
-#include "train/config.h"
-#include "train/json.h"
-#include "train/perf_inputs.h"
 
 namespace tg::cli {
 
-using namespace tg::train;
+using namespace tg::config;
 
 namespace {
 

@@ -17,18 +17,19 @@ const char* name(ReduceOp op) {
   return "?";
 }
 
-std::vector<std::string> backend_names() {
-  return {"gloo", "nccl", "local"};
-}
-
 std::unique_ptr<Communicator> make_communicator(const CommOptions& options, Store& store,
                                                 const std::string& prefix) {
-  if (options.backend == "gloo") return make_gloo_communicator(options, store, prefix);
-  if (options.backend == "nccl") return make_nccl_communicator(options, store, prefix);
-  TG_CHECK(options.backend != "local",
-           "communicator backend 'local' runs ranks as threads of one process and meets through "
-           "no store: create it with make_local_group");
-  TG_THROW("unknown communicator backend '", options.backend, "' (known: gloo, nccl, local)");
+  switch (options.backend) {
+    case Backend::gloo:
+      return make_gloo_communicator(options, store, prefix);
+    case Backend::nccl:
+      return make_nccl_communicator(options, store, prefix);
+    case Backend::automatic:
+      break;
+  }
+  TG_THROW(
+      "make_communicator: backend 'auto' is the process group's to resolve "
+      "(comm/process_group.h); a communicator is made for gloo or nccl");
 }
 
 }  // namespace tg::comm

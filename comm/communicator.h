@@ -2,13 +2,15 @@
 // bytes each rank puts on and takes off the wire counted exactly.
 //
 //   local  ranks are threads of one process sharing memory (make_local_group): the in-process
-//          reference the algorithms are tested on, and what emulated workers can run through;
+//          reference the algorithms are tested on; and the group of one (make_self_communicator)
+//          that workers emulated in one process aggregate through, on any device;
 //   gloo   CPU buffers over TCP (Gloo), rendezvous through a Store (comm/store.h);
 //   nccl   CUDA buffers, one GPU per rank; the NCCL unique id is handed out through the Store.
 //
 // All collectives are blocking and must be called by every rank of the group in the same order
-// (as with MPI). Buffers live on device() (host memory for local and gloo, device memory of this
-// rank's GPU for nccl). Byte counts are per call on this rank; n counts elements.
+// (as with MPI). Buffers live on device() (host memory for local groups and gloo, the group of
+// one's device, device memory of this rank's GPU for nccl). Byte counts are per call on this rank;
+// n counts elements.
 //
 // Wire accounting (`wire()`): the payload bytes this rank sent and received through the
 // transport, by the algorithm the backend runs for that collective (documented per backend:
@@ -30,6 +32,7 @@
 
 #include "nn/core/device.h"
 #include "nn/core/dtype.h"
+#include "nn/core/enum_names.h"
 
 namespace tg::comm {
 
@@ -58,7 +61,7 @@ class Communicator {
   virtual void allgather(const void* in, void* out, size_t bytes) = 0;
   // Personalised exchange: `in` holds size() blocks of `bytes`, block q meant for rank q; after
   // the call out[r * bytes .. (r + 1) * bytes) = rank r's block for this rank (its in[rank() *
-  // bytes ..)). The reduce-scatter half of an exact fp32 reduction (comm/aggregate.h) is one.
+  // bytes ..)). The reduce-scatter half of an exact fp32 reduction (terngrad/aggregate.h) is one.
   // in and out must not overlap.
   virtual void alltoall(const void* in, void* out, size_t bytes) = 0;
   // On root: out[r * bytes ..) = rank r's in (out may be null elsewhere).
@@ -70,7 +73,7 @@ class Communicator {
   WireBytes wire() const { return wire_; }
 
   // A digest of what the next collectives are about, the same on every rank that is in step
-  // (aggregate_distributed sets one of the step, slot range, wire layout and compressor, and 0
+  // (tern::aggregate sets one of the step, slot range, wire layout and compressor, and 0
   // when it is done). A backend that frames its messages (gloo) sends it with each and names a
   // peer whose digest differs; the others ignore it.
   void set_call_context(uint64_t digest) { call_context_ = digest; }
@@ -80,14 +83,33 @@ class Communicator {
   uint64_t call_context_ = 0;
 };
 
+// The transport between processes (the config's comm.backend; kBackends names them). `automatic`
+// is the process group's choice (comm/process_group.h: nccl for CUDA training with a GPU per rank,
+// else gloo); a communicator is made for gloo or nccl.
+enum class Backend { automatic, gloo, nccl };
+inline constexpr EnumTable<Backend, 3> kBackends = {
+    {{Backend::automatic, "auto"}, {Backend::gloo, "gloo"}, {Backend::nccl, "nccl"}}};
+
+// How the processes of a run meet and talk: the config's [comm] backend, timeout and interface.
+struct GroupOptions {
+  Backend backend = Backend::automatic;
+  double timeout = 45.0;  // seconds any single collective or the rendezvous waits for a peer
+  std::string interface;  // gloo: network interface to bind, e.g. eth0 ("" = by host name)
+  bool operator==(const GroupOptions&) const = default;
+  std::chrono::milliseconds timeout_ms() const {
+    return std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000.0 + 0.5));
+  }
+};
+
+// One communicator of a group (make_communicator): GroupOptions resolved for this rank.
 struct CommOptions {
-  std::string backend = "gloo";  // "gloo" | "nccl" ("local": make_local_group)
+  Backend backend = Backend::gloo;  // gloo or nccl (local groups: make_local_group)
   int rank = 0, size = 1;
-  Device device = Device::cpu();             // nccl: this rank's GPU
-  std::chrono::milliseconds timeout{60000};  // any single collective or rendezvous wait
-  std::string interface;                     // gloo: network interface ("" = resolve hostname)
-  std::string hostname;                      // gloo: address to bind ("" = this host's name;
-                                             // never a wildcard such as 0.0.0.0)
+  Device device = Device::cpu();                                    // nccl: this rank's GPU
+  std::chrono::milliseconds timeout = GroupOptions{}.timeout_ms();  // per collective or wait
+  std::string interface;  // gloo: network interface ("" = resolve hostname)
+  std::string hostname;   // gloo: address to bind ("" = this host's name; never a wildcard such
+                          // as 0.0.0.0)
 };
 
 // A gloo or nccl communicator of options.size ranks meeting through `store` (under a key prefix
@@ -97,10 +119,13 @@ std::unique_ptr<Communicator> make_communicator(const CommOptions& options, Stor
                                                 const std::string& prefix = "tg");
 
 // `size` communicators of the local backend sharing one in-process group: rank r is element r,
-// meant to be driven by one thread per rank.
+// meant to be driven by one thread per rank. Host buffers.
 std::vector<std::unique_ptr<Communicator>> make_local_group(
-    int size, std::chrono::milliseconds timeout = std::chrono::milliseconds(60000));
+    int size, std::chrono::milliseconds timeout = GroupOptions{}.timeout_ms());
 
-std::vector<std::string> backend_names();  // {"gloo", "nccl", "local"}
+// The local backend's group of one rank, with buffers on `device` (host or a GPU): what workers
+// emulated in one process aggregate through. Every collective returns this rank's own data
+// (copied where in and out differ); nothing goes on a wire, so wire() stays zero.
+std::unique_ptr<Communicator> make_self_communicator(const Device& device);
 
 }  // namespace tg::comm

@@ -34,6 +34,7 @@
 
 #include "comm/store.h"
 #include "nn/core/error.h"
+#include "nn/core/hash.h"
 
 namespace tg::comm {
 
@@ -184,19 +185,13 @@ std::string join_ranks(const std::vector<int>& ranks) {
 struct WireHeader {
   uint32_t magic;  // kWireMagic
   uint32_t rank;   // the sender's rank
-  uint64_t job;    // fnv1a(prefix): the job the sender belongs to
+  uint64_t job;    // fnv1a64(prefix): the job the sender belongs to
   uint64_t seq;    // the sender's collective counter (its tag)
   uint64_t bytes;  // the payload bytes that follow
   uint64_t tail;   // the payload's last min(8, bytes) bytes, zero-padded
   uint64_t call;   // the sender's call context (Communicator::set_call_context)
 };
 constexpr uint32_t kWireMagic = 0x31584754;  // "TGX1"
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
 
 // The last min(8, bytes) bytes of p[0 .. bytes), zero-padded.
 uint64_t tail_of(const uint8_t* p, size_t bytes) {
@@ -274,7 +269,7 @@ class GlooCommunicator final : public Communicator {
       : rank_(options.rank),
         size_(options.size),
         timeout_(options.timeout),
-        job_(fnv1a(prefix)),
+        job_(fnv1a64(prefix)),
         fault_(fault_for(options.rank)) {
     TG_CHECK(size_ >= 1 && rank_ >= 0 && rank_ < size_, "gloo communicator: rank ", rank_,
              " and world size ", size_, " are invalid (expected 0 <= rank < size)");
@@ -610,7 +605,7 @@ class GlooCommunicator final : public Communicator {
     if (fault_.kind == "length") {
       h.bytes = send_bytes;
     } else if (fault_.kind == "job") {
-      h.job = fnv1a("tg/another-job");
+      h.job = fnv1a64("tg/another-job");
     } else if (fault_.kind == "seq") {
       h.seq += 1;
     } else if (fault_.kind == "context") {

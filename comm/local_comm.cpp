@@ -26,6 +26,7 @@
 
 #include "comm/communicator.h"
 #include "comm/wire_model.h"
+#include "nn/core/cuda_runtime.h"
 #include "nn/core/error.h"
 
 namespace tg::comm {
@@ -305,7 +306,48 @@ class LocalCommunicator final : public Communicator {
   uint64_t seq_ = 0;  // this rank's number of collectives so far
 };
 
+// The group of one (make_self_communicator): no peer, no rendezvous; each collective's result is
+// this rank's own data, copied on its device where in and out differ.
+class SelfCommunicator final : public Communicator {
+ public:
+  explicit SelfCommunicator(const Device& device) : device_(device) {}
+
+  std::string backend() const override { return "local"; }
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  Device device() const override { return device_; }
+
+  void allreduce(void* buf, int64_t n, DType dtype, ReduceOp op) override {
+    TG_CHECK(n >= 0 && (buf != nullptr || n == 0), "local allreduce: n = ", n, ", buffer ", buf);
+  }
+  void allgather(const void* in, void* out, size_t bytes) override { copy(out, in, bytes); }
+  void alltoall(const void* in, void* out, size_t bytes) override { copy(out, in, bytes); }
+  void gather(const void* in, void* out, size_t bytes, int root) override {
+    TG_CHECK(root == 0, "local gather: root ", root, " is not a rank (a group of one)");
+    copy(out, in, bytes);
+  }
+  void broadcast(void* buf, size_t bytes, int root) override {
+    TG_CHECK(root == 0, "local broadcast: root ", root, " is not a rank (a group of one)");
+  }
+  void barrier() override {}
+
+ private:
+  void copy(void* out, const void* in, size_t bytes) const {
+    if (bytes == 0 || in == out) return;
+    TG_CHECK(in != nullptr && out != nullptr, "local collective: null buffer");
+    if (device_.is_cuda())
+      cuda::copy_d2d(device_.index, out, in, bytes);
+    else
+      std::memcpy(out, in, bytes);
+  }
+  Device device_;
+};
+
 }  // namespace
+
+std::unique_ptr<Communicator> make_self_communicator(const Device& device) {
+  return std::make_unique<SelfCommunicator>(device);
+}
 
 std::vector<std::unique_ptr<Communicator>> make_local_group(int size,
                                                             std::chrono::milliseconds timeout) {

@@ -47,7 +47,9 @@
 
 #include "comm/nccl_lib.h"
 #include "comm/wire_model.h"
+#include "nn/core/clock.h"
 #include "nn/core/cuda_runtime.h"
+#include "nn/core/hash.h"
 #endif
 
 namespace tg::comm {
@@ -56,8 +58,6 @@ namespace tg::comm {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 // One rank's GPU, as exchanged through the store (fixed-size, so it travels as raw bytes).
 struct GpuIdentity {
   char uuid[16];
@@ -65,15 +65,10 @@ struct GpuIdentity {
   char host[64];
 };
 
+// 8-4-4-4-12 hex digits, as nvidia-smi prints a GPU's UUID.
 std::string uuid_hex(const char* u) {
-  static const char* kHex = "0123456789abcdef";
-  std::string s;
-  for (int i = 0; i < 16; ++i) {
-    if (i == 4 || i == 6 || i == 8 || i == 10) s += '-';
-    s += kHex[(static_cast<unsigned char>(u[i]) >> 4) & 15];
-    s += kHex[static_cast<unsigned char>(u[i]) & 15];
-  }
-  return s;
+  return to_hex(u, 4) + "-" + to_hex(u + 4, 2) + "-" + to_hex(u + 6, 2) + "-" + to_hex(u + 8, 2) +
+         "-" + to_hex(u + 10, 6);
 }
 
 std::string describe(const GpuIdentity& g) {

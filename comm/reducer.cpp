@@ -3,29 +3,19 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <optional>
 
+#include "nn/core/clock.h"
 #include "nn/core/error.h"
 
 namespace tg::comm {
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-}  // namespace
-
-std::vector<tern::SlotRange> make_buckets(const std::vector<tern::GradSlot>& layout,
-                                          int64_t bucket_bytes, int64_t first_bucket_bytes) {
+std::vector<SlotRange> make_buckets(const std::vector<GradSlot>& layout, int64_t bucket_bytes,
+                                    int64_t first_bucket_bytes) {
   TG_CHECK(bucket_bytes > 0 && first_bucket_bytes > 0, "reducer: bucket sizes must be > 0, got ",
            bucket_bytes, " and ", first_bucket_bytes);
   const int64_t large = std::min(first_bucket_bytes, bucket_bytes);
-  std::vector<tern::SlotRange> out;
+  std::vector<SlotRange> out;
   size_t last = layout.size();  // the open bucket is [first, last)
   int64_t bytes = 0;
   for (size_t t = layout.size(); t-- > 0;) {
@@ -47,15 +37,21 @@ std::vector<tern::SlotRange> make_buckets(const std::vector<tern::GradSlot>& lay
   return out;
 }
 
-Reducer::Reducer(tern::Compressor& compressor, Communicator* comm, ReducerOptions options)
-    : c_(compressor), comm_(comm), o_(std::move(options)) {
-  buckets_ = make_buckets(c_.layout(), o_.bucket_bytes, o_.first_bucket_bytes);
-  bucket_of_slot_.assign(c_.layout().size(), 0);
+int64_t ReducerOptions::bucket_bytes() const {
+  return std::max<int64_t>(1, static_cast<int64_t>(bucket_mb * (1 << 20)));
+}
+
+Reducer::Reducer(const std::vector<GradSlot>& layout, Communicator& comm, CommHook& hook,
+                 ReducerOptions options)
+    : comm_(comm), hook_(hook), slots_(layout.size()) {
+  const int64_t cap = options.bucket_bytes();
+  buckets_ = make_buckets(layout, cap, std::min(options.first_bucket_bytes, cap));
+  bucket_of_slot_.assign(slots_, 0);
   for (size_t b = 0; b < buckets_.size(); ++b)
     for (size_t t = buckets_[b].first; t < buckets_[b].last; ++t) bucket_of_slot_[t] = b;
-  if (!o_.overlap || comm_ == nullptr || buckets_.empty()) return;
-  if (comm_->device().is_cuda()) {
-    gpu_ = comm_->device().index;
+  if (!options.overlap || buckets_.empty()) return;
+  if (comm_.device().is_cuda()) {
+    gpu_ = comm_.device().index;
     { cuda::SideStreamScope create(gpu_); }  // a failure to create it is reported here
     for (size_t b = 0; b < buckets_.size(); ++b) launch_events_.emplace_back(gpu_);
     done_event_.emplace(gpu_);
@@ -82,9 +78,8 @@ void Reducer::begin(int64_t step, std::span<const Tensor> local_grads, Tensor ou
   out_ = std::move(out);
   pending_.assign(buckets_.size(), 0);
   for (size_t b = 0; b < buckets_.size(); ++b) pending_[b] = static_cast<int>(buckets_[b].size());
-  ready_.assign(c_.layout().size(), false);
+  ready_.assign(slots_, false);
   launched_ = done_ = 0;
-  stats_.assign(buckets_.size(), AggregateStats{});
   busy_s_ = 0;
   error_ = nullptr;
 }
@@ -110,12 +105,14 @@ void Reducer::launch_ready_buckets() {
 
 void Reducer::exchange(size_t b) {
   const auto t0 = Clock::now();
-  const tern::SlotRange r = buckets_[b];
-  if (comm_ == nullptr) {
-    tern::aggregate_emulated(c_, grads_, step_, out_, r);
-  } else {
-    stats_[b] = aggregate_distributed(c_, *comm_, grads_, step_, out_, o_.aggregate, r);
-  }
+  GradBucket bucket;
+  bucket.step = step_;
+  bucket.index = b;
+  bucket.count = buckets_.size();
+  bucket.slots = buckets_[b];
+  bucket.local_grads = grads_;
+  bucket.out = out_;
+  hook_.run(comm_, bucket);
   busy_s_ += seconds_since(t0);
 }
 
@@ -185,35 +182,6 @@ ReduceStats Reducer::finish() {
   rs.wait_s = seconds_since(t0);
   rs.busy_s = busy_s_;
   rs.buckets = static_cast<int64_t>(buckets_.size());
-  AggregateStats& m = rs.merged;
-  m.routes.assign(c_.layout().size(), SlotRoute::message);
-  bool first_ternary = true;
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    const AggregateStats& s = stats_[b];
-    m.wire.sent += s.wire.sent;
-    m.wire.received += s.wire.received;
-    m.meta_wire.sent += s.meta_wire.sent;
-    m.meta_wire.received += s.meta_wire.received;
-    for (size_t i = 0; i < s.routes.size(); ++i) m.routes[buckets_[b].first + i] = s.routes[i];
-    m.ternary_slots += s.ternary_slots;
-    m.raw_slots += s.raw_slots;
-    m.bucket_bytes += s.bucket_bytes;
-    m.bucket_chunks += s.bucket_chunks;
-    m.encode_s += s.encode_s;
-    m.comm_s += s.comm_s;
-    m.reduce_s += s.reduce_s;
-    if (s.ternary_path) {
-      ++rs.ternary_buckets;
-      m.ternary_path = true;
-      if (first_ternary) m.bucket_algorithm = s.bucket_algorithm;
-      first_ternary = false;
-    }
-    if (s.elementwise_path) {
-      ++rs.elementwise_buckets;
-      m.elementwise_path = true;
-      m.elementwise_bytes = s.elementwise_bytes;
-    }
-  }
   grads_.clear();
   out_ = Tensor();
   return rs;

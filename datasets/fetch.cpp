@@ -16,8 +16,8 @@
 #include <mutex>
 #include <system_error>
 
-#include "nn/core/checksum.h"
 #include "nn/core/error.h"
+#include "nn/core/hash.h"
 
 namespace tg::data {
 namespace fs = std::filesystem;

@@ -703,34 +703,6 @@ std::unique_ptr<Compressor> make_compressor(const CompressionOptions& o,
   TG_THROW("compression.method: no compressor for method ", static_cast<int>(o.method));
 }
 
-std::vector<float> shared_meta(const Compressor& c, std::span<const Tensor> worker_grads,
-                               SlotRange r) {
-  std::vector<float> shared(static_cast<size_t>(c.num_meta(r)), 0.0f), meta(shared.size());
-  for (size_t w = 0; w < worker_grads.size(); ++w) {
-    c.local_meta(worker_grads[w], meta.data(), r);
-    for (size_t i = 0; i < meta.size(); ++i)
-      shared[i] = w == 0 ? meta[i] : std::max(shared[i], meta[i]);
-  }
-  return shared;
-}
-
-void aggregate_emulated(Compressor& c, std::span<const Tensor> worker_grads, int64_t step,
-                        Tensor& out, SlotRange r) {
-  const int n = static_cast<int>(worker_grads.size());
-  TG_CHECK(n >= 1, "aggregate_emulated: no worker gradients");
-  const Device d = worker_grads[0].device();
-  // Round 1: scaler candidates, shared as the elementwise max over workers.
-  const std::vector<float> shared = shared_meta(c, worker_grads, r);
-  // Rounds 2 and 3: each worker's message, accumulated in worker order.
-  Accumulator acc = c.make_accumulator(d);
-  Tensor msg = Tensor::empty({static_cast<int64_t>(c.payload_bytes(step, r))}, DType::u8, d);
-  for (int w = 0; w < n; ++w) {
-    c.encode(worker_grads[w], shared.data(), step, w, msg, r);
-    c.accumulate(msg, shared.data(), step, acc, r);
-  }
-  c.finalize(acc, shared.data(), step, n, out, r);
-}
-
 float terngrad_scaler(const TensorStats& st, double clip) {
   TG_CHECK(clip >= 0 && std::isfinite(clip), "terngrad_scaler: clip must be a finite c >= 0, got ",
            clip);

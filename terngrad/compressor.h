@@ -1,7 +1,8 @@
 // Gradient compressors behind one interface: none (fp32), fp16, terngrad, qsgd, onebit.
 //
-// A step of data-parallel training runs three rounds, the same whether the N workers are
-// emulated in one process (aggregate_emulated below) or are processes joined by a communicator:
+// A step of data-parallel training runs three rounds (terngrad/aggregate.h runs them, the same
+// code whether the N workers are emulated in one process or are processes joined by a
+// communicator):
 //   1. meta_w = local_meta(g_w)            per worker: num_meta() floats (TernGrad: one scaler
 //      shared = elementwise max_w meta_w   candidate per tensor); an allreduce-max across workers
 //   2. msg_w = encode(g_w, shared, ...)    per worker: payload_bytes(step) bytes on g's device
@@ -24,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "comm/buckets.h"
 #include "nn/core/enum_names.h"
 #include "nn/core/tensor.h"
 #include "terngrad/ternary_kernels.h"
@@ -84,11 +86,10 @@ struct CompressionOptions {
   uint64_t seed = 123;  // Philox seed of every stochastic choice
 };
 
-// One parameter tensor's slice of the flat gradient.
-struct GradSlot {
-  std::string name;
-  int64_t offset = 0, numel = 0;
-};
+// The layout every compressor works on: one slot per parameter tensor of the flat gradient, and
+// the slot ranges (the Reducer's buckets) each round runs on (comm/buckets.h).
+using GradSlot = comm::GradSlot;
+using SlotRange = comm::SlotRange;
 
 // Named tensors, as optimizers and checkpoints hold them.
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
@@ -106,17 +107,8 @@ struct Accumulator {
   const float* float_at(int64_t element) const { return floats.data<float>() + (element - origin); }
 };
 
-// A contiguous run of slots [first, last) of a compressor's layout: what one bucket of a
-// data-parallel step compresses and moves (comm/reducer.h). Every slot is compressed on its own,
-// so running the rounds over the buckets of a layout gives the same bits as over the whole.
-struct SlotRange {
-  size_t first = 0, last = 0;
-  size_t size() const { return last - first; }
-  bool operator==(const SlotRange&) const = default;
-};
-
-// How one slot travels inside a message, and how its messages sum: the description the
-// communication layer (comm/aggregate.h) picks its collectives from, without knowing the method.
+// How one slot travels inside a message, and how its messages sum: the description the exchange
+// (terngrad/aggregate.h) picks its collectives from, without knowing the method.
 enum class SlotCoding : uint8_t {
   // numel raw floats, summed element by element in worker order, acc = 0 + m_0 + m_1 + ..., and
   // averaged out = 0 + acc * (1 / N): any range of elements reduces on its own with the same bits
@@ -240,16 +232,5 @@ std::vector<std::string> compressor_names();
 // True when the method's average of one worker is that worker's gradient unchanged ("none"): a
 // single worker then needs no compressor at all.
 bool identity_for_one_worker(const CompressionOptions& options);
-
-// Round 1 for N workers emulated in one process: the elementwise max over the workers of
-// local_meta of range r (num_meta(r) floats; empty when the method shares nothing).
-std::vector<float> shared_meta(const Compressor& c, std::span<const Tensor> worker_grads,
-                               SlotRange r = {});
-
-// The three rounds for N workers emulated in one process, workers in order 0..N-1:
-// out = the aggregated gradient at range r's slots. worker_grads: N flat f32 gradients on one
-// device.
-void aggregate_emulated(Compressor& c, std::span<const Tensor> worker_grads, int64_t step,
-                        Tensor& out, SlotRange r = {});
 
 }  // namespace tg::tern

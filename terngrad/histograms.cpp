@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "nn/core/error.h"
+#include "terngrad/aggregate.h"
 
 namespace tg::tern {
 
@@ -79,24 +80,26 @@ std::vector<TensorHistograms> figure2_histograms(std::span<const Tensor> grads,
              "' is not ternarized (compression.min_size, compression.quantize_logits)");
   }
 
-  // The real compressor's three rounds: shared scalers, worker W's codes alone, the aggregate.
+  // The real aggregation (shared scalers, every worker's codes, the average), then worker W's
+  // codes alone with the same scalers, by a compressor of its own (an error-feedback residual
+  // of that encode must not reach the average).
   const std::unique_ptr<Compressor> c = make_compressor(to, layout);
   const Device cpu = Device::cpu();
   for (int w = 0; w < n; ++w)
     TG_CHECK(grads[w].device() == cpu && grads[w].numel() == c->total(),
              "figure2_histograms: worker ", w, "'s gradient must be f32 [", c->total(),
              "] on the host");
-  const std::vector<float> shared = shared_meta(*c, grads);
-  Tensor msg = Tensor::empty({static_cast<int64_t>(c->payload_bytes(step))}, DType::u8, cpu);
+  Tensor avg = Tensor::empty({c->total()}, DType::f32, cpu);
+  const std::vector<float> shared = aggregate_local(*c, grads, step, avg).shared_meta;
   Tensor mine = Tensor::empty({c->total()}, DType::f32, cpu);
   {
-    Accumulator acc = c->make_accumulator(cpu);
-    c->encode(grads[worker], shared.data(), step, worker, msg);
-    c->accumulate(msg, shared.data(), step, acc);
-    c->finalize(acc, shared.data(), step, 1, mine);
+    const std::unique_ptr<Compressor> alone = make_compressor(to, layout);
+    Tensor msg = Tensor::empty({static_cast<int64_t>(alone->payload_bytes(step))}, DType::u8, cpu);
+    Accumulator acc = alone->make_accumulator(cpu);
+    alone->encode(grads[worker], shared.data(), step, worker, msg);
+    alone->accumulate(msg, shared.data(), step, acc);
+    alone->finalize(acc, shared.data(), step, 1, mine);
   }
-  Tensor avg = Tensor::empty({c->total()}, DType::f32, cpu);
-  aggregate_emulated(*c, grads, step, avg);
 
   const Tensor g = grads[worker].contiguous();
   std::vector<TensorHistograms> out;

@@ -28,7 +28,7 @@
 //   fp32       up 32, down 32, no scalers.
 //   TernGrad   up 2 (the 2-bit packing of terngrad/ternary_kernels.h; 1.585 = log2 3 is the
 //              entropy bound), down k(N) = ceil(log2(2N + 1)) (the N-worker sum of ternary codes
-//              has 2N + 1 levels; our k-bit sum fields, comm/ternary_fields.h), or log2(2N + 1)
+//              has 2N + 1 levels; our k-bit sum fields, terngrad/ternary_fields.h), or log2(2N + 1)
 //              unrounded with DownBits::exact; plus one f32 scaler per tensor in each direction.
 //   Bytes of one message with beta bits per element: B(beta) = sum_t ceil(n_t beta / 8) + 4 T_s
 //   (T_s = T scalers for TernGrad, 0 for fp32; no ceil with unrounded beta).
@@ -46,7 +46,7 @@
 //                  for TernGrad; a node sum of G' GPUs' codes strictly needs ceil(log2(2G' + 1))
 //                  bits, a choice left to the reconstruction's form).
 //   ring (hierarchical: intra-node as above, ring allreduce of the node sums across nodes; for
-//         TernGrad the k(N)-bit sum fields of comm/ternary_collectives.h packed_allreduce):
+//         TernGrad the k(N)-bit sum fields of terngrad/ternary_collectives.h packed_allreduce):
 //     T_inter    = 2 (M - 1) / M B(beta_ring) / BW_net + 2 (M - 1) a_net    full duplex
 //                  (x 2 for half duplex);  beta_ring = 32 (fp32) or k(N) (TernGrad)
 //   T_inter = 0 when M = 1.

@@ -14,8 +14,8 @@
 #include <sstream>
 
 #include "nn/core/checked.h"
-#include "nn/core/checksum.h"
-#include "train/json.h"
+#include "nn/core/hash.h"
+#include "nn/core/json.h"
 
 namespace tg::train {
 

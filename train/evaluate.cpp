@@ -4,11 +4,11 @@
 #include <chrono>
 #include <memory>
 
+#include "config/config.h"
 #include "nn/autograd/tape.h"
+#include "nn/core/json.h"
 #include "nn/ops/softmax_xent.h"
 #include "train/checkpoint.h"
-#include "train/config.h"
-#include "train/json.h"
 #include "train/options.h"
 
 namespace tg::train {
@@ -66,9 +66,10 @@ CheckpointEval evaluate_checkpoint(const std::string& checkpoint_path,
                                    const std::string& config_path,
                                    const std::vector<std::string>& overrides, bool use_raw) {
   Checkpoint ck = load_checkpoint(checkpoint_path);
-  Config cfg = config_path.empty()
-                   ? parse_config(ck.config_toml, checkpoint_path + " (embedded config)", overrides)
-                   : load_config_file(config_path, overrides);
+  Config cfg =
+      config_path.empty()
+          ? config::parse_config(ck.config_toml, checkpoint_path + " (embedded config)", overrides)
+          : config::load_config_file(config_path, overrides);
   TG_CHECK(cfg.model.name == ck.net, checkpoint_path, ": holds model '", ck.net,
            "' but the config says '", cfg.model.name, "'");
   const Device device = parse_device(cfg.device);

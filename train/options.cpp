@@ -28,7 +28,7 @@ data::DataOptions data_options(const Config& c) {
 }
 
 tern::CompressionOptions compression_options(const Config& c, int64_t train_size) {
-  const CompressionConfig& k = c.compression;
+  const auto& k = c.compression;
   tern::CompressionOptions o;
   // Categorical keys are parsed here, once; the config accepted only these tables' names.
   o.method = parse_enum(tern::kMethods, k.method, "compression.method");
@@ -60,7 +60,7 @@ OptimizerOptions optimizer_options(const Config& c) {
 }
 
 LrScheduleOptions lr_schedule_options(const Config& c, int64_t train_size) {
-  const TrainConfig& tc = c.train;
+  const auto& tc = c.train;
   LrScheduleOptions lo;
   // The reference code ignores the decay policy for Adam (constant LR); we follow the config
   // literally and let the paper configs say "constant".
@@ -76,6 +76,38 @@ LrScheduleOptions lr_schedule_options(const Config& c, int64_t train_size) {
   lo.staircase = tc.lr_staircase;
   lo.boundaries = tc.lr_boundaries;
   return lo;
+}
+
+comm::GroupOptions group_options(const Config& c) {
+  comm::GroupOptions o;
+  o.backend = parse_enum(comm::kBackends, c.comm.backend, "comm.backend");
+  o.timeout = c.comm.timeout;
+  o.interface = c.comm.interface;
+  return o;
+}
+
+comm::ReducerOptions reducer_options(const Config& c) {
+  comm::ReducerOptions o;
+  o.bucket_mb = c.comm.bucket_mb;
+  o.overlap = c.comm.overlap;
+  return o;
+}
+
+tern::AggregateOptions exchange_options(const Config& c) {
+  tern::AggregateOptions o;
+  o.algorithm = parse_enum(tern::kAlgorithms, c.comm.algorithm, "comm.algorithm");
+  return o;
+}
+
+std::string config_fingerprint(const Config& c) {
+  Config n = c;
+  const Config defaults;
+  n.data.path = defaults.data.path;
+  n.data.prefetch = defaults.data.prefetch;
+  n.comm.timeout = defaults.comm.timeout;
+  n.comm.interface = defaults.comm.interface;
+  n.device = parse_device(c.device).is_cuda() ? "cuda" : "cpu";
+  return config::to_toml(n);
 }
 
 std::vector<tern::GradSlot> grad_layout(const Net& net) {

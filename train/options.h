@@ -1,19 +1,25 @@
 // What a Config resolves to in the libraries below train/: the net's, the dataset's, the
-// compressor's, the optimizer's and the learning-rate schedule's options, and the checks that a
-// dataset fits a net. One place, so training, evaluation and the benchmarks build the same run.
+// compressor's, the optimizer's and the learning-rate schedule's options, the process group's,
+// the reducer's and the exchange's, and the checks that a dataset fits a net. One place, so
+// training, evaluation and the benchmarks build the same run.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "comm/communicator.h"
+#include "comm/reducer.h"
+#include "config/config.h"
 #include "datasets/dataset.h"
 #include "nn/nets/net.h"
 #include "nn/optim/lr_schedule.h"
 #include "nn/optim/optimizer.h"
+#include "terngrad/aggregate.h"
 #include "terngrad/compressor.h"
-#include "train/config.h"
 
 namespace tg::train {
+
+using config::Config;
 
 NetOptions net_options(const Config& c);
 data::DataOptions data_options(const Config& c);
@@ -21,6 +27,17 @@ data::DataOptions data_options(const Config& c);
 tern::CompressionOptions compression_options(const Config& c, int64_t train_size);
 OptimizerOptions optimizer_options(const Config& c);
 LrScheduleOptions lr_schedule_options(const Config& c, int64_t train_size);
+comm::GroupOptions group_options(const Config& c);
+comm::ReducerOptions reducer_options(const Config& c);
+tern::AggregateOptions exchange_options(const Config& c);
+
+// The config as every rank of a run must see it, TOML text: the keys that neither change the
+// numbers nor decide when collectives run may differ between ranks and are left out (data.path,
+// e.g. per node; data.prefetch; comm.timeout; comm.interface), and the device is reduced to its
+// kind ("cuda:1" and "cuda:0" are the same run). Everything else must match: the logging,
+// evaluation and checkpoint intervals too, since each of them is a collective step.
+std::string config_fingerprint(const Config& c);
+
 // One compressor slot per parameter tensor of the net, in arena order.
 std::vector<tern::GradSlot> grad_layout(const Net& net);
 

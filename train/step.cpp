@@ -13,7 +13,7 @@ namespace tg::train {
 
 TrainStep::TrainStep(Net& net, Optimizer& optimizer, Ema* ema, double weight_decay, uint64_t seed,
                      tern::Compressor* compressor, const StepComm* group,
-                     const comm::ReducerOptions& reducer)
+                     const comm::ReducerOptions& reducer, const tern::AggregateOptions& exchange)
     : net_(net),
       optimizer_(optimizer),
       ema_(ema),
@@ -29,14 +29,25 @@ TrainStep::TrainStep(Net& net, Optimizer& optimizer, Ema* ema, double weight_dec
   comm::ReducerOptions ro = reducer;
   // A communicator on another device than the net (gloo with CUDA training): the gradients are
   // staged through it after backward, so nothing overlaps. With NCCL the reducer's buckets run
-  // on the device's side stream beside backward (comm/reducer.h).
+  // on the device's side stream beside backward (comm/reducer.h). Emulated workers reduce
+  // after the last backward pass, on this thread.
   staged_ = group_ && group_->comm->device() != net_.device();
-  if (staged_) ro.overlap = false;
-  reducer_ = std::make_unique<comm::Reducer>(*compressor_, group_ ? group_->comm : nullptr, ro);
+  if (staged_ || !group_) ro.overlap = false;
+  if (!group_) self_ = comm::make_self_communicator(net_.device());
+  comm::Communicator& comm = group_ ? *group_->comm : *self_;
+  comm_hook_ = std::make_unique<tern::CompressionHook>(*compressor_, exchange);
+  reducer_ = std::make_unique<comm::Reducer>(compressor_->layout(), comm, *comm_hook_, ro);
   overlap_backward_ = reducer_->overlapped();
   const auto& entries = net_.arena().entries();
   for (size_t i = 0; i < entries.size(); ++i)
     slot_of_leaf_[entries[i].param.autograd_meta().get()] = i;
+}
+
+TrainStep::~TrainStep() = default;
+
+std::span<const tern::AggregateStats> TrainStep::last_buckets() const {
+  if (!comm_hook_) return {};
+  return comm_hook_->last_step();
 }
 
 std::vector<tern::SlotRange> TrainStep::buckets() const {
@@ -136,7 +147,7 @@ void TrainStep::run(const std::vector<HostBatch>& batches, int64_t step, double 
       arena.settle_grads();
       for (size_t i = 0; i < entries.size(); ++i) decay(i);
     }
-    if (hook_) hook_(step, first_worker + w, local[w]);
+    if (gradient_hook_) gradient_hook_(step, first_worker + w, local[w]);
     lap(&StepTimes::backward_s);
   }
   if (reducer_) {
@@ -155,10 +166,10 @@ void TrainStep::run(const std::vector<HostBatch>& batches, int64_t step, double 
     if (times) {
       // The reduction's own split: encode + reduce is compression, the collectives
       // communication; in one process all of it is compression.
-      const comm::AggregateStats& m = last_reduce_.merged;
       if (group_) {
-        times->compress_s += m.encode_s + m.reduce_s;
-        times->comm_s += std::max(0.0, last_reduce_.busy_s - m.encode_s - m.reduce_s);
+        const double compress = tern::compression_seconds(last_buckets());
+        times->compress_s += compress;
+        times->comm_s += std::max(0.0, last_reduce_.busy_s - compress);
       } else {
         times->compress_s += last_reduce_.busy_s;
       }

@@ -3,17 +3,19 @@
 //   for each local worker w: forward + backward on its slice (the mean loss of its own samples),
 //   grad_w += weight_decay * w for every decayed tensor (the loss term wd * ||w||^2 / 2, so
 //   compression sees it);
-//   the workers' gradients reduced through the compressor by comm/reducer.h's Reducer (buckets of
-//   slots; terngrad/compressor.h: shared scalers, encode, exact accumulate, average) into a
-//   buffer of averaged gradients;
+//   the workers' gradients reduced by comm/reducer.h's Reducer: buckets of slots, each handed to
+//   the compressor's hook (terngrad/comm_hook.h, terngrad/aggregate.h: shared scalers, encode,
+//   exact accumulate, average) over the communicator, into a buffer of averaged gradients;
 //   optimizer step on the flat arena; EMA update.
 // One worker without compression skips the compressor (the same numbers). The last local
 // worker's gradient is the arena's own buffer, the earlier workers' their own buffers: backward
 // writes each in place (ParamArena::bind_grads, zero_grad_lazily), with no memset or copy.
-// Distributed (StepComm): this process hosts workers first .. first + W - 1 of N in all; each
-// bucket is aggregated with every other rank's through comm/aggregate.h, bit-identical to the
-// one-process aggregation of all N, so every rank applies the same update. With comm.overlap
-// and a communicator on the net's device (gloo or local on the CPU, nccl on the GPU), a bucket's
+// One process: the workers are emulated and reduced over the group of one
+// (comm::make_self_communicator), bucket by bucket after the last backward pass. Distributed
+// (StepComm): this process hosts workers first .. first + W - 1 of N in all; each bucket is
+// aggregated with every other rank's by the same code, bit-identical to the one-process
+// aggregation of all N, so every rank applies the same update. With comm.overlap and a
+// communicator on the net's device (gloo or local on the CPU, nccl on the GPU), a bucket's
 // exchange starts, on the reducer's thread (on the GPU: its side stream), as soon as the last
 // worker's backward pass has finished its slots (autograd's leaf-ready callback), so the
 // exchange of the last layers overlaps the backward pass of the first ones.
@@ -25,16 +27,18 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
-#include "comm/aggregate.h"
 #include "comm/reducer.h"
 #include "nn/autograd/tape.h"
 #include "nn/core/tensor.h"
 #include "nn/nets/net.h"
 #include "nn/optim/ema.h"
 #include "nn/optim/optimizer.h"
+#include "terngrad/aggregate.h"
+#include "terngrad/comm_hook.h"
 #include "terngrad/compressor.h"
 
 namespace tg::train {
@@ -66,11 +70,12 @@ class TrainStep {
  public:
   // compressor: null for one worker without compression.
   // group: null for one process; else the compressor must be set.
-  // reducer: buckets, overlap and the collectives' options (comm.bucket_mb, comm.overlap,
-  // comm.algorithm).
+  // reducer, exchange: buckets and overlap (comm.bucket_mb, comm.overlap; one process never
+  // overlaps) and how buckets travel (comm.algorithm).
   TrainStep(Net& net, Optimizer& optimizer, Ema* ema, double weight_decay, uint64_t seed,
             tern::Compressor* compressor = nullptr, const StepComm* group = nullptr,
-            const comm::ReducerOptions& reducer = {});
+            const comm::ReducerOptions& reducer = {}, const tern::AggregateOptions& exchange = {});
+  ~TrainStep();
 
   // Runs iteration `step` with learning rate `lr` on one batch per local worker; adds each local
   // worker's loss / N to `loss_sum` (a scalar f32 on the net's device; no host sync), so the
@@ -83,10 +88,12 @@ class TrainStep {
   // compression: (step, global worker index, its flat f32 gradient on the net's device). For
   // measurements (measure-bounds, convergence-check); the gradient must not be modified.
   using GradientHook = std::function<void(int64_t step, int worker, const Tensor& grad)>;
-  void set_gradient_hook(GradientHook hook) { hook_ = std::move(hook); }
+  void set_gradient_hook(GradientHook hook) { gradient_hook_ = std::move(hook); }
 
-  // The last step's reduction (buckets, routes, wire bytes, times); empty without a compressor.
+  // The last step's reduction: the reducer's times, and what each bucket did (routes, wire
+  // bytes, times; terngrad/comm_hook.h puts them in words). Empty without a compressor.
   const comm::ReduceStats& last_reduce() const { return last_reduce_; }
+  std::span<const tern::AggregateStats> last_buckets() const;
   // The reducer's buckets (empty without a compressor) and whether they overlap backward.
   std::vector<tern::SlotRange> buckets() const;
   bool overlapped() const { return overlap_backward_; }
@@ -100,7 +107,9 @@ class TrainStep {
   tern::Compressor* compressor_;
 
   std::optional<StepComm> group_;
-  GradientHook hook_;
+  GradientHook gradient_hook_;
+  std::unique_ptr<comm::Communicator> self_;  // one process: the group of one
+  std::unique_ptr<tern::CompressionHook> comm_hook_;
   std::unique_ptr<comm::Reducer> reducer_;
   bool staged_ = false;            // gloo with a GPU net: gradients staged through the host
   bool overlap_backward_ = false;  // buckets exchanged while the last worker's backward runs

@@ -8,11 +8,13 @@
 #include <utility>
 #include <vector>
 
-#include "train/config.h"
+#include "config/config.h"
+#include "nn/core/json.h"
 #include "train/evaluate.h"
-#include "train/json.h"
 
 namespace tg::train {
+
+using config::Config;
 
 // Per worker and iteration, averaged over a stretch of steps: what the processes sent and received
 // (bytes summed over ranks / (steps * N workers); 0 in one process, whose workers are emulated),

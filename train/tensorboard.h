@@ -1,5 +1,5 @@
 // TensorBoard event files: the scalars of a run (train/trainer.h writes those of metrics.jsonl,
-// train/bounds_recorder.h those of bounds.jsonl), readable by `tensorboard --logdir DIR`.
+// cmd/bounds_recorder.h those of bounds.jsonl), readable by `tensorboard --logdir DIR`.
 //
 // An event file is TFRecord framing around serialized `tensorflow.Event` protos:
 //   record  = uint64 length (little endian) | uint32 masked_crc32c(length's 8 bytes)

@@ -16,24 +16,26 @@
 #include <optional>
 #include <type_traits>
 
+#include "comm/process_group.h"
 #include "datasets/sampler.h"
 #include "nn/autograd/tape.h"
-#include "nn/core/checksum.h"
+#include "nn/core/clock.h"
 #include "nn/core/cpu_env.h"
 #include "nn/core/cuda_runtime.h"
+#include "nn/core/hash.h"
+#include "nn/core/json.h"
 #include "nn/ops/reduce.h"
 #include "nn/optim/ema.h"
 #include "nn/optim/lr_schedule.h"
+#include "terngrad/comm_hook.h"
 #include "train/checkpoint.h"
-#include "train/distributed.h"
-#include "train/json.h"
 #include "train/options.h"
 #include "train/tensorboard.h"
 
 namespace tg::train {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
+using comm::ProcessGroup;
 
 namespace {
 
@@ -67,10 +69,6 @@ class StopSignals {
   struct sigaction old_int_ {
   }, old_term_{};
 };
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 HostBatch load_batch(const data::Dataset& ds, const data::BatchSampler& sampler, int64_t step,
                      int worker, int workers, bool augment, uint64_t seed) {
@@ -340,36 +338,6 @@ std::string plural(int64_t n, const std::string& word) {
   return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
 }
 
-// The reducer's options as the config says: buckets of comm.bucket_mb (the first at most 1 MB),
-// overlap, and the collectives' algorithm.
-comm::ReducerOptions reducer_options(const Config& c) {
-  comm::ReducerOptions o;
-  o.bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(c.comm.bucket_mb * (1 << 20)));
-  o.first_bucket_bytes = std::min<int64_t>(o.bucket_bytes, int64_t{1} << 20);
-  o.overlap = c.comm.overlap;
-  o.aggregate.float_ring = c.comm.algorithm == "ring";
-  o.aggregate.algorithm = o.aggregate.float_ring ? comm::TernaryAlgorithm::automatic
-                                                 : comm::parse_ternary_algorithm(c.comm.algorithm);
-  return o;
-}
-
-// How a step's gradients travelled, in words (a change is logged).
-std::string describe_route(const comm::ReduceStats& r) {
-  const comm::AggregateStats& m = r.merged;
-  std::string route;
-  if (m.ternary_path) route = std::string("ternary codes by ") + comm::name(m.bucket_algorithm);
-  if (m.elementwise_path) {
-    const bool ring = std::count(m.routes.begin(), m.routes.end(), comm::SlotRoute::ring) > 0;
-    route += std::string(route.empty() ? "" : " + ") +
-             (ring ? "fp32 by ring allreduce"
-                   : std::string(m.elementwise_bytes == 2 ? "fp16" : "fp32") +
-                         " by reduce-scatter + allgather");
-  }
-  if (r.buckets > r.ternary_buckets + r.elementwise_buckets)
-    route += std::string(route.empty() ? "" : " + ") + "whole messages by allgather";
-  return route + " in " + plural(r.buckets, "bucket");
-}
-
 }  // namespace
 
 struct Trainer::State {
@@ -537,7 +505,11 @@ void Trainer::State::restore(const Checkpoint& ckpt) {
 // does not oversubscribe the cores (the results do not depend on it, the speed does).
 void Trainer::State::join_group() {
   if (distributed) {
-    group = std::make_unique<ProcessGroup>(opt.rank, opt.job_id, cfg, device, start_step);
+    comm::RunIdentity run;
+    run.fingerprint = config_fingerprint(cfg);
+    run.start_step = start_step;
+    run.explain = config::config_diff;
+    group = std::make_unique<ProcessGroup>(opt.rank, opt.job_id, group_options(cfg), device, run);
     StepComm sc;
     sc.comm = &group->comm();
     sc.first_worker = first_worker;
@@ -606,7 +578,7 @@ void Trainer::State::save() {
 }
 
 bool Trainer::State::step_once() {
-  const TrainConfig& tc = cfg.train;
+  const auto& tc = cfg.train;
   const auto t0 = Clock::now();
   const double lr = (*schedule)(step);
   const int64_t done = step + 1;
@@ -619,10 +591,10 @@ bool Trainer::State::step_once() {
   // How the gradients travelled (comm.algorithm = auto picks per call by the byte cost model):
   // said once, and again whenever the route changes (e.g. a floating-gradient epoch).
   if (group) {
-    const std::string route = describe_route(train_step->last_reduce());
+    const std::string route = tern::describe_route(train_step->last_buckets());
     if (route != last_route) {
       say("iteration " + std::to_string(step) + ": gradients travel as " + route + " (" +
-          comm::describe(train_step->last_reduce().merged) + ")");
+          tern::describe(train_step->last_buckets()) + ")");
       last_route = route;
     }
   }
@@ -677,7 +649,7 @@ Trainer::Trainer(const Config& config, const TrainOptions& options)
   s.listener = s.lead ? options.listener : nullptr;
   TG_CHECK(s.world >= 1 && s.rank >= 0 && s.rank < s.world, "train: rank ", s.rank, " of ", s.world,
            " is out of range");
-  s.device = rank_device(s.cfg.device, s.rank, s.world);
+  s.device = comm::rank_device(s.cfg.device, s.rank, s.world);
   check_device_usable(s.device);
   s.workers = static_cast<int>(s.cfg.workers.count);
   TG_CHECK(s.workers % s.world == 0, "workers.count = ", s.workers, " cannot be spread over ",
@@ -688,17 +660,17 @@ Trainer::Trainer(const Config& config, const TrainOptions& options)
   s.first_worker = s.rank * s.local_workers;
   s.seed = static_cast<uint64_t>(s.cfg.train.seed);
   s.distributed = s.world > 1 || !options.rank.rendezvous.empty();
-  if (s.distributed) resolve_backend(s.cfg.comm.backend, s.device);  // before any work
+  if (s.distributed) comm::resolve_backend(group_options(s.cfg).backend, s.device);  // early
 
   s.open_output();
   if (options.resume) {  // the config is compared before anything is built
     const Checkpoint header = load_checkpoint_header(s.ckpt_path);
-    Config saved = parse_config(header.config_toml, s.ckpt_path + " (embedded config)");
-    const std::string want = to_toml(with_report_keys_of(saved, s.cfg));
-    const std::string have = to_toml(s.cfg);
+    Config saved = config::parse_config(header.config_toml, s.ckpt_path + " (embedded config)");
+    const std::string want = config::to_toml(config::with_report_keys_of(saved, s.cfg));
+    const std::string have = config::to_toml(s.cfg);
     TG_CHECK(want == have, "--resume: the config differs from the one ", s.ckpt_path,
              " was written with; resuming would not reproduce the run. Differences:",
-             config_diff(have, want, "now:        ", "checkpoint: "));
+             config::config_diff(have, want, "now:        ", "checkpoint: "));
   }
   const std::string resume_from = s.ckpt_path;               // every rank reads it
   if (!s.lead) s.ckpt_path.clear(), s.metrics_path.clear();  // only rank 0 writes
@@ -727,7 +699,7 @@ Trainer::Trainer(const Config& config, const TrainOptions& options)
                        s.cfg.data.augment, s.seed, s.cfg.data.prefetch > 0);
     s.train_step.emplace(*s.net, *s.optimizer, s.ema ? &*s.ema : nullptr, s.cfg.train.weight_decay,
                          s.seed, s.compressor.get(), s.step_comm ? &*s.step_comm : nullptr,
-                         reducer_options(s.cfg));
+                         reducer_options(s.cfg), exchange_options(s.cfg));
     if (options.gradient_hook) s.train_step->set_gradient_hook(options.gradient_hook);
     if (s.group)
       s.say("gradients in " +

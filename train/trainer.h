@@ -22,14 +22,16 @@
 #include <memory>
 #include <string>
 
+#include "comm/launch.h"
+#include "config/config.h"
 #include "train/checkpoint.h"
-#include "train/config.h"
 #include "train/evaluate.h"
-#include "train/launch.h"
 #include "train/step.h"
 #include "train/summary.h"
 
 namespace tg::train {
+
+using config::Config;
 
 // What a front end shows of a run (the CLI's progress line). Called on rank 0 only.
 class TrainListener {
@@ -46,11 +48,11 @@ class TrainListener {
 struct TrainOptions {
   std::string out_dir;  // "" = write nothing
   bool resume = false;  // continue from out_dir/checkpoint.tgckpt
-  // This process's place in a multi-process run (train/launch.h discover_rank); the default is a
+  // This process's place in a multi-process run (comm/launch.h discover_rank); the default is a
   // world of one. In a world of P, this rank hosts workers.count / P of the workers; rank 0 alone
   // writes out_dir; every rank reads out_dir's checkpoint on resume.
-  RankEnv rank;
-  std::string job_id = "run";  // the rendezvous store's key prefix (train/distributed.h)
+  comm::RankEnv rank;
+  std::string job_id = "run";  // the rendezvous store's key prefix (comm/process_group.h)
   int threads = 0;             // CPU threads of this process; 0 = the thread policy
   // Sees every local worker's gradient of every step (TrainStep::set_gradient_hook).
   TrainStep::GradientHook gradient_hook;

@@ -2,7 +2,7 @@
 //
 // Nothing of TernGrad is reimplemented here. A torch c10d::ProcessGroup (Gloo or NCCL) is adapted
 // to the library's Communicator interface (comm/communicator.h), and each DDP bucket is aggregated
-// by comm::aggregate_distributed (comm/aggregate.h) with the library's own compressor
+// by tern::aggregate (terngrad/aggregate.h) with the library's own compressor
 // (terngrad/compressor.h): the same shared scalers, ternarize + pack kernels, exact integer sums
 // and byte-cost choice of collective as the `terngrad train` data-parallel step. The bucket's
 // memory is used in place (Tensor::borrow); the result goes into a fresh tensor.
@@ -19,11 +19,12 @@
 #include <string>
 #include <vector>
 
-#include "comm/aggregate.h"
 #include "comm/communicator.h"
 #include "comm/wire_model.h"
 #include "nn/core/error.h"
 #include "nn/core/tensor.h"
+#include "nn/core/worker_thread.h"
+#include "terngrad/aggregate.h"
 #include "terngrad/compressor.h"
 
 namespace {
@@ -211,7 +212,7 @@ struct BucketResult {
   at::Tensor out;
   uint64_t sent = 0, received = 0;
   std::vector<float> scalers;                     // one per parameter of the bucket
-  std::string route;                              // comm::describe of the call
+  std::string route;                              // tern::describe of the call
   double encode_s = 0, comm_s = 0, reduce_s = 0;  // AggregateStats' phases
 };
 
@@ -222,7 +223,8 @@ class Engine {
   Engine(c10::intrusive_ptr<c10d::ProcessGroup> pg, HookOptions options)
       : pg_(std::move(pg)), options_(std::move(options)) {
     TG_CHECK(pg_, "terngrad_torch: no process group");
-    agg_.algorithm = tg::comm::parse_ternary_algorithm(options_.algorithm);
+    agg_.algorithm =
+        tg::tern::exchange_algorithm(tg::tern::parse_ternary_algorithm(options_.algorithm));
     TG_CHECK(options_.chunk_bytes >= 0, "terngrad_torch: chunk_bytes must be >= 0");
     agg_.chunk_bytes = options_.chunk_bytes;
     // Refuse bad options here, by name, rather than at the first bucket: pack is parsed by
@@ -257,13 +259,13 @@ class Engine {
     // the library's kernels run on the library's own stream: the device is idle at both ends.
     const bool cuda = grad.device().type == tg::DeviceType::cuda;
     if (cuda) torch::cuda::synchronize(grad.device().index);
-    const tg::comm::AggregateStats st =
-        tg::comm::aggregate_distributed(*slot.compressor, *slot.comm, locals, step, out, agg_);
+    const tg::tern::AggregateStats st = tg::tern::aggregate(*slot.compressor, *slot.comm, locals,
+                                                            step, out, agg_, {}, &collectives_);
     if (cuda) torch::cuda::synchronize(grad.device().index);
     res.sent = st.wire.sent;
     res.received = st.wire.received;
     res.scalers = st.shared_meta;
-    res.route = tg::comm::describe(st);
+    res.route = tg::tern::describe(st);
     res.encode_s = st.encode_s;
     res.comm_s = st.comm_s;
     res.reduce_s = st.reduce_s;
@@ -294,15 +296,15 @@ class Engine {
 
   c10::intrusive_ptr<c10d::ProcessGroup> pg_;
   HookOptions options_;
-  tg::comm::AggregateOptions agg_;
+  tg::tern::AggregateOptions agg_;
   std::vector<Slot> slots_;
+  tg::WorkerThread collectives_;  // the ternary path's chunk collectives, for the hook's lifetime
 };
 
 // The library's own aggregation of N workers' bucket gradients in one process
-// (tern::aggregate_emulated): the reference the hook must equal bit for bit.
-at::Tensor aggregate_emulated(const std::vector<at::Tensor>& grads,
-                              const std::vector<int64_t>& numels, const HookOptions& h,
-                              int64_t bucket, int64_t step) {
+// (tern::aggregate_local): the reference the hook must equal bit for bit.
+at::Tensor aggregate_local(const std::vector<at::Tensor>& grads, const std::vector<int64_t>& numels,
+                           const HookOptions& h, int64_t bucket, int64_t step) {
   TG_CHECK(!grads.empty(), "terngrad_torch: no gradients");
   std::vector<tg::Tensor> g;
   for (const auto& t : grads) g.push_back(borrow_flat(t, "a gradient"));
@@ -312,7 +314,7 @@ at::Tensor aggregate_emulated(const std::vector<at::Tensor>& grads,
            " elements but the sizes add up to ", c->total());
   at::Tensor result = at::empty_like(grads[0]);
   tg::Tensor out = borrow_flat(result, "the output");
-  tg::tern::aggregate_emulated(*c, g, step, out);
+  tg::tern::aggregate_local(*c, g, step, out);
   return result;
 }
 
@@ -350,7 +352,7 @@ PYBIND11_MODULE(_C, m) {
            py::arg("step"), py::call_guard<py::gil_scoped_release>(),
            "Aggregates one bucket across the process group (blocking; releases the GIL).");
 
-  m.def("aggregate_emulated", &aggregate_emulated, py::arg("grads"), py::arg("numels"),
+  m.def("aggregate_local", &aggregate_local, py::arg("grads"), py::arg("numels"),
         py::arg("options"), py::arg("bucket"), py::arg("step"),
         py::call_guard<py::gil_scoped_release>(),
         "The library's one-process aggregation of the workers' bucket gradients.");

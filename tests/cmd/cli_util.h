@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "nn/core/json.h"
 #include "tests/testing/files.h"
-#include "train/json.h"
 
 namespace tg::testing {
 

@@ -6,9 +6,9 @@
 
 #include <filesystem>
 
-#include "nn/core/checksum.h"
+#include "nn/core/hash.h"
+#include "nn/core/json.h"
 #include "tests/cmd/cli_util.h"
-#include "train/json.h"
 
 namespace tg::testing {
 namespace {

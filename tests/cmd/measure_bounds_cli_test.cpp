@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "nn/core/json.h"
 #include "tests/cmd/cli_util.h"
-#include "train/json.h"
 
 namespace tg::testing {
 namespace {

@@ -12,9 +12,9 @@
 #include <thread>
 #include <vector>
 
+#include "nn/core/json.h"
 #include "tests/cmd/cli_util.h"
 #include "train/checkpoint.h"
-#include "train/json.h"
 
 namespace tg::testing {
 namespace {

@@ -21,11 +21,11 @@
 #include <thread>
 #include <vector>
 
+#include "nn/core/json.h"
 #include "tests/cmd/cli_util.h"
 #include "tests/testing/files.h"
 #include "tests/testing/redis_server.h"
 #include "train/checkpoint.h"
-#include "train/json.h"
 
 namespace tg::testing {
 namespace {

@@ -9,12 +9,12 @@
 #include <filesystem>
 #include <thread>
 
-#include "nn/core/checksum.h"
+#include "config/config.h"
+#include "nn/core/hash.h"
+#include "nn/core/json.h"
 #include "tests/cmd/cli_util.h"
 #include "tests/testing/errors.h"
 #include "train/checkpoint.h"
-#include "train/config.h"
-#include "train/json.h"
 
 namespace tg::testing {
 namespace {
@@ -96,7 +96,7 @@ TEST(TrainCli, WritesSummaryMetricsCheckpointAndLearns) {
   EXPECT_EQ(sha256_hex(p.raw_data(), p.nbytes()), s["params_sha256"].as_string());
   EXPECT_TRUE(ck.has("ema"));
   // config.toml is the resolved config and parses back to the same values.
-  train::Config c = train::load_config_file(out + "/config.toml");
+  config::Config c = config::load_config_file(out + "/config.toml");
   EXPECT_EQ(c.train.iterations, 40);
   EXPECT_EQ(c.data.name, "synthetic");
   EXPECT_FALSE(fs::exists(out + "/checkpoint.tgckpt.tmp"));
@@ -375,9 +375,9 @@ TEST(PaperConfigs, AllParseAndCarryTheRecipe) {
   for (const char* f : {"lenet_mnist.toml", "lenet_fashion_mnist.toml", "cifarnet_cifar10.toml",
                         "alexnet_imagenet.toml", "googlenet_imagenet.toml"}) {
     SCOPED_TRACE(f);
-    EXPECT_NO_THROW(train::load_config_file(dir + f));
+    EXPECT_NO_THROW(config::load_config_file(dir + f));
   }
-  train::Config c = train::load_config_file(dir + "lenet_mnist.toml");
+  config::Config c = config::load_config_file(dir + "lenet_mnist.toml");
   EXPECT_EQ(c.model.name, "lenet");
   EXPECT_EQ(c.train.optimizer, "momentum");
   EXPECT_DOUBLE_EQ(c.train.momentum, 0.9);
@@ -388,7 +388,7 @@ TEST(PaperConfigs, AllParseAndCarryTheRecipe) {
   EXPECT_EQ(c.train.batch_size, 64);
   EXPECT_EQ(c.train.iterations, 10000);
   EXPECT_DOUBLE_EQ(c.train.ema_decay, 0.9999);
-  train::Config cf = train::load_config_file(dir + "cifarnet_cifar10.toml");
+  config::Config cf = config::load_config_file(dir + "cifarnet_cifar10.toml");
   EXPECT_EQ(cf.train.optimizer, "adam");
   EXPECT_DOUBLE_EQ(cf.train.lr, 0.0002);
   EXPECT_EQ(cf.train.lr_policy, "constant");

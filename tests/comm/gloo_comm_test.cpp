@@ -404,9 +404,9 @@ TEST(GlooComm1, BadOptionsAndDtypesAreNamed) {
   CommOptions cuda = options_for(0, 1);
   cuda.device = Device::cuda(0);
   EXPECT_NE(msg_of(cuda).find("use the nccl backend"), std::string::npos);
-  CommOptions unknown = options_for(0, 1);
-  unknown.backend = "mpi";
-  EXPECT_NE(msg_of(unknown).find("unknown communicator backend 'mpi' (known: gloo, nccl, local)"),
+  CommOptions unresolved = options_for(0, 1);
+  unresolved.backend = Backend::automatic;
+  EXPECT_NE(msg_of(unresolved).find("backend 'auto' is the process group's to resolve"),
             std::string::npos);
 
   auto comm = make_communicator(options_for(0, 1), *store, "one");

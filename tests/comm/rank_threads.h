@@ -1,4 +1,5 @@
-// Helpers for communicator tests: ranks as threads of the test process.
+// Helpers for communicator tests: ranks as threads of the test process, the options of a gloo or
+// nccl rank, layouts and small buckets for the reducer's tests.
 #pragma once
 
 #include <chrono>
@@ -8,7 +9,9 @@
 #include <thread>
 #include <vector>
 
+#include "comm/buckets.h"
 #include "comm/communicator.h"
+#include "comm/reducer.h"
 #include "nn/core/error.h"
 
 namespace tg::comm {
@@ -45,11 +48,45 @@ inline std::string error_of(const std::function<void()>& fn) {
 // Options of a gloo communicator for rank `rank` of `size` over loopback (127.0.0.1).
 inline CommOptions gloo_loopback(int rank, int size, std::chrono::milliseconds timeout) {
   CommOptions o;
-  o.backend = "gloo";
+  o.backend = Backend::gloo;
   o.rank = rank;
   o.size = size;
   o.hostname = "127.0.0.1";
   o.timeout = timeout;
+  return o;
+}
+
+// Options of an nccl communicator for rank `rank` of `size` on `device`.
+inline CommOptions nccl_options(int rank, int size, Device device) {
+  CommOptions o;
+  o.backend = Backend::nccl;
+  o.rank = rank;
+  o.size = size;
+  o.device = device;
+  o.timeout = std::chrono::seconds(30);
+  return o;
+}
+
+// A layout of slots of these sizes, back to back, named t0, t1, ...
+inline std::vector<GradSlot> layout_of(const std::vector<int64_t>& sizes) {
+  std::vector<GradSlot> layout;
+  int64_t offset = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    std::string name = "t";  // (not "t" + to_string: GCC 12 -Wrestrict false positive)
+    name += std::to_string(i);
+    layout.push_back({name, offset, sizes[i]});
+    offset += sizes[i];
+  }
+  return layout;
+}
+
+// The reducer's options for buckets of 1500 B, the first at most 300 B: several buckets of a
+// few small slots.
+inline ReducerOptions small_buckets(bool overlap) {
+  ReducerOptions o;
+  o.bucket_mb = 1500.0 / (1 << 20);
+  o.first_bucket_bytes = 300;
+  o.overlap = overlap;
   return o;
 }
 

@@ -1,43 +1,37 @@
-// The bucketed reducer (comm/reducer.h): bucket layout (reverse slot order, caps, the small first
-// bucket, an oversized slot alone); the reduced gradient bit-identical (memcmp) to
-// tern::aggregate_emulated over all N workers for every compressor, with many buckets, slots
-// marked ready in a different order on every rank, overlap on (the communication thread) and off,
-// P = 1..3 local ranks and emulated workers; the merged stats account for every slot; a peer
-// that never joins surfaces as an error from finish().
+// The generic bucketed reducer (comm/reducer.h) with a hook of the test's own, knowing nothing of
+// compression: the bucket layout (reverse slot order, caps, the small first bucket, an oversized
+// slot alone); every bucket handed to the hook once per step, in bucket order, with the step,
+// its slots and the local gradients; slots marked ready in any order, one never marked; overlap
+// running the hook on the communication thread before finish() while backward still runs, and
+// off (everything in finish(), on the caller's thread); P = 1..3 local ranks and the group of one;
+// a hook's error and a peer that never joins surfacing from finish(). The compressors' hook is
+// tested in tests/terngrad/comm_hook_test.cpp.
 #include "comm/reducer.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <numeric>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/communicator.h"
-#include "nn/core/philox.h"
-#include "terngrad/compressor.h"
-#include "tests/comm/emulated_reference.h"
+#include "nn/core/error.h"
 #include "tests/comm/rank_threads.h"
 
 namespace tg::comm {
 namespace {
 
 using namespace std::chrono_literals;
-using tern::CompressionOptions;
-using tern::GradSlot;
-using tern::SlotRange;
 
-std::vector<GradSlot> layout_of(const std::vector<int64_t>& sizes) {
-  std::vector<GradSlot> layout;
-  int64_t offset = 0;
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    layout.push_back({"t" + std::to_string(i), offset, sizes[i]});
-    offset += sizes[i];
-  }
-  return layout;
+int64_t total_of(const std::vector<GradSlot>& layout) {
+  return layout.back().offset + layout.back().numel;
 }
 
 TEST(MakeBuckets, ReverseOrderCapsAndAFirstSmallBucket) {
@@ -60,131 +54,192 @@ TEST(MakeBuckets, ReverseOrderCapsAndAFirstSmallBucket) {
   EXPECT_THROW(make_buckets(layout, 0, 1), Error);
 }
 
-Tensor worker_grad(const std::vector<GradSlot>& layout, int64_t g, int64_t step) {
-  int64_t total = 0;
-  for (const GradSlot& s : layout) total += s.numel;
-  std::vector<float> v(static_cast<size_t>(total));
-  for (int64_t i = 0; i < total; ++i) {
-    const uint64_t stream = 900 + 50 * static_cast<uint64_t>(step) + static_cast<uint64_t>(g);
-    v[i] = (uniform01(philox_word(77, stream, i)) - 0.5f) * (i % 31 == 0 ? 8.0f : 1.0f);
+TEST(ReducerOptions, BucketBytesFromMegabytes) {
+  ReducerOptions o;
+  EXPECT_EQ(o.bucket_bytes(), int64_t{25} << 20);  // PyTorch DDP's bucket_cap_mb
+  o.bucket_mb = 0.5;
+  EXPECT_EQ(o.bucket_bytes(), int64_t{1} << 19);
+  o.bucket_mb = 1e-9;
+  EXPECT_EQ(o.bucket_bytes(), 1);  // at least one byte: every slot a bucket of its own
+}
+
+// A hook that averages a bucket exactly: every rank's W local gradients summed in order into
+// one f32 vector, summed over ranks by the communicator (rank order: the same bits everywhere),
+// scaled by 1 / N. It records what it was handed.
+class AverageHook final : public CommHook {
+ public:
+  struct Call {
+    int64_t step;
+    size_t index, count;
+    SlotRange slots;
+    size_t workers;
+    std::thread::id thread;
+  };
+
+  AverageHook(const std::vector<GradSlot>& layout, int ranks) : layout_(layout), ranks_(ranks) {}
+
+  void run(Communicator& comm, const GradBucket& b) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      calls_.push_back(
+          {b.step, b.index, b.count, b.slots, b.local_grads.size(), std::this_thread::get_id()});
+    }
+    cv_.notify_all();
+    if (fail_at_ == static_cast<int64_t>(b.index)) TG_THROW("hook failed on bucket ", b.index);
+    const int64_t begin = layout_[b.slots.first].offset;
+    const int64_t end = layout_[b.slots.last - 1].offset + layout_[b.slots.last - 1].numel;
+    std::vector<float> sum(static_cast<size_t>(end - begin), 0.0f);
+    for (const Tensor& g : b.local_grads)
+      for (int64_t i = begin; i < end; ++i) sum[i - begin] += g.data<float>()[i];
+    comm.allreduce(sum.data(), end - begin, DType::f32, ReduceOp::sum);
+    const float inv = 1.0f / static_cast<float>(ranks_ * b.local_grads.size());
+    Tensor out = b.out;
+    for (int64_t i = begin; i < end; ++i) out.data<float>()[i] = sum[i - begin] * inv;
   }
+
+  std::vector<Call> calls() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return calls_;
+  }
+  void clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    calls_.clear();
+  }
+  // Waits until at least n calls were made (false after a generous timeout).
+  bool wait_for_calls(size_t n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, 20s, [&] { return calls_.size() >= n; });
+  }
+  void fail_at(int64_t bucket) { fail_at_ = bucket; }
+
+ private:
+  std::vector<GradSlot> layout_;
+  int ranks_;
+  int64_t fail_at_ = -1;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Call> calls_;
+};
+
+const std::vector<int64_t> kSizes = {301, 5, 1203, 13, 250, 7, 64};
+
+// Worker g's gradient at `step`: distinct values, exact in f32 sums of a few workers.
+Tensor worker_grad(int64_t total, int64_t g, int64_t step) {
+  std::vector<float> v(static_cast<size_t>(total));
+  for (int64_t i = 0; i < total; ++i) v[i] = static_cast<float>((i * 7 + g * 13 + step * 5) % 64);
   return Tensor::from_vector(v, {total});
 }
 
-std::vector<CompressionOptions> methods() {
-  std::vector<CompressionOptions> m;
-  for (const char* name : {"none", "fp16", "qsgd", "onebit", "terngrad"}) {
-    CompressionOptions o;
-    o.method = parse_enum(tern::kMethods, name, "method");
-    o.qsgd_bucket = 64;
-    o.min_size = 8;  // terngrad: the small slots go as raw f32 among the ternary ones
-    m.push_back(o);
-  }
-  CompressionOptions own;
-  own.method = ::tg::tern::Method::terngrad;
-  own.scaler_sharing = ::tg::tern::ScalerSharing::none;
-  m.push_back(own);
-  CompressionOptions feedback;  // error feedback: per-worker residuals carried between steps
-  feedback.method = ::tg::tern::Method::terngrad;
-  feedback.min_size = 8;
-  feedback.error_feedback = true;
-  m.push_back(feedback);
-  CompressionOptions finer = feedback;  // the 4-level grid, rescaled, with error feedback
-  finer.levels = 4;
-  finer.rescale = true;
-  m.push_back(finer);
-  return m;
-}
-
-const std::vector<int64_t> kSizes = {301, 5, 1203, 13, 250, 7, 64};
-constexpr int kSteps = 2;
-
-std::vector<std::vector<float>> emulated(const CompressionOptions& o, int n) {
-  return emulated_outputs(o, layout_of(kSizes), n, kSteps, worker_grad);
-}
-
-// One rank's steps through a Reducer with small buckets; slots marked ready in a shuffled order
-// (seeded by rank and step).
-void run_rank(Communicator* comm, int rank, int w, const CompressionOptions& o, bool overlap,
-              const std::vector<std::vector<float>>& want, const std::string& what) {
-  auto c = tern::make_compressor(o, layout_of(kSizes));
-  ReducerOptions ro;
-  ro.bucket_bytes = 1500;
-  ro.first_bucket_bytes = 300;
-  ro.overlap = overlap;
-  Reducer reducer(*c, comm, ro);
-  ASSERT_GE(reducer.buckets().size(), 4u) << what;
-  EXPECT_EQ(reducer.overlapped(), overlap && comm != nullptr) << what;
-  for (int64_t step = 0; step < kSteps; ++step) {
+// One rank's two steps, slots marked ready in a shuffled order (one never), out checked against
+// the average and the hook's calls against the buckets.
+void run_rank(Communicator& comm, int w, bool overlap, const std::string& what) {
+  const auto layout = layout_of(kSizes);
+  const int64_t total = total_of(layout);
+  const int p = comm.size(), rank = comm.rank();
+  AverageHook hook(layout, p);
+  Reducer reducer(layout, comm, hook, small_buckets(overlap));
+  const std::vector<SlotRange>& buckets = reducer.buckets();
+  ASSERT_GE(buckets.size(), 4u) << what;
+  EXPECT_EQ(reducer.overlapped(), overlap) << what;
+  for (int64_t step = 0; step < 2; ++step) {
+    hook.clear();
     std::vector<Tensor> grads;
-    for (int k = 0; k < w; ++k) grads.push_back(worker_grad(c->layout(), rank * w + k, step));
-    Tensor out = Tensor::full({c->total()}, 777.0);
+    for (int k = 0; k < w; ++k) grads.push_back(worker_grad(total, rank * w + k, step));
+    Tensor out = Tensor::full({total}, 777.0);
     reducer.begin(step, grads, out);
     std::vector<size_t> order(kSizes.size());
     std::iota(order.begin(), order.end(), 0);
     std::mt19937 gen(static_cast<unsigned>(31 * rank + step));
     std::shuffle(order.begin(), order.end(), gen);
-    order.pop_back();  // one slot never marked: finish() must still reduce it
+    order.pop_back();  // one slot never marked: finish() must still hand its bucket over
     for (size_t t : order) reducer.mark_ready(t);
     const ReduceStats st = reducer.finish();
     const std::string at = what + " rank " + std::to_string(rank) + " step " + std::to_string(step);
-    const std::vector<float> got = out.to_vector<float>();
-    ASSERT_EQ(got.size(), want[step].size()) << at;
-    EXPECT_EQ(std::memcmp(got.data(), want[step].data(), got.size() * sizeof(float)), 0)
-        << at << ": differs from aggregate_emulated";
-    EXPECT_EQ(st.buckets, static_cast<int64_t>(reducer.buckets().size())) << at;
-    EXPECT_EQ(st.merged.routes.size(), kSizes.size()) << at;
+    EXPECT_EQ(st.buckets, static_cast<int64_t>(buckets.size())) << at;
     EXPECT_GE(st.wait_s, 0.0) << at;
-    if (comm != nullptr) {
-      EXPECT_EQ(st.merged.wire.sent > 0, comm->size() > 1) << at;
+    EXPECT_GE(st.busy_s, 0.0) << at;
+    // Every bucket once, in bucket order, with this step, its slots and the W gradients.
+    const auto calls = hook.calls();
+    ASSERT_EQ(calls.size(), buckets.size()) << at;
+    for (size_t b = 0; b < calls.size(); ++b) {
+      EXPECT_EQ(calls[b].step, step) << at;
+      EXPECT_EQ(calls[b].index, b) << at;
+      EXPECT_EQ(calls[b].count, buckets.size()) << at;
+      EXPECT_EQ(calls[b].slots, buckets[b]) << at;
+      EXPECT_EQ(calls[b].workers, static_cast<size_t>(w)) << at;
+      // Overlapped: on the communication thread; otherwise in finish(), on this one.
+      EXPECT_EQ(calls[b].thread == std::this_thread::get_id(), !overlap) << at;
+    }
+    // The average of all P * W workers, everywhere (the hook wrote every slot).
+    const std::vector<float> got = out.to_vector<float>();
+    for (int64_t i = 0; i < total; ++i) {
+      float sum = 0;
+      for (int g = 0; g < p * w; ++g) sum += worker_grad(total, g, step).data<float>()[i];
+      ASSERT_EQ(got[i], sum * (1.0f / static_cast<float>(p * w))) << at << " element " << i;
     }
   }
 }
 
-TEST(Reducer, BitIdenticalToEmulatedForEveryMethodBucketingAndOrder) {
-  for (const CompressionOptions& o : methods()) {
-    const std::string label =
-        std::string(enum_name(tern::kMethods, o.method)) +
-        (o.scaler_sharing == ::tg::tern::ScalerSharing::none ? " own scalers" : "") +
-        (o.error_feedback ? " error feedback" : "") + (o.levels != 3 ? " levels" : "") +
-        (o.rescale ? " rescale" : "");
-    // Emulated workers: the reducer without a communicator.
-    {
-      const auto want = emulated(o, 3);
-      auto c = tern::make_compressor(o, layout_of(kSizes));
-      Reducer reducer(*c, nullptr, ReducerOptions{1500, 300, true, {}});
-      for (int64_t step = 0; step < kSteps; ++step) {
-        std::vector<Tensor> grads;
-        for (int g = 0; g < 3; ++g) grads.push_back(worker_grad(c->layout(), g, step));
-        Tensor out = Tensor::empty({c->total()});
-        reducer.begin(step, grads, out);
-        reducer.finish();
-        EXPECT_EQ(std::memcmp(out.raw_data(), want[step].data(), out.nbytes()), 0)
-            << label << " emulated step " << step;
+TEST(Reducer, EveryBucketToTheHookInOrderForAnyReadyOrder) {
+  for (int p : {1, 2, 3})
+    for (int w : {1, 2})
+      for (bool overlap : {true, false}) {
+        const std::string what = "P=" + std::to_string(p) + " W=" + std::to_string(w) +
+                                 (overlap ? " overlap" : " in finish");
+        auto comms = make_local_group(p, 20s);
+        const auto errors = run_ranks(p, [&](int r) { run_rank(*comms[r], w, overlap, what); });
+        for (int r = 0; r < p; ++r) ASSERT_EQ(errors[r], "") << what << " rank " << r;
       }
-    }
-    for (int p : {1, 2, 3})
-      for (int w : {1, 2})
-        for (bool overlap : {true, false}) {
-          const std::string what = label + " P=" + std::to_string(p) + " W=" + std::to_string(w) +
-                                   (overlap ? " overlap" : " in finish");
-          const auto want = emulated(o, p * w);
-          auto comms = make_local_group(p, 20s);
-          const auto errors =
-              run_ranks(p, [&](int r) { run_rank(comms[r].get(), r, w, o, overlap, want, what); });
-          for (int r = 0; r < p; ++r) ASSERT_EQ(errors[r], "") << what << " rank " << r;
-        }
+  // The group of one (workers emulated in one process).
+  auto self = make_self_communicator(Device::cpu());
+  run_rank(*self, 3, false, "group of one");
+}
+
+// With overlap, a bucket goes to the hook as soon as its slots are ready and every bucket before
+// it has gone: the first bucket is exchanged while the other slots are still "in backward".
+TEST(Reducer, OverlapHandsABucketOverBeforeBackwardEnds) {
+  const auto layout = layout_of(kSizes);
+  auto self = make_self_communicator(Device::cpu());
+  AverageHook hook(layout, 1);
+  Reducer reducer(layout, *self, hook, small_buckets(true));
+  ASSERT_TRUE(reducer.overlapped());
+  const std::vector<SlotRange>& buckets = reducer.buckets();
+  const std::vector<Tensor> grads = {worker_grad(total_of(layout), 0, 0)};
+  Tensor out = Tensor::empty({total_of(layout)});
+  reducer.begin(0, grads, out);
+  for (size_t t = buckets[0].first; t < buckets[0].last; ++t) reducer.mark_ready(t);
+  EXPECT_TRUE(hook.wait_for_calls(1)) << "bucket 0 was not handed over while backward ran";
+  // A later bucket whose slots are ready waits for the one before it.
+  for (size_t t = buckets[2].first; t < buckets[2].last; ++t) reducer.mark_ready(t);
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(hook.calls().size(), 1u) << "bucket 2 went before bucket 1";
+  reducer.finish();
+  EXPECT_EQ(hook.calls().size(), buckets.size());
+}
+
+TEST(Reducer, AHookErrorSurfacesFromFinish) {
+  const auto layout = layout_of(kSizes);
+  for (bool overlap : {true, false}) {
+    auto self = make_self_communicator(Device::cpu());
+    AverageHook hook(layout, 1);
+    hook.fail_at(1);
+    Reducer reducer(layout, *self, hook, small_buckets(overlap));
+    const std::vector<Tensor> grads = {worker_grad(total_of(layout), 0, 0)};
+    Tensor out = Tensor::empty({total_of(layout)});
+    reducer.begin(0, grads, out);
+    for (size_t t = 0; t < kSizes.size(); ++t) reducer.mark_ready(t);
+    const std::string e = error_of([&] { reducer.finish(); });
+    EXPECT_NE(e.find("hook failed on bucket 1"), std::string::npos) << e;
   }
 }
 
 TEST(Reducer, APeerThatNeverJoinsFailsTheStep) {
+  const auto layout = layout_of(kSizes);
   auto comms = make_local_group(2, 300ms);
-  CompressionOptions o;
-  o.method = ::tg::tern::Method::terngrad;
-  auto c = tern::make_compressor(o, layout_of(kSizes));
-  Reducer reducer(*c, comms[0].get(), ReducerOptions{1500, 300, true, {}});
-  std::vector<Tensor> grads = {worker_grad(c->layout(), 0, 0)};
-  Tensor out = Tensor::empty({c->total()});
+  AverageHook hook(layout, 2);
+  Reducer reducer(layout, *comms[0], hook, small_buckets(true));
+  const std::vector<Tensor> grads = {worker_grad(total_of(layout), 0, 0)};
+  Tensor out = Tensor::empty({total_of(layout)});
   reducer.begin(0, grads, out);
   for (size_t t = 0; t < kSizes.size(); ++t) reducer.mark_ready(t);
   const std::string e = error_of([&] { reducer.finish(); });

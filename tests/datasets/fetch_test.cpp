@@ -24,8 +24,8 @@
 #include <thread>
 #include <vector>
 
-#include "nn/core/checksum.h"
 #include "nn/core/error.h"
+#include "nn/core/hash.h"
 #include "tests/testing/errors.h"
 #include "tests/testing/files.h"
 

@@ -1,8 +1,8 @@
 // Peer bytes of the TernGrad method: the shared meta (scalers) and the packed ternary codes in
 // each PackFormat (terngrad/ternary_kernels.h), decoded through the compressor with scaler
 // sharing on and off; and the packed integer sum fields of the exact ternary collectives
-// (comm/ternary_fields.h), which a peer's allreduce contribution fills.
-#include "comm/ternary_fields.h"
+// (terngrad/ternary_fields.h), which a peer's allreduce contribution fills.
+#include "terngrad/ternary_fields.h"
 #include "tests/fuzz/peer_message.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -15,9 +15,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::vector<uint64_t> words(raw.size() / 8);
     if (!words.empty()) std::memcpy(words.data(), raw.data(), words.size() * 8);
     tg::fuzz::expect_errors([&] {
-      const int64_t n = static_cast<int64_t>(words.size()) * tg::comm::fields_per_word(k);
+      const int64_t n = static_cast<int64_t>(words.size()) * tg::tern::fields_per_word(k);
       std::vector<int32_t> acc(static_cast<size_t>(n));
-      tg::comm::unpack_sum_fields_accumulate_cpu(words.data(), n, k, workers, acc.data());
+      tg::tern::unpack_sum_fields_accumulate_cpu(words.data(), n, k, workers, acc.data());
     });
     return 0;
   }

@@ -5,11 +5,11 @@ torch. Where PyTorch or the extension is missing it prints "SKIPPED: <why>" and 
 reports it skipped).
 
   1. Same numbers as the trainer: gradients fed to the hook's engine on P Gloo processes give the
-     bit-identical average that the library's one-process aggregation (tern::aggregate_emulated,
+     bit-identical average that the library's one-process aggregation (tern::aggregate_local,
      what `terngrad train` runs for emulated workers) gives for the same gradients, seed and step,
      under every collective the cost model can pick.
   2. Through DDP: two Gloo processes train a small conv net for a few steps with the hook; every
-     bucket DDP handed the hook is checked against aggregate_emulated of all ranks' buckets, the
+     bucket DDP handed the hook is checked against aggregate_local of all ranks' buckets, the
      ranks end with identical parameters, and the bytes on the wire are TernGrad's (about 2 bits
      per element, not 32).
   3. Bad options are refused with a message naming them.
@@ -186,11 +186,11 @@ class SameNumbersAsTheLibrary(unittest.TestCase):
         for step in range(3):
             for b, numels in buckets.items():
                 grads = [_bucket_grads(r, numels, step, b) for r in range(world)]
-                want = _C.aggregate_emulated(grads, numels, _options(pack), b, step)
+                want = _C.aggregate_local(grads, numels, _options(pack), b, step)
                 out, route, sent, scalers = got[(step, b)]
                 self.assertTrue(
                     out == want.numpy().tobytes(),
-                    "P=%d %s step %d bucket %d: hook differs from aggregate_emulated"
+                    "P=%d %s step %d bucket %d: hook differs from aggregate_local"
                     % (world, algorithm, step, b),
                 )
                 if expect_route:
@@ -233,12 +233,12 @@ class ThroughDDP(unittest.TestCase):
         self.assertGreaterEqual(max(per_step), 2, "expected several buckets in a step")
         for (i, s, n, b0, o0), (i1, s1, n1, b1, o1) in zip(rank0, rank1):
             self.assertEqual((i, s, n), (i1, s1, n1))
-            want = _C.aggregate_emulated(
+            want = _C.aggregate_local(
                 [torch.from_numpy(b0), torch.from_numpy(b1)], n, _options(seed=5), i, s
             )
             self.assertTrue(
                 o0.tobytes() == want.numpy().tobytes(),
-                "bucket %d step %d: hook differs from aggregate_emulated" % (i, s),
+                "bucket %d step %d: hook differs from aggregate_local" % (i, s),
             )
             self.assertTrue(o1.tobytes() == o0.tobytes(), "ranks got different averages")
         # Wire: P = 2 allgathers one rank's 2-bit codes (+ 4-byte-aligned scalers): about n / 4

@@ -11,6 +11,7 @@
 #include "nn/core/philox.h"
 #include "nn/init/init.h"
 #include "terngrad/compressor.h"
+#include "tests/terngrad/emulated_reference.h"
 #include "tests/testing/errors.h"
 
 namespace tg::tern {

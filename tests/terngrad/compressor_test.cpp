@@ -2,6 +2,7 @@
 // emulated workers against hand-computed references, TernGrad's exclusion rules and wire sizes,
 // exactness (order independence, the (s/N){-N..N} grid), and the baselines' plumbing.
 #include "terngrad/compressor.h"
+#include "terngrad/aggregate.h"
 
 #include <gtest/gtest.h>
 
@@ -76,7 +77,7 @@ TEST(Compressor, TernGradAggregateEqualsTheHandComputedReference) {
       auto c = make_compressor(o, layout());
       auto g = gradients(workers);
       Tensor out = Tensor::empty({kTotal});
-      aggregate_emulated(*c, g, /*step=*/7, out);
+      aggregate_local(*c, g, /*step=*/7, out);
       const auto ref = reference_terngrad(g, layout(), clip, 7, o.seed);
       const float* p = out.data<float>();
       int64_t mismatches = 0;
@@ -140,7 +141,7 @@ TEST(Compressor, TernGradWireSizesAndExclusionRules) {
   // Excluded slots are averaged in fp32: with one worker they come back unchanged.
   auto g = gradients(1);
   Tensor out = Tensor::empty({kTotal});
-  aggregate_emulated(*nl, g, 0, out);
+  aggregate_local(*nl, g, 0, out);
   for (int64_t i = 520; i < kTotal; ++i) ASSERT_EQ(out.data<float>()[i], g[0].data<float>()[i]);
 
   // Without scaler sharing each message carries its own scaler (4 bytes per ternary slot).
@@ -159,7 +160,7 @@ TEST(Compressor, NoSharingUsesEachWorkersOwnScaler) {
   auto c = make_compressor(o, layout());
   auto g = gradients(2);
   Tensor out = Tensor::empty({kTotal});
-  aggregate_emulated(*c, g, 1, out);
+  aggregate_local(*c, g, 1, out);
   // Each worker's contribution is (s_w / 2) * code, so every value is a sum of one of
   // {0, +-s_0/2} and one of {0, +-s_1/2}.
   const GradSlot sl = layout()[2];
@@ -191,7 +192,7 @@ TEST(Compressor, FloatingGradEpochSendsFp32) {
   EXPECT_EQ(c->payload_bytes(25), 384u);             // epoch 2
   auto g = gradients(2);
   Tensor out = Tensor::empty({kTotal});
-  aggregate_emulated(*c, g, 15, out);
+  aggregate_local(*c, g, 15, out);
   for (int64_t i = 0; i < kTotal; ++i) {
     const float want = (g[0].data<float>()[i] + g[1].data<float>()[i]) * 0.5f;
     ASSERT_NEAR(out.data<float>()[i], want, 1e-6f);
@@ -204,7 +205,7 @@ TEST(Compressor, NoneIsTheExactMeanAndBaselinesReportTheirKernelSizes) {
   auto none = make_compressor(o, layout());
   EXPECT_EQ(none->payload_bytes(0), none->fp32_bytes());
   Tensor out = Tensor::empty({kTotal});
-  aggregate_emulated(*none, g, 0, out);
+  aggregate_local(*none, g, 0, out);
   for (int64_t i = 0; i < kTotal; ++i) {
     const double want =
         (double(g[0].data<float>()[i]) + g[1].data<float>()[i] + g[2].data<float>()[i]) / 3;
@@ -219,7 +220,7 @@ TEST(Compressor, NoneIsTheExactMeanAndBaselinesReportTheirKernelSizes) {
   o.method = ::tg::tern::Method::fp16;
   auto c16 = make_compressor(o, layout());
   EXPECT_EQ(c16->payload_bytes(0), fp16);
-  aggregate_emulated(*c16, g, 0, out);
+  aggregate_local(*c16, g, 0, out);
   for (int64_t i = 0; i < kTotal; ++i) {
     const double want =
         (double(g[0].data<float>()[i]) + g[1].data<float>()[i] + g[2].data<float>()[i]) / 3;
@@ -234,13 +235,13 @@ TEST(Compressor, NoneIsTheExactMeanAndBaselinesReportTheirKernelSizes) {
   o.method = ::tg::tern::Method::onebit;
   auto c1 = make_compressor(o, layout());
   EXPECT_EQ(c1->payload_bytes(0), onebit);
-  aggregate_emulated(*c1, g, 0, out);  // runs, with per-worker error feedback
+  aggregate_local(*c1, g, 0, out);  // runs, with per-worker error feedback
   for (int64_t i = 0; i < kTotal; ++i) ASSERT_TRUE(std::isfinite(out.data<float>()[i]));
 }
 
 // Every slot is compressed on its own, so the rounds over any split of the layout into ranges give
 // the bits of the whole (what lets comm/reducer.h bucket freely); each range's wire layout is its
-// slots' part of the whole message, and the codings are what comm/aggregate.h routes by.
+// slots' part of the whole message, and the codings are what terngrad/aggregate.h routes by.
 TEST(Compressor, SlotRangesGiveTheBitsOfTheWholeAndDescribeTheirWire) {
   const std::vector<Tensor> g = gradients(3);
   for (const auto& m_entry : kMethods) {
@@ -256,9 +257,9 @@ TEST(Compressor, SlotRangesGiveTheBitsOfTheWholeAndDescribeTheirWire) {
       auto split = make_compressor(o, layout());
       for (int64_t step = 0; step < 2; ++step) {  // two steps: 1-bit residuals carry over
         Tensor a = Tensor::empty({kTotal}), b = Tensor::full({kTotal}, 99.0f);
-        aggregate_emulated(*whole, g, step, a);
+        aggregate_local(*whole, g, step, a);
         for (SlotRange r : {SlotRange{3, 4}, SlotRange{1, 3}, SlotRange{0, 1}})
-          aggregate_emulated(*split, g, step, b, r);
+          aggregate_local(*split, g, step, b, r);
         EXPECT_EQ(std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()), 0)
             << method_name << " sharing " << sharing_name << " step " << step;
         const WireLayout all = whole->wire(step);

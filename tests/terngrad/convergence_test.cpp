@@ -12,6 +12,7 @@
 
 #include "nn/core/error.h"
 #include "nn/core/philox.h"
+#include "terngrad/aggregate.h"
 #include "terngrad/compressor.h"
 #include "terngrad/convergence.h"
 #include "tests/testing/op_harness.h"
@@ -180,7 +181,7 @@ TEST(Ridge, TheEmulationIsTheCompressorsAggregate) {
   co.seed = seed;
   auto comp = make_compressor(co, {{"w", 0, d}});
   Tensor out = Tensor::zeros({d});
-  aggregate_emulated(*comp, grads, step, out);
+  aggregate_local(*comp, grads, step, out);
   const Ternarizer real = make_ternarizer("real");
   std::vector<double> mine(d, 0.0);
   std::vector<float> t(d);

@@ -9,8 +9,9 @@
 //     back into itself and grow: see CompressionOptions::error_feedback); the wire is byte for
 //     byte plain TernGrad's (same layout; step 0, with zero residuals, the same messages);
 //   - the residual is per-worker state that round-trips through state/load_state exactly.
-// Exact aggregation across ranks is checked with every other method in comm/aggregate_test.cpp
-// and comm/reducer_test.cpp; resuming a training run in cmd/train_compressor_state_test.cpp.
+// Exact aggregation across ranks is checked with every other method in
+// tests/terngrad/aggregate_test.cpp and comm/reducer_test.cpp; resuming a training run in
+// cmd/train_compressor_state_test.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,6 +21,7 @@
 
 #include "nn/core/philox.h"
 #include "terngrad/compressor.h"
+#include "tests/terngrad/emulated_reference.h"
 #include "tests/testing/errors.h"
 
 namespace tg::tern {

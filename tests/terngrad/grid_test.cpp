@@ -3,7 +3,7 @@
 // a smaller variance than TernGrad's three levels at the same scaler, exact integer sums of
 // workers sharing a scaler (the aggregate equals (s / ((L-1) N)) * an integer, independent of
 // worker order), and the bytes on the wire. Exact aggregation across ranks is checked with every
-// other method in comm/aggregate_test.cpp.
+// other method in tests/terngrad/aggregate_test.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +13,7 @@
 #include "nn/core/philox.h"
 #include "terngrad/compressor.h"
 #include "terngrad/grid_kernels.h"
+#include "tests/terngrad/emulated_reference.h"
 #include "tests/testing/errors.h"
 
 namespace tg::tern {

@@ -4,14 +4,17 @@
 // tensor, the ratio computed exactly), that for one worker the expected aggregate has the
 // gradient's own length where plain TernGrad's is shortened by clipping (statistical, 4,000
 // steps, tolerance stated), that integer sums stay exact (one scale per tensor), and the
-// refusal without a shared scaler. Exact aggregation across ranks: comm/aggregate_test.cpp.
+// refusal without a shared scaler. Exact aggregation across ranks:
+// tests/terngrad/aggregate_test.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
 #include "nn/core/philox.h"
+#include "terngrad/aggregate.h"
 #include "terngrad/compressor.h"
+#include "tests/terngrad/emulated_reference.h"
 #include "tests/testing/errors.h"
 
 namespace tg::tern {
@@ -91,7 +94,7 @@ TEST(Rescale, OneWorkersExpectedAggregateKeepsTheGradientsLength) {
     std::vector<double> mean(kTotal, 0.0);
     Tensor out = Tensor::empty({kTotal});
     for (int64_t step = 0; step < kSteps; ++step) {
-      aggregate_emulated(*c, std::span<const Tensor>(&gt, 1), step, out);
+      aggregate_local(*c, std::span<const Tensor>(&gt, 1), step, out);
       const std::vector<float> o = out.to_vector<float>();
       for (int64_t i = 0; i < kTotal; ++i) mean[i] += o[i] / static_cast<double>(kSteps);
     }
@@ -116,9 +119,9 @@ TEST(Rescale, SharedRatioIsTheLargestAndSumsStayOneScalePerTensor) {
   }
   EXPECT_EQ(shared[1], largest);
   Tensor out = Tensor::empty({kTotal}), plain_out = Tensor::empty({kTotal});
-  aggregate_emulated(*c, g, 7, out);
+  aggregate_local(*c, g, 7, out);
   auto plain = make_compressor(options(false), layout());
-  aggregate_emulated(*plain, g, 7, plain_out);
+  aggregate_local(*plain, g, 7, plain_out);
   // The same codes (same seed, step, workers), scaled by s / (3 ratio) instead of s / 3.
   const std::vector<float> a = out.to_vector<float>(), b = plain_out.to_vector<float>();
   const float unit = shared[0] / (3.0f * shared[1]), plain_unit = shared[0] / 3.0f;

@@ -37,7 +37,7 @@ def fail(msg):
 
 
 def clip_label(clip):
-    # train/bounds_recorder.cpp clip_label: the shortest round-trip text ("2.5", "0").
+    # cmd/bounds_recorder.cpp clip_label: the shortest round-trip text ("2.5", "0").
     clip = float(clip)
     return str(int(clip)) if clip.is_integer() else repr(clip)
 

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <vector>
 
-#include "nn/core/checksum.h"
+#include "nn/core/hash.h"
 #include "nn/core/philox.h"
 #include "nn/init/init.h"
 #include "terngrad/compressor.h"

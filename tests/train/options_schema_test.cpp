@@ -1,5 +1,5 @@
 // The config and the libraries agree: for every key of `terngrad config --reference`, every value
-// the config accepts (train::key_samples(): a range's ends and a middle value, every allowed
+// the config accepts (config::key_samples(): a range's ends and a middle value, every allowed
 // name, both booleans) builds the library objects the run would build from it (the net, the
 // dataset, the optimizer, the learning-rate schedule, the compressor, the EMA, the communication
 // algorithm), with no error. A key whose config range is wider than its library's (as
@@ -11,19 +11,21 @@
 #include <string>
 #include <vector>
 
-#include "comm/ternary_collectives.h"
+#include "comm/process_group.h"
+#include "config/config.h"
 #include "datasets/dataset.h"
 #include "nn/nets/net.h"
 #include "nn/optim/ema.h"
 #include "nn/optim/lr_schedule.h"
 #include "nn/optim/optimizer.h"
 #include "terngrad/compressor.h"
-#include "train/config.h"
-#include "train/distributed.h"
+#include "terngrad/ternary_collectives.h"
 #include "train/options.h"
 
 namespace tg::train {
 namespace {
+
+using namespace tg::config;
 
 constexpr int64_t kTrainSize = 64;
 
@@ -47,8 +49,10 @@ void build_libraries(const Config& c) {
   schedule(0);
   tern::make_compressor(compression_options(c, kTrainSize), grad_layout(*net));
   if (c.train.ema_decay > 0) Ema ema(net->arena().params(), c.train.ema_decay);
-  if (c.comm.algorithm != "ring") comm::parse_ternary_algorithm(c.comm.algorithm);
-  resolve_backend(c.comm.backend, parse_device(c.device));
+  exchange_options(c);
+  comm::resolve_backend(group_options(c).backend, parse_device(c.device));
+  comm::ReducerOptions reducer = reducer_options(c);
+  EXPECT_GE(reducer.bucket_bytes(), 1);
 }
 
 TEST(OptionsSchema, EveryValueTheConfigAcceptsTheLibrariesAccept) {

@@ -15,14 +15,16 @@
 #include <string>
 #include <vector>
 
+#include "config/config.h"
 #include "nn/core/error.h"
 #include "tests/testing/files.h"
 #include "tests/testing/tensorboard_check.h"
-#include "train/config.h"
 #include "train/trainer.h"
 
 namespace tg::train::tensorboard {
 namespace {
+
+using namespace tg::config;
 
 namespace fs = std::filesystem;
 using tg::testing::TempDir;

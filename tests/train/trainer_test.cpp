@@ -8,12 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "config/config.h"
+#include "nn/core/json.h"
 #include "tests/testing/files.h"
-#include "train/config.h"
-#include "train/json.h"
 
 namespace tg::train {
 namespace {
+
+using namespace tg::config;
 
 using tg::testing::read_text;
 using tg::testing::TempDir;

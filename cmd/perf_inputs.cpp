@@ -1,0 +1,303 @@
+#include "cmd/perf_inputs.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "config/config.h"
+#include "config/toml_limits.h"
+#include "nn/core/device.h"
+#include "nn/core/error.h"
+#include "nn/core/philox.h"
+#include "nn/init/init.h"
+#include "nn/nets/net.h"
+#include "nn/optim/ema.h"
+#include "nn/optim/optimizer.h"
+#include "terngrad/compressor.h"
+#include "train/options.h"
+#include "train/step.h"
+
+namespace tg::cli {
+
+using namespace tg::train;
+using config::Config;
+
+namespace {
+
+using perf::Cluster;
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// ---- cluster files -------------------------------------------------------------------------
+
+std::string where(const std::string& source, const toml::node& n) {
+  const auto& r = n.source();
+  if (r.begin.line == 0) return source;
+  return source + ":" + std::to_string(r.begin.line) + ":" + std::to_string(r.begin.column);
+}
+
+double get_number(const toml::table& t, const std::string& key, const std::string& qualified,
+                  const std::string& source, std::optional<double> fallback, const char* expect) {
+  const toml::node* n = t.get(key);
+  if (n == nullptr) {
+    TG_CHECK(fallback.has_value(), source, ": key '", qualified, "' is missing (expected ", expect,
+             ")");
+    return *fallback;
+  }
+  std::optional<double> v;
+  if (auto* f = n->as_floating_point()) v = f->get();
+  if (auto* i = n->as_integer()) v = static_cast<double>(i->get());
+  TG_CHECK(v.has_value(), where(source, *n), ": key '", qualified, "': expected ", expect);
+  return *v;
+}
+
+void check_keys(const toml::table& t, const std::vector<std::string>& known,
+                const std::string& prefix, const std::string& source) {
+  for (const auto& [k, node] : t) {
+    const std::string key(k.str());
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    std::string list;
+    for (const auto& n : known) list += (list.empty() ? "" : ", ") + prefix + n;
+    TG_THROW(where(source, node), ": unknown key '", prefix, key, "'; known keys: ", list);
+  }
+}
+
+perf::Link parse_link(const toml::table& root, const std::string& section,
+                      const std::string& source) {
+  const toml::node* n = root.get(section);
+  TG_CHECK(n != nullptr, source, ": table [", section,
+           "] is missing (expected bandwidth_gbit "
+           "and latency_us)");
+  const toml::table* t = n->as_table();
+  TG_CHECK(t != nullptr, where(source, *n), ": key '", section, "': expected a table");
+  check_keys(*t, {"bandwidth_gbit", "latency_us"}, section + ".", source);
+  perf::Link l;
+  l.gbit_per_s = get_number(*t, "bandwidth_gbit", section + ".bandwidth_gbit", source, std::nullopt,
+                            "a number > 0, in Gbit/s");
+  TG_CHECK(l.gbit_per_s > 0 && std::isfinite(l.gbit_per_s),
+           where(source, *t->get("bandwidth_gbit")), ": key '", section, ".bandwidth_gbit' is ",
+           l.gbit_per_s, "; expected a number > 0, in Gbit/s");
+  const double us = get_number(*t, "latency_us", section + ".latency_us", source, 0.0,
+                               "a number >= 0, in microseconds");
+  TG_CHECK(us >= 0 && std::isfinite(us), source, ": key '", section, ".latency_us' is ", us,
+           "; expected a number >= 0, in microseconds");
+  l.latency_s = us * 1e-6;
+  return l;
+}
+
+constexpr size_t kChunk = size_t{1} << 20;
+constexpr size_t kTotal = size_t{256} << 20;
+constexpr int kTransfers = 3, kPings = 200;
+
+}  // namespace
+
+perf::Cluster parse_cluster_toml(const std::string& text, const std::string& source) {
+  config::check_toml_limits(text, source);
+  toml::table root;
+  try {
+    root = toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    const auto& r = e.source();
+    TG_THROW(source, ":", r.begin.line, ":", r.begin.column,
+             ": TOML syntax error: ", e.description());
+  }
+  check_keys(root, {"name", "description", "gpus_per_node", "full_duplex", "gpu", "intra", "inter"},
+             "", source);
+  Cluster c;
+  c.name = std::filesystem::path(source).stem().string();
+  if (const toml::node* n = root.get("name")) {
+    TG_CHECK(n->as_string() != nullptr && !n->as_string()->get().empty(), where(source, *n),
+             ": key 'name': expected a non-empty string");
+    c.name = n->as_string()->get();
+  }
+  c.description = "cluster file " + source;
+  if (const toml::node* n = root.get("description")) {
+    TG_CHECK(n->as_string() != nullptr, where(source, *n),
+             ": key 'description': expected a string");
+    c.description = n->as_string()->get();
+  }
+  const toml::node* g = root.get("gpus_per_node");
+  TG_CHECK(g != nullptr, source, ": key 'gpus_per_node' is missing (expected an integer >= 1)");
+  TG_CHECK(g->as_integer() != nullptr && g->as_integer()->get() >= 1 &&
+               g->as_integer()->get() <= 1 << 20,
+           where(source, *g), ": key 'gpus_per_node': expected an integer >= 1");
+  c.gpus_per_node = static_cast<int>(g->as_integer()->get());
+  if (const toml::node* n = root.get("full_duplex")) {
+    TG_CHECK(n->as_boolean() != nullptr, where(source, *n),
+             ": key 'full_duplex': expected true or false");
+    c.full_duplex = n->as_boolean()->get();
+  }
+  if (const toml::node* n = root.get("gpu")) {
+    const auto* s = n->as_string();
+    TG_CHECK(s != nullptr && (s->get() == "gtx1080" || s->get() == "p100" || s->get().empty()),
+             where(source, *n),
+             ": key 'gpu': expected \"gtx1080\" or \"p100\" (whose 1-GPU readings of the paper "
+             "give the default compute times) or \"\"");
+    c.gpu = s->get();
+  }
+  c.intra = parse_link(root, "intra", source);
+  c.inter = parse_link(root, "inter", source);
+  perf::validate(c);
+  return c;
+}
+
+perf::Cluster resolve_cluster(const std::string& name) {
+  const auto presets = perf::cluster_preset_names();
+  if (std::find(presets.begin(), presets.end(), name) != presets.end())
+    return perf::cluster_preset(name);
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(name, ec)) {
+    std::string known;
+    for (const auto& p : presets) known += (known.empty() ? "" : ", ") + p;
+    TG_THROW("unknown cluster '", name, "': not a preset (", known, ") and not a readable file");
+  }
+  std::ifstream in(name, std::ios::binary);
+  TG_CHECK(in.good(), "cannot read cluster file '", name, "'");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return parse_cluster_toml(ss.str(), name);
+}
+
+std::vector<int64_t> net_tensor_numel(const std::string& network) {
+  auto net = make_net(network, NetOptions{}, Device::cpu());
+  std::vector<int64_t> numel;
+  for (const auto& e : net->arena().entries()) numel.push_back(e.numel);
+  return numel;
+}
+
+MeasuredStep measure_step(const std::string& network, int64_t batch, int steps) {
+  const Device dev = Device::cpu();
+  const Config cfg =
+      config::default_config({"model.name=" + network, "train.batch_size=" + std::to_string(batch),
+                              "workers.count=1", "compression.method=terngrad", "device=cpu"});
+  auto net = make_net(cfg.model.name, net_options(cfg), dev);
+  const NetInfo& info = net->info();
+  auto opt = make_optimizer(optimizer_options(cfg));
+  Ema ema(net->arena().params(), cfg.train.ema_decay);
+  auto comp = tern::make_compressor(compression_options(cfg, std::max<int64_t>(batch, 1024)),
+                                    grad_layout(*net));
+  TrainStep step(*net, *opt, &ema, cfg.train.weight_decay, static_cast<uint64_t>(cfg.train.seed),
+                 comp.get());
+  HostBatch hb;
+  hb.x = Tensor::empty({batch, info.in_channels, info.image_size, info.image_size});
+  init::normal_(hb.x, 0.f, 1.f, 7, rng_stream(RngPurpose::data, 0));
+  std::vector<int32_t> labels(static_cast<size_t>(batch));
+  for (int64_t i = 0; i < batch; ++i) labels[i] = static_cast<int32_t>(i % info.num_classes);
+  hb.y = Tensor::from_vector(labels, {batch});
+  const std::vector<HostBatch> batches = {hb};
+  Tensor loss_sum = Tensor::zeros({}, DType::f32, dev);
+
+  step.run(batches, 0, 0.01, loss_sum);  // warm-up: allocator, BLAS buffers
+  std::vector<double> compute, encode;
+  for (int s = 0; s < steps; ++s) {
+    StepTimes t;
+    step.run(batches, s + 1, 0.01, loss_sum, &t);
+    compute.push_back(t.total() - t.compress_s);
+    encode.push_back(t.compress_s);
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  return {median(compute), median(encode)};
+}
+
+LinkMeasurement measure_loopback() {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  TG_CHECK(listener >= 0, "perf-model --calibrate: cannot create a TCP socket");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  if (::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::listen(listener, 1) != 0 ||
+      ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ::close(listener);
+    TG_THROW("perf-model --calibrate: cannot listen on 127.0.0.1 for the bandwidth test");
+  }
+  std::thread client([addr] {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return;
+    if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+      ::close(fd);
+      return;
+    }
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    std::vector<char> buf(kChunk, 1);
+    for (int t = 0; t < kTransfers; ++t) {
+      size_t sent = 0;
+      while (sent < kTotal) {
+        const ssize_t n = ::send(fd, buf.data(), std::min(kChunk, kTotal - sent), 0);
+        if (n <= 0) break;
+        sent += static_cast<size_t>(n);
+      }
+      char ack = 0;  // the receiver's end-of-transfer mark keeps the transfers apart
+      if (::recv(fd, &ack, 1, MSG_WAITALL) != 1) break;
+    }
+    char b = 0;
+    for (int p = 0; p < kPings; ++p) {
+      if (::recv(fd, &b, 1, MSG_WAITALL) != 1 || ::send(fd, &b, 1, 0) != 1) break;
+    }
+    ::close(fd);
+  });
+  const int fd = ::accept(listener, nullptr, nullptr);
+  ::close(listener);
+  if (fd < 0) {
+    client.join();
+    TG_THROW("perf-model --calibrate: the loopback bandwidth test could not connect");
+  }
+  const int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  std::vector<char> buf(kChunk);
+  LinkMeasurement m;
+  bool ok = true;
+  for (int t = 0; t < kTransfers && ok; ++t) {
+    const double t0 = now_s();
+    size_t got = 0;
+    while (got < kTotal) {
+      const ssize_t n = ::recv(fd, buf.data(), std::min(kChunk, kTotal - got), 0);
+      if (n <= 0) {
+        ok = false;
+        break;
+      }
+      got += static_cast<size_t>(n);
+    }
+    const double dt = now_s() - t0;
+    if (ok) m.gbit_per_s = std::max(m.gbit_per_s, 8.0 * static_cast<double>(kTotal) / dt / 1e9);
+    const char ack = 1;
+    if (::send(fd, &ack, 1, 0) != 1) ok = false;
+  }
+  std::vector<double> rtt;
+  char b = 1;
+  for (int p = 0; p < kPings && ok; ++p) {
+    const double t0 = now_s();
+    if (::send(fd, &b, 1, 0) != 1 || ::recv(fd, &b, 1, MSG_WAITALL) != 1) ok = false;
+    rtt.push_back(now_s() - t0);
+  }
+  ::close(fd);
+  client.join();
+  TG_CHECK(ok && m.gbit_per_s > 0 && !rtt.empty(),
+           "perf-model --calibrate: the loopback bandwidth test was cut short");
+  std::sort(rtt.begin(), rtt.end());
+  m.latency_s = rtt[rtt.size() / 2] / 2;
+  return m;
+}
+
+}  // namespace tg::cli
