@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "nn/core/clock.h"
 #include "nn/core/error.h"
 #include "nn/core/hash.h"
 #include "nn/core/json.h"
@@ -45,7 +46,7 @@ double peak_rss_mib() {
 // The child: loads `file` by `mode`, prints "before after seconds".
 int child(const std::string& mode, const std::string& file) {
   const double before = peak_rss_mib();
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = Clock::now();
   if (mode == "stream") {
     train::load_checkpoint(file);
   } else if (mode == "whole") {
@@ -61,8 +62,7 @@ int child(const std::string& mode, const std::string& file) {
     ::close(fd);
     sha.hex();
   }
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double seconds = seconds_since(t0);
   std::printf("%.3f %.3f %.6f\n", before, peak_rss_mib(), seconds);
   return 0;
 }

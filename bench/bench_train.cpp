@@ -87,10 +87,6 @@ struct Case {
   int warmup = 3, min_steps = 5, profiled = 5;
 };
 
-double median(const std::vector<double>& v) {
-  return percentile(v, 0.5);
-}
-
 // The machine's large-matrix sgemm rate (GFLOP/s) on `dev`: the yardstick.
 double sgemm_gflops(const Device& dev) {
   const int64_t n = 2048;

@@ -12,18 +12,17 @@
 namespace tg::bench {
 
 void Stopwatch::restart() {
-  start_ = lap_ = std::chrono::steady_clock::now();
+  start_ = lap_ = Clock::now();
   cpu_start_ms_ = 0;
   cpu_start_ms_ = cpu_ms();
 }
 
 double Stopwatch::ms() const {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_)
-      .count();
+  return std::chrono::duration<double, std::milli>(Clock::now() - start_).count();
 }
 
 double Stopwatch::lap_ms() {
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = Clock::now();
   const double ms = std::chrono::duration<double, std::milli>(now - lap_).count();
   lap_ = now;
   return ms;
@@ -35,24 +34,9 @@ double Stopwatch::cpu_ms() const {
   return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6 - cpu_start_ms_;
 }
 
-namespace {
-// The nearest-rank rule of percentile(), on sorted, non-empty samples.
-double sorted_at(const std::vector<double>& sorted, double p) {
-  const auto last = static_cast<double>(sorted.size() - 1);
-  return sorted[static_cast<size_t>(std::clamp(p, 0.0, 1.0) * last + 0.5)];
-}
-}  // namespace
-
-double percentile(std::vector<double> samples, double p) {
-  if (samples.empty()) return 0;
-  std::sort(samples.begin(), samples.end());
-  return sorted_at(samples, p);
-}
-
-Timing summarize(std::vector<double> samples_ms) {
+Timing summarize(const std::vector<double>& samples_ms) {
   if (samples_ms.empty()) return {};
-  std::sort(samples_ms.begin(), samples_ms.end());
-  return {sorted_at(samples_ms, 0.5), sorted_at(samples_ms, 0.1), sorted_at(samples_ms, 0.9),
+  return {percentile(samples_ms, 0.5), percentile(samples_ms, 0.1), percentile(samples_ms, 0.9),
           static_cast<int>(samples_ms.size())};
 }
 

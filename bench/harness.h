@@ -1,6 +1,7 @@
 // The benchmark harness: warm-up, device sync, repeat until ~200 ms, report median/p10/p90 and
 // derived rates as one JSON object per line on stdout (human notes go to stderr). Every program
-// in bench/ times with Stopwatch, summarises samples with percentile()/summarize() and writes its
+// in bench/ times with Stopwatch (on nn/core/clock.h's clock), summarises samples with
+// summarize() or tg::percentile() (nn/core/percentile.h, the project's one rule) and writes its
 // records with JsonLine; none keeps a clock, a percentile rule or a JSON writer of its own.
 #pragma once
 
@@ -11,6 +12,9 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "nn/core/clock.h"
+#include "nn/core/percentile.h"
 
 namespace tg::bench {
 
@@ -26,7 +30,7 @@ class Stopwatch {
   double cpu_ms() const;  // CPU milliseconds of this process since the start
 
  private:
-  std::chrono::steady_clock::time_point start_, lap_;
+  Clock::time_point start_, lap_;
   double cpu_start_ms_ = 0;
 };
 
@@ -35,11 +39,9 @@ struct Timing {
   int reps = 0;
 };
 
-// The p-quantile (0 <= p <= 1) of `samples` by nearest rank: the sorted sample at index
-// round(p (n - 1)), so the median of an even count is the upper middle one. 0 for no samples.
-double percentile(std::vector<double> samples, double p);
-// median, p10 and p90 of samples in milliseconds (by percentile()), and their count.
-Timing summarize(std::vector<double> samples_ms);
+// median, p10 and p90 of samples in milliseconds (by tg::percentile), and their count; all 0
+// for no samples.
+Timing summarize(const std::vector<double>& samples_ms);
 
 // Runs fn() `warmup` times, then repeatedly (sync() after each) until min_seconds have passed
 // and at least min_reps samples exist (at most 10,000).

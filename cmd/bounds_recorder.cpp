@@ -7,6 +7,7 @@
 
 #include "nn/core/error.h"
 #include "nn/core/json.h"
+#include "nn/core/percentile.h"
 
 namespace tg::cli {
 
@@ -44,15 +45,6 @@ void add_scalars(const tern::BoundRow& r, std::vector<train::tensorboard::Scalar
   out.push_back({"sparsity" + where, s.sparsity()});
   out.push_back({"realized_sparsity" + where, s.realized_sparsity()});
   out.push_back({"bound_ratio" + where, s.bound_ratio()});
-}
-
-// Median of the finite values; NaN when there are none.
-double median(std::vector<double> v) {
-  std::erase_if(v, [](double x) { return !std::isfinite(x); });
-  if (v.empty()) return std::nan("");
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
 std::string fmt(double v, const char* spec = "%.4g") {
@@ -272,22 +264,16 @@ std::string BoundsRecorder::table() const {
     std::snprintf(buf, sizeof buf, "%-24s %10s %10s %10s %16s %16s\n", "tensor", "median", "p90",
                   "max", "sparsity median", "sparsity max");
     t << buf;
-    auto quantile = [](std::vector<double> v, double q) {
-      std::erase_if(v, [](double x) { return !std::isfinite(x); });
-      if (v.empty()) return std::nan("");
-      std::sort(v.begin(), v.end());
-      return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
-    };
     for (const auto& [name, numel] : tensors_) {
       const auto it = ratios_.find(name);
       if (it == ratios_.end()) continue;
       const std::vector<double>& sp = shared_sparsity_.at(name);
       std::snprintf(buf, sizeof buf, "%-24s %10s %10s %10s %16s %16s\n", name.c_str(),
-                    fmt(quantile(it->second, 0.5), "%.3g").c_str(),
-                    fmt(quantile(it->second, 0.9), "%.3g").c_str(),
-                    fmt(quantile(it->second, 1.0), "%.3g").c_str(),
-                    fmt(100 * quantile(sp, 0.5), "%.1f%%").c_str(),
-                    fmt(100 * quantile(sp, 1.0), "%.1f%%").c_str());
+                    fmt(percentile(it->second, 0.5), "%.3g").c_str(),
+                    fmt(percentile(it->second, 0.9), "%.3g").c_str(),
+                    fmt(percentile(it->second, 1.0), "%.3g").c_str(),
+                    fmt(100 * percentile(sp, 0.5), "%.1f%%").c_str(),
+                    fmt(100 * percentile(sp, 1.0), "%.1f%%").c_str());
       t << buf;
     }
   }

@@ -14,6 +14,7 @@
 #include <set>
 
 #include "config/config.h"
+#include "nn/core/clock.h"
 #include "nn/core/device.h"
 #include "nn/core/error.h"
 #include "nn/core/json.h"
@@ -39,10 +40,6 @@ struct Verdict {
   bool pass = false;
   std::string detail;
 };
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 std::string fmt(const char* f, double v) {
   char b[64];
@@ -82,10 +79,11 @@ void ridge_checks(const ConvergenceCheckArgs& a, const tern::Ternarizer& tz,
                "%lld iterations x %d repeats ...\n",
                static_cast<long long>(p.n), static_cast<long long>(p.d),
                static_cast<long long>(so.iterations), so.repeats);
-  const double t_start = now_s();
+  const auto t_start = Clock::now();
   const ConvergenceCurve sgd = tern::run_ridge_sgd(p, so, nullptr, crit);
   const ConvergenceCurve tg = tern::run_ridge_sgd(p, so, &tz, crit);
-  std::fprintf(stderr, "convergence-check: ridge regression done in %.1f s\n", now_s() - t_start);
+  std::fprintf(stderr, "convergence-check: ridge regression done in %.1f s\n",
+               seconds_since(t_start));
 
   const std::string tern_desc = a.ternarizer == "real"
                                     ? "the real ternarizer (terngrad/ternary_kernels.h)"
@@ -206,10 +204,10 @@ void real_checks(const ConvergenceCheckArgs& a, const tern::Ternarizer& tz,
                  "(%lld elements, %zu tensors) ...\n",
                  static_cast<long long>(k), static_cast<long long>(a.draws),
                  static_cast<long long>(total), layout.size());
-    const double t_start = now_s();
+    const auto t_start = Clock::now();
     const MomentCheck c = tern::check_ternary_moments(ws.at(0).data<float>(), layout, s, tz, mo);
     std::fprintf(stderr, "convergence-check: iteration %lld checked in %.1f s\n",
-                 static_cast<long long>(k), now_s() - t_start);
+                 static_cast<long long>(k), seconds_since(t_start));
 
     double max_proj = 0, max_sq = -INFINITY, max_var = 0;
     for (const TensorMoments& t : c.tensors) {

@@ -19,8 +19,10 @@
 
 #include "config/config.h"
 #include "config/toml_limits.h"
+#include "nn/core/clock.h"
 #include "nn/core/device.h"
 #include "nn/core/error.h"
+#include "nn/core/percentile.h"
 #include "nn/core/philox.h"
 #include "nn/init/init.h"
 #include "nn/nets/net.h"
@@ -38,10 +40,6 @@ using config::Config;
 namespace {
 
 using perf::Cluster;
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // ---- cluster files -------------------------------------------------------------------------
 
@@ -210,10 +208,6 @@ MeasuredStep measure_step(const std::string& network, int64_t batch, int steps) 
     compute.push_back(t.total() - t.compress_s);
     encode.push_back(t.compress_s);
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
   return {median(compute), median(encode)};
 }
 
@@ -269,7 +263,7 @@ LinkMeasurement measure_loopback() {
   LinkMeasurement m;
   bool ok = true;
   for (int t = 0; t < kTransfers && ok; ++t) {
-    const double t0 = now_s();
+    const auto t0 = Clock::now();
     size_t got = 0;
     while (got < kTotal) {
       const ssize_t n = ::recv(fd, buf.data(), std::min(kChunk, kTotal - got), 0);
@@ -279,7 +273,7 @@ LinkMeasurement measure_loopback() {
       }
       got += static_cast<size_t>(n);
     }
-    const double dt = now_s() - t0;
+    const double dt = seconds_since(t0);
     if (ok) m.gbit_per_s = std::max(m.gbit_per_s, 8.0 * static_cast<double>(kTotal) / dt / 1e9);
     const char ack = 1;
     if (::send(fd, &ack, 1, 0) != 1) ok = false;
@@ -287,9 +281,9 @@ LinkMeasurement measure_loopback() {
   std::vector<double> rtt;
   char b = 1;
   for (int p = 0; p < kPings && ok; ++p) {
-    const double t0 = now_s();
+    const auto t0 = Clock::now();
     if (::send(fd, &b, 1, 0) != 1 || ::recv(fd, &b, 1, MSG_WAITALL) != 1) ok = false;
-    rtt.push_back(now_s() - t0);
+    rtt.push_back(seconds_since(t0));
   }
   ::close(fd);
   client.join();

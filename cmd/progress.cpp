@@ -1,12 +1,12 @@
 #include "cmd/progress.h"
 
-#include <cstdio>
-
 #include <unistd.h>
 
-namespace tg::cli {
+#include <cstdio>
 
-using Clock = std::chrono::steady_clock;
+#include "nn/core/clock.h"
+
+namespace tg::cli {
 
 std::string format_fixed(double v, int decimals) {
   char buf[64];
@@ -44,7 +44,7 @@ void Progress::start(int64_t first_step) {
 
 std::string Progress::eta() const {
   if (done_ <= first_) return "?";
-  const double el = std::chrono::duration<double>(Clock::now() - t0_).count();
+  const double el = seconds_since(t0_);
   return format_duration(el / static_cast<double>(done_ - first_) *
                          static_cast<double>(total_ - done_));
 }
@@ -68,7 +68,7 @@ void Progress::draw() {
 void Progress::update(int64_t steps_done, double images_per_sec) {
   done_ = steps_done;
   ips_ = images_per_sec;
-  if (live_ && std::chrono::duration<double>(Clock::now() - last_draw_).count() >= 0.2) draw();
+  if (live_ && seconds_since(last_draw_) >= 0.2) draw();
 }
 
 void Progress::log_step(int64_t steps_done, double loss, double lr, double images_per_sec) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "nn/core/clock.h"
 #include "train/trainer.h"
 
 namespace tg::cli {
@@ -32,7 +33,7 @@ class Progress {
   bool silent_;
   bool drawn_ = false;
   double loss_ = -1.0, lr_ = 0.0, ips_ = 0.0;
-  std::chrono::steady_clock::time_point t0_, last_draw_;
+  Clock::time_point t0_, last_draw_;
 };
 
 // A training run's events (train/trainer.h) on a Progress: the CLI's view of a run.

@@ -19,6 +19,7 @@
 #include <optional>
 #include <sstream>
 
+#include "nn/core/clock.h"
 #include "nn/core/error.h"
 
 extern char** environ;
@@ -223,8 +224,6 @@ std::string describe(const RankEnv& r) {
 // ---------------------------------------------------------------------------------------------
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // Longest line kept whole; a longer one is cut into pieces of this size, each prefixed (bounds the
 // launcher's memory when a child writes without newlines).
@@ -525,10 +524,6 @@ struct ExecPlan {
     env_ptrs.push_back(nullptr);
   }
 };
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 Clock::time_point after(double seconds) {
   return Clock::now() +

@@ -20,6 +20,7 @@
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/redis_store.h>
 
+#include "nn/core/clock.h"
 #include "nn/core/error.h"
 
 namespace tg::comm {
@@ -123,13 +124,13 @@ class WrappedStore final : public Store {
     std::vector<std::string> mapped;
     mapped.reserve(keys.size());
     for (const auto& key : keys) mapped.push_back(map(key));
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const auto deadline = Clock::now() + timeout;
     for (;;) {
       {
         std::lock_guard<std::mutex> lock(mu_);
         if (checked_exists(mapped)) return;
       }
-      if (std::chrono::steady_clock::now() >= deadline) break;
+      if (Clock::now() >= deadline) break;
       std::this_thread::sleep_for(kPollInterval);
     }
     std::vector<std::string> missing;

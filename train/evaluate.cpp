@@ -6,6 +6,7 @@
 
 #include "config/config.h"
 #include "nn/autograd/tape.h"
+#include "nn/core/clock.h"
 #include "nn/core/json.h"
 #include "nn/ops/softmax_xent.h"
 #include "train/checkpoint.h"
@@ -87,10 +88,10 @@ CheckpointEval evaluate_checkpoint(const std::string& checkpoint_path,
   }
   auto test_ds = data::open_dataset(data_options(cfg), data::Split::test);
   check_compatible(*net, *test_ds);
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = Clock::now();
   CheckpointEval e;
   e.result = evaluate(*net, *test_ds, cfg.data.eval_batch_size, cfg.data.eval_limit);
-  e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  e.seconds = seconds_since(t0);
   e.checkpoint = checkpoint_path;
   e.step = ck.step;
   e.model = cfg.model.name;

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "nn/autograd/tape.h"
+#include "nn/core/clock.h"
 #include "nn/core/cuda_runtime.h"
 #include "nn/core/profile.h"
 #include "nn/ops/elementwise.h"
@@ -59,8 +60,7 @@ void TrainStep::run(const std::vector<HostBatch>& batches, int64_t step, double 
   const Device dev = net_.device();
   auto clock = [&] {
     if (times && dev.is_cuda()) cuda::synchronize(dev.index);
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
+    return Clock::now();
   };
   const int workers = static_cast<int>(batches.size());
   TG_CHECK(workers >= 1, "train step: no batches");
@@ -70,11 +70,11 @@ void TrainStep::run(const std::vector<HostBatch>& batches, int64_t step, double 
   const int total_workers = group_ ? group_->total_workers : workers;
   const float inv_workers = 1.0f / static_cast<float>(total_workers);
   Tensor grads = net_.arena().grads();
-  double t = times ? clock() : 0.0;
+  Clock::time_point t = times ? clock() : Clock::time_point{};
   auto lap = [&](double StepTimes::*field) {
     if (!times) return;
-    const double now = clock();
-    times->*field += now - t;
+    const Clock::time_point now = clock();
+    times->*field += std::chrono::duration<double>(now - t).count();
     t = now;
   };
   if (compressor_) {

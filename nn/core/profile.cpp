@@ -5,6 +5,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "nn/core/clock.h"
 #include "nn/core/cuda_runtime.h"
 
 namespace tg::profile {
@@ -44,7 +45,7 @@ const char* current_layer() {
 double now() {
   State& s = state();
   if (s.sync) cuda::synchronize(s.device);
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
 }
 
 void add(const char* layer, Phase phase, double seconds) {

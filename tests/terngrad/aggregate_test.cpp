@@ -263,8 +263,9 @@ void run_and_check(Communicator& comm, const Method& m, const AggregateOptions& 
                               m.o.scaler_sharing == ::tg::tern::ScalerSharing::max &&
                               m.o.levels == 3 && a != TernaryAlgorithm::allgather && !floating;
     EXPECT_EQ(st.ternary_path, ternary_path) << at;
-    if (p == 1)
+    if (p == 1) {
       for (SlotRoute route : st.routes) EXPECT_EQ(route, SlotRoute::message) << at;
+    }
     if (ternary_path) {
       EXPECT_EQ(st.ternary_slots + st.raw_slots, static_cast<int64_t>(c->layout().size())) << at;
       if (a != TernaryAlgorithm::automatic) {
