@@ -168,7 +168,7 @@ void run_case(const Case& c, const Device& dev, double seconds, double sgemm) {
   const config::Config cfg = case_config(c, dev);
   auto net = make_net(cfg.model.name, train::net_options(cfg), dev);
   const auto& info = net->info();
-  auto opt = make_optimizer(train::optimizer_options(cfg));
+  auto opt = make_optimizer(cfg.train.optimizer);
   Ema ema(net->arena().params(), cfg.train.ema_decay);
 
   data::DataOptions dopt;

@@ -173,8 +173,9 @@ void real_checks(const ConvergenceCheckArgs& a, const tern::Ternarizer& tz,
   std::fprintf(stderr,
                "convergence-check: training %s on %s (%lld workers, compression %s) for %lld "
                "iterations to sample gradients ...\n",
-               cfg.model.name.c_str(), cfg.data.name.c_str(),
-               static_cast<long long>(cfg.workers.count), cfg.compression.method.c_str(),
+               cfg.model.name.c_str(), cfg.data.dataset.name.c_str(),
+               static_cast<long long>(cfg.workers.count),
+               std::string(enum_name(tern::kMethods, cfg.compression.method)).c_str(),
                static_cast<long long>(cfg.train.iterations));
   TG_CHECK(!Trainer(cfg, opt).run().interrupted,
            "convergence-check: the training run was interrupted");
@@ -244,7 +245,7 @@ void real_checks(const ConvergenceCheckArgs& a, const tern::Ternarizer& tz,
             .add("pass", v.pass)
             .add("kind", kind == 0 ? "unbiased" : "variance");
         o.add("step", k).add("worker", 0).add("workers", static_cast<int64_t>(ws.size()));
-        o.add("model", cfg.model.name).add("dataset", cfg.data.name);
+        o.add("model", cfg.model.name).add("dataset", cfg.data.dataset.name);
         o.add("ternarizer", a.ternarizer).add("draws", c.draws).add("alpha", c.alpha);
         o.add("family", c.family).add("z_crit", c.z_crit_two);
         if (kind == 0) o.add("z_crit_sq", c.z_crit_one);
@@ -270,8 +271,8 @@ void real_checks(const ConvergenceCheckArgs& a, const tern::Ternarizer& tz,
       std::printf(
           "(b) %s on %s, iteration %lld: worker 0 of %zu, %lld ternarizations per tensor "
           "by %s; scaler shared over the workers, max|g| (clip = 0)\n",
-          cfg.model.name.c_str(), cfg.data.name.c_str(), static_cast<long long>(k), ws.size(),
-          static_cast<long long>(c.draws),
+          cfg.model.name.c_str(), cfg.data.dataset.name.c_str(), static_cast<long long>(k),
+          ws.size(), static_cast<long long>(c.draws),
           a.ternarizer == "real" ? "the real kernel"
                                  : ("the BIASED '" + a.ternarizer + "'").c_str());
       std::printf("    %-22s %8s %10s %6s %10s %10s %7s %7s %12s %12s %7s\n", "tensor", "numel",

@@ -15,7 +15,7 @@ void choose_default_data(config::Config& cfg, const std::string& config_path,
     data::DataOptions d = train::data_options(cfg);
     d.name = name;
     if (data::find_dataset(d)) {
-      cfg.data.name = name;
+      cfg.data.dataset.name = name;
       return;
     }
   }

@@ -245,7 +245,7 @@ int main(int argc, char** argv) {
                  " cannot be spread over the processes (each hosts workers.count / P workers; "
                  "set --set workers.count=",
                  nproc, " or a multiple)");
-        resolve_backend(group_options(cfg).backend, parse_device(cfg.device));
+        resolve_backend(cfg.comm.group.backend, parse_device(cfg.device));
         LaunchOptions lo;
         lo.plain_stdout_rank = 0;
         return launch_local(nproc, worker_argv(std::vector<std::string>(argv, argv + argc)), lo);

@@ -185,7 +185,7 @@ MeasuredStep measure_step(const std::string& network, int64_t batch, int steps) 
                               "workers.count=1", "compression.method=terngrad", "device=cpu"});
   auto net = make_net(cfg.model.name, net_options(cfg), dev);
   const NetInfo& info = net->info();
-  auto opt = make_optimizer(optimizer_options(cfg));
+  auto opt = make_optimizer(cfg.train.optimizer);
   Ema ema(net->arena().params(), cfg.train.ema_decay);
   auto comp = tern::make_compressor(compression_options(cfg, std::max<int64_t>(batch, 1024)),
                                     grad_layout(*net));

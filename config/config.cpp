@@ -1,8 +1,10 @@
-// The run configuration (see config.h). Everything about a key lives in ONE table, key_specs():
-// its section, name, the Config field it reads and writes (which also fixes its type), the rule
-// its value must satisfy and a one-line doc. Parsing, --set overrides, validation, to_toml,
-// to_json and reference_markdown all walk that table, so adding a key means adding one row (and
-// the field with its default in config.h; defaults are read from a default-constructed Config).
+// The run configuration (see config.h). Everything about a key but its type and default lives in
+// ONE table, key_specs(): its section, name, the Config field it reads and writes (a chain of
+// member pointers into the owning library's option struct, which fixes its type and holds its
+// default), the rule its value must satisfy and a one-line doc. Parsing, --set overrides,
+// validation, to_toml, to_json and reference_markdown all walk that table, so adding a key means
+// adding one row (and the field, with its default, to its library's struct; defaults are read
+// from a default-constructed Config).
 #include "config/config.h"
 
 #include <toml++/toml.h>
@@ -13,10 +15,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <variant>
 
 #include "comm/communicator.h"
@@ -34,23 +38,12 @@
 namespace tg::config {
 namespace {
 
-// A pointer to one Config field; the alternative held fixes the key's type.
-using FieldPtr = std::variant<std::string*, int64_t*, double*, bool*, std::vector<int64_t>*>;
-// A value of one key, same alternatives in the same order as FieldPtr.
+// A value of one key, as TOML has it; the alternative a field takes is the key's type.
 using FieldValue = std::variant<std::string, int64_t, double, bool, std::vector<int64_t>>;
 // The alternatives' indices: a key's type.
 enum KeyType : size_t { kString = 0, kInteger = 1, kFloat = 2, kBoolean = 3, kIntArray = 4 };
 static_assert(
     std::is_same_v<std::variant_alternative_t<kIntArray, FieldValue>, std::vector<int64_t>>);
-
-template <auto Section, auto Member>
-FieldPtr member(Config& c) {
-  return &((c.*Section).*Member);
-}
-template <auto Member>
-FieldPtr top_level(Config& c) {
-  return &(c.*Member);
-}
 
 // What a key's value must satisfy (float keys must also be finite).
 struct Rule {
@@ -106,11 +99,96 @@ Rule increasing() {
   return {Rule::Kind::increasing, 0.0, {}};
 }
 
+// The member at the end of a chain of member pointers: member_at<&Config::comm,
+// &CommSection::group, &comm::GroupOptions::timeout>(c) is c.comm.group.timeout.
+template <auto M, auto... Ms, class T>
+auto& member_at(T& obj) {
+  if constexpr (sizeof...(Ms) == 0)
+    return obj.*M;
+  else
+    return member_at<Ms...>(obj.*M);
+}
+
+// One key's field of a Config and the rule its values must satisfy. Fields hold the libraries'
+// own types: std::string, int64_t or int, double, bool, std::vector<int64_t>, or an enum with a
+// name table, read and written by name.
+struct Field {
+  KeyType type = kString;
+  std::function<FieldValue(const Config&)> get;
+  // Writes v (of this field's type). False, and nothing written, when the field cannot hold it
+  // (an int out of int's range, a name not in an enum's table).
+  std::function<bool(Config&, const FieldValue&)> set;
+  Rule rule;
+};
+
+template <class T>
+constexpr KeyType key_type() {
+  if constexpr (std::is_same_v<T, std::string>) {
+    return kString;
+  } else if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, int>) {
+    return kInteger;
+  } else if constexpr (std::is_same_v<T, double>) {
+    return kFloat;
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return kBoolean;
+  } else {
+    static_assert(std::is_same_v<T, std::vector<int64_t>>, "a config field of an unknown type");
+    return kIntArray;
+  }
+}
+
+// The field at Path, whose values must satisfy `rule`.
+template <auto... Path>
+Field field(Rule rule) {
+  using T = std::remove_cvref_t<decltype(member_at<Path...>(std::declval<Config&>()))>;
+  Field f;
+  f.type = key_type<T>();
+  f.rule = std::move(rule);
+  f.get = [](const Config& c) -> FieldValue {
+    const T& v = member_at<Path...>(c);
+    if constexpr (std::is_same_v<T, int>)
+      return static_cast<int64_t>(v);
+    else
+      return v;
+  };
+  f.set = [](Config& c, const FieldValue& v) {
+    T& dst = member_at<Path...>(c);
+    if constexpr (std::is_same_v<T, int>) {
+      const int64_t x = std::get<int64_t>(v);
+      if (!std::in_range<int>(x)) return false;
+      dst = static_cast<int>(x);
+    } else {
+      dst = std::get<T>(v);
+    }
+    return true;
+  };
+  return f;
+}
+
+// The enum field at Path: a string key whose values are the names of `table`.
+template <auto... Path, class E, size_t N>
+Field field(const EnumTable<E, N>& table) {
+  Field f;
+  f.type = kString;
+  f.rule = one_of_names(enum_names(table));
+  f.get = [&table](const Config& c) -> FieldValue {
+    return std::string(enum_name(table, member_at<Path...>(c)));
+  };
+  f.set = [&table](Config& c, const FieldValue& v) {
+    for (const auto& e : table)
+      if (e.name == std::get<std::string>(v)) {
+        member_at<Path...>(c) = e.value;
+        return true;
+      }
+    return false;
+  };
+  return f;
+}
+
 struct KeySpec {
   std::string_view section;  // "" = top level
   std::string_view key;
-  FieldPtr (*field)(Config&);
-  Rule rule;
+  Field field;
   std::string_view doc;
 };
 
@@ -118,143 +196,154 @@ struct KeySpec {
 // (TOML needs them before the first [section]).
 const std::vector<KeySpec>& key_specs() {
   using C = Config;
-  using M = ModelConfig;
-  using D = DataConfig;
-  using T = TrainConfig;
-  using W = WorkersConfig;
-  using Z = CompressionConfig;
-  using K = CommConfig;
+  using M = ModelSection;
+  using D = DataSection;
+  using T = TrainSection;
+  using W = WorkersSection;
+  using K = CommSection;
+  using Z = tern::CompressionOptions;
+  using Net = NetOptions;
+  using Ds = data::DataOptions;
+  using Opt = OptimizerOptions;
+  using Lr = LrScheduleOptions;
+  using G = comm::GroupOptions;
+  using R = comm::ReducerOptions;
+  using A = tern::AggregateOptions;
   static const std::vector<KeySpec> specs = {
-      {"", "device", top_level<&C::device>, device_rule(), "Compute device of the run"},
+      {"", "device", field<&C::device>(device_rule()), "Compute device of the run"},
 
-      {"model", "name", member<&C::model, &M::name>, one_of(net_names()),
+      {"model", "name", field<&C::model, &M::name>(one_of(net_names())),
        "Network to train, by registry name"},
-      {"model", "num_classes", member<&C::model, &M::num_classes>, at_least(0),
+      {"model", "num_classes", field<&C::model, &M::net, &Net::num_classes>(at_least(0)),
        "Output classes; 0 = the net's default"},
-      {"model", "dropout", member<&C::model, &M::dropout>, below(1),
+      {"model", "dropout", field<&C::model, &M::net, &Net::dropout_ratio>(below(1)),
        "Dropout fraction; < 0 = the net's default"},
 
-      {"data", "name", member<&C::data, &D::name>, one_of(data::dataset_names()), "Dataset"},
-      {"data", "path", member<&C::data, &D::path>, any(),
+      {"data", "name", field<&C::data, &D::dataset, &Ds::name>(one_of(data::dataset_names())),
+       "Dataset"},
+      {"data", "path", field<&C::data, &D::dataset, &Ds::path>(any()),
        "Directory with the dataset's files; empty = data/<name> (where `terngrad data fetch` "
        "puts it), then an installed package (fashion-mnist: /usr/share/datasets/fashion-mnist)"},
-      {"data", "augment", member<&C::data, &D::augment>, any(),
+      {"data", "augment", field<&C::data, &D::dataset, &Ds::augment>(any()),
        "Apply the dataset's training augmentation to the train split"},
-      {"data", "preprocess", member<&C::data, &D::preprocess>,
-       one_of_names(enum_names(data::kPreprocesses)), "image-folder preprocessing recipe"},
-      {"data", "image_size", member<&C::data, &D::image_size>, at_least(0),
+      {"data", "preprocess", field<&C::data, &D::dataset, &Ds::preprocess>(data::kPreprocesses),
+       "image-folder preprocessing recipe"},
+      {"data", "image_size", field<&C::data, &D::dataset, &Ds::image_size>(at_least(0)),
        "Output image side H = W; 0 = the dataset's default"},
-      {"data", "label_offset", member<&C::data, &D::label_offset>, at_least(0),
+      {"data", "label_offset", field<&C::data, &D::dataset, &Ds::label_offset>(at_least(0)),
        "Added to image-folder class indices; 1 for 1001-class ImageNet nets"},
-      {"data", "synthetic_size", member<&C::data, &D::synthetic_size>, at_least(1),
+      {"data", "synthetic_size", field<&C::data, &D::dataset, &Ds::synthetic_size>(at_least(1)),
        "synthetic: examples per split"},
-      {"data", "synthetic_channels", member<&C::data, &D::synthetic_channels>, at_least(1),
+      {"data", "synthetic_channels",
+       field<&C::data, &D::dataset, &Ds::synthetic_channels>(at_least(1)),
        "synthetic: image channels"},
-      {"data", "synthetic_classes", member<&C::data, &D::synthetic_classes>, at_least(1),
+      {"data", "synthetic_classes",
+       field<&C::data, &D::dataset, &Ds::synthetic_classes>(at_least(1)),
        "synthetic: number of classes"},
-      {"data", "eval_batch_size", member<&C::data, &D::eval_batch_size>, at_least(1),
+      {"data", "eval_batch_size", field<&C::data, &D::eval_batch_size>(at_least(1)),
        "Batch size of test-set evaluation"},
-      {"data", "eval_limit", member<&C::data, &D::eval_limit>, at_least(0),
+      {"data", "eval_limit", field<&C::data, &D::eval_limit>(at_least(0)),
        "Evaluate on the first N test examples only; 0 = all"},
-      {"data", "prefetch", member<&C::data, &D::prefetch>, at_least(0),
+      {"data", "prefetch", field<&C::data, &D::prefetch>(at_least(0)),
        "Batches loaded ahead by a background thread; 0 = none"},
 
-      {"train", "iterations", member<&C::train, &T::iterations>, at_least(1),
+      {"train", "iterations", field<&C::train, &T::iterations>(at_least(1)),
        "Training iterations, i.e. global steps"},
-      {"train", "batch_size", member<&C::train, &T::batch_size>, at_least(1),
+      {"train", "batch_size", field<&C::train, &T::batch_size>(at_least(1)),
        "Global batch size, summed over all workers"},
-      {"train", "optimizer", member<&C::train, &T::optimizer>, one_of(optimizer_names()),
+      {"train", "optimizer", field<&C::train, &T::optimizer, &Opt::name>(one_of(optimizer_names())),
        "Optimizer, with TensorFlow semantics"},
-      {"train", "lr", member<&C::train, &T::lr>, at_least(0), "Base learning rate"},
-      {"train", "lr_policy", member<&C::train, &T::lr_policy>,
-       one_of_names(enum_names(kLrPolicies)), "Learning-rate schedule"},
-      {"train", "lr_power", member<&C::train, &T::lr_power>, above(0), "polynomial: power"},
-      {"train", "lr_end", member<&C::train, &T::lr_end>, at_least(0),
+      {"train", "lr", field<&C::train, &T::schedule, &Lr::lr>(at_least(0)), "Base learning rate"},
+      {"train", "lr_policy", field<&C::train, &T::schedule, &Lr::policy>(kLrPolicies),
+       "Learning-rate schedule"},
+      {"train", "lr_power", field<&C::train, &T::schedule, &Lr::power>(above(0)),
+       "polynomial: power"},
+      {"train", "lr_end", field<&C::train, &T::schedule, &Lr::end_lr>(at_least(0)),
        "polynomial: final learning rate"},
-      {"train", "lr_decay_steps", member<&C::train, &T::lr_decay_steps>, at_least(0),
+      {"train", "lr_decay_steps", field<&C::train, &T::schedule, &Lr::decay_steps>(at_least(0)),
        "polynomial: T, 0 = iterations; exponential: decay period D"},
-      {"train", "lr_decay_epochs", member<&C::train, &T::lr_decay_epochs>, at_least(0),
+      {"train", "lr_decay_epochs", field<&C::train, &T::lr_decay_epochs>(at_least(0)),
        "exponential: if > 0, D = int(train_size / batch_size * lr_decay_epochs)"},
-      {"train", "lr_decay_rate", member<&C::train, &T::lr_decay_rate>, above(0),
+      {"train", "lr_decay_rate", field<&C::train, &T::schedule, &Lr::decay_rate>(above(0)),
        "exponential, step: decay factor"},
-      {"train", "lr_staircase", member<&C::train, &T::lr_staircase>, any(),
+      {"train", "lr_staircase", field<&C::train, &T::schedule, &Lr::staircase>(any()),
        "exponential: decay in whole periods, rate^floor(step / D)"},
-      {"train", "lr_boundaries", member<&C::train, &T::lr_boundaries>, increasing(),
+      {"train", "lr_boundaries", field<&C::train, &T::schedule, &Lr::boundaries>(increasing()),
        "step: iterations from which lr is multiplied by another lr_decay_rate"},
-      {"train", "momentum", member<&C::train, &T::momentum>, unit(),
+      {"train", "momentum", field<&C::train, &T::optimizer, &Opt::momentum>(unit()),
        "Momentum coefficient of the momentum optimizer"},
-      {"train", "adam_beta1", member<&C::train, &T::adam_beta1>, unit(), "Adam beta1"},
-      {"train", "adam_beta2", member<&C::train, &T::adam_beta2>, unit(), "Adam beta2"},
-      {"train", "adam_epsilon", member<&C::train, &T::adam_epsilon>, above(0), "Adam epsilon"},
-      {"train", "weight_decay", member<&C::train, &T::weight_decay>, at_least(0),
+      {"train", "adam_beta1", field<&C::train, &T::optimizer, &Opt::beta1>(unit()), "Adam beta1"},
+      {"train", "adam_beta2", field<&C::train, &T::optimizer, &Opt::beta2>(unit()), "Adam beta2"},
+      {"train", "adam_epsilon", field<&C::train, &T::optimizer, &Opt::epsilon>(above(0)),
+       "Adam epsilon"},
+      {"train", "weight_decay", field<&C::train, &T::weight_decay>(at_least(0)),
        "L2 coefficient on the net's decayed weights"},
-      {"train", "seed", member<&C::train, &T::seed>, at_least(0),
+      {"train", "seed", field<&C::train, &T::seed>(at_least(0)),
        "Seed of initial weights, data order, augmentation, dropout and ternarization"},
-      {"train", "log_every", member<&C::train, &T::log_every>, at_least(1),
+      {"train", "log_every", field<&C::train, &T::log_every>(at_least(1)),
        "Write a metrics.jsonl train record every N iterations"},
-      {"train", "eval_every", member<&C::train, &T::eval_every>, at_least(0),
+      {"train", "eval_every", field<&C::train, &T::eval_every>(at_least(0)),
        "Evaluate on the test set every N iterations; 0 = only at the end"},
-      {"train", "ema_decay", member<&C::train, &T::ema_decay>, unit(),
+      {"train", "ema_decay", field<&C::train, &T::ema_decay>(unit()),
        "Decay of the parameters' moving average; 0 = no EMA, evaluate the raw weights"},
-      {"train", "checkpoint_every", member<&C::train, &T::checkpoint_every>, at_least(0),
+      {"train", "checkpoint_every", field<&C::train, &T::checkpoint_every>(at_least(0)),
        "Write a checkpoint every N iterations; 0 = only the final one"},
-      {"train", "tensorboard", member<&C::train, &T::tensorboard>, any(),
+      {"train", "tensorboard", field<&C::train, &T::tensorboard>(any()),
        "Also write metrics.jsonl's numbers as TensorBoard scalars to "
        "OUT/events.out.tfevents.* (view: tensorboard --logdir OUT); false = metrics.jsonl only"},
 
-      {"workers", "count", member<&C::workers, &W::count>, at_least(1),
+      {"workers", "count", field<&C::workers, &W::count>(at_least(1)),
        "Data-parallel workers N in all, spread evenly over the processes (each hosts N / P, "
        "emulated); train.batch_size must be a multiple of N"},
 
-      {"compression", "method", member<&C::compression, &Z::method>,
-       one_of_names(enum_names(tern::kMethods)),
+      {"compression", "method", field<&C::compression, &Z::method>(tern::kMethods),
        "How each worker's gradient goes on the wire; none = fp32"},
-      {"compression", "clip", member<&C::compression, &Z::clip>, at_least(0),
+      {"compression", "clip", field<&C::compression, &Z::clip>(at_least(0)),
        "terngrad: scaler = clip * the tensor's gradient std (gradient clipping); 0 = no "
        "clipping, scaler = max|g|"},
-      {"compression", "min_size", member<&C::compression, &Z::min_size>, at_least(0),
+      {"compression", "min_size", field<&C::compression, &Z::min_size>(at_least(0)),
        "terngrad: tensors with fewer elements are sent in fp32"},
-      {"compression", "quantize_logits", member<&C::compression, &Z::quantize_logits>, any(),
+      {"compression", "quantize_logits", field<&C::compression, &Z::quantize_logits>(any()),
        "terngrad: false sends the classifier's weights and bias in fp32"},
-      {"compression", "floating_grad_epoch", member<&C::compression, &Z::floating_grad_epoch>,
-       at_least(0), "terngrad: F > 0 sends epochs e with e % F == F - 1 in fp32; 0 = never"},
-      {"compression", "scaler_sharing", member<&C::compression, &Z::scaler_sharing>,
-       one_of_names(enum_names(tern::kScalerSharings)),
+      {"compression", "floating_grad_epoch",
+       field<&C::compression, &Z::floating_grad_epoch>(at_least(0)),
+       "terngrad: F > 0 sends epochs e with e % F == F - 1 in fp32; 0 = never"},
+      {"compression", "scaler_sharing",
+       field<&C::compression, &Z::scaler_sharing>(tern::kScalerSharings),
        "terngrad: max = all workers share the largest scaler; none = each its own (ablation)"},
-      {"compression", "pack", member<&C::compression, &Z::pack>,
-       one_of_names(enum_names(tern::kPackFormats)),
+      {"compression", "pack", field<&C::compression, &Z::pack>(tern::kPackFormats),
        "terngrad: wire format, two_bit = 2 bits per element, base3 = 5 per byte (1.6 bits)"},
-      {"compression", "error_feedback", member<&C::compression, &Z::error_feedback>, any(),
+      {"compression", "error_feedback", field<&C::compression, &Z::error_feedback>(any()),
        "terngrad: each worker adds to its gradient what ternarization dropped from its last "
        "one (a per-worker residual, checkpointed); same wire bytes"},
-      {"compression", "levels", member<&C::compression, &Z::levels>,
-       between(tern::kMinLevels, tern::kMaxLevels),
+      {"compression", "levels",
+       field<&C::compression, &Z::levels>(between(tern::kMinLevels, tern::kMaxLevels)),
        "terngrad: levels of the grid spanning [-s, s]; 3 = TernGrad's {-1, 0, 1}, 4 = {-3, -1, "
        "1, 3}/3 (2 bits, every state used), 5 = {-2..2}/2 (2.67 bits); exact integer sums"},
-      {"compression", "rescale", member<&C::compression, &Z::rescale>, any(),
+      {"compression", "rescale", field<&C::compression, &Z::rescale>(any()),
        "terngrad: multiply each tensor's aggregate by 1 / the largest ||clip(g)|| / ||g|| over "
        "the workers (norm-preserving; needs scaler_sharing = max)"},
-      {"compression", "qsgd_levels", member<&C::compression, &Z::qsgd_levels>,
-       between(1, tern::kMaxQsgdLevels), "qsgd: quantization levels s"},
-      {"compression", "qsgd_bucket", member<&C::compression, &Z::qsgd_bucket>, at_least(1),
+      {"compression", "qsgd_levels",
+       field<&C::compression, &Z::qsgd_levels>(between(1, tern::kMaxQsgdLevels)),
+       "qsgd: quantization levels s"},
+      {"compression", "qsgd_bucket", field<&C::compression, &Z::qsgd_bucket>(at_least(1)),
        "qsgd: elements per bucket, each with its own norm"},
 
-      {"comm", "backend", member<&C::comm, &K::backend>, one_of_names(enum_names(comm::kBackends)),
+      {"comm", "backend", field<&C::comm, &K::group, &G::backend>(comm::kBackends),
        "Multi-process runs: auto = nccl for CUDA training with one GPU per rank, else gloo (TCP)"},
-      {"comm", "algorithm", member<&C::comm, &K::algorithm>,
-       one_of_names(enum_names(tern::kAlgorithms)),
+      {"comm", "algorithm", field<&C::comm, &K::exchange, &A::algorithm>(tern::kAlgorithms),
        "How ranks sum gradients. terngrad's ternary codes (all exact): auto = by a byte-count "
        "cost model, ps, allgather, packed-allreduce. ring: fp32 gradients by a plain ring "
        "allreduce (faster, not bit-identical to one process; codes as auto)"},
-      {"comm", "bucket_mb", member<&C::comm, &K::bucket_mb>, above(0),
+      {"comm", "bucket_mb", field<&C::comm, &K::reducer, &R::bucket_mb>(above(0)),
        "Gradient bucket size in MB (f32 bytes; the first bucket at most 1 MB): each bucket is "
        "exchanged as soon as backward has produced it (PyTorch DDP's bucket_cap_mb)"},
-      {"comm", "overlap", member<&C::comm, &K::overlap>, any(),
+      {"comm", "overlap", field<&C::comm, &K::reducer, &R::overlap>(any()),
        "Exchange buckets while backward runs (gloo: a thread; nccl: a side stream); false = after "
        "it"},
-      {"comm", "timeout", member<&C::comm, &K::timeout>, above(0),
+      {"comm", "timeout", field<&C::comm, &K::group, &G::timeout>(above(0)),
        "Seconds a collective or the rendezvous waits for a peer before the run fails"},
-      {"comm", "interface", member<&C::comm, &K::interface>, any(),
+      {"comm", "interface", field<&C::comm, &K::group, &G::interface>(any()),
        "gloo: network interface to bind, e.g. eth0; empty = the address of the hostname"},
   };
   return specs;
@@ -418,16 +507,8 @@ const char* expected_phrase(size_t type) {
   }
 }
 
-// Reads a field of a const Config. The accessor takes Config& only so one function serves
-// reading and writing; nothing is written here.
 FieldValue get_value(const KeySpec& s, const Config& c) {
-  const FieldPtr f = s.field(const_cast<Config&>(c));
-  return std::visit([](auto* p) -> FieldValue { return *p; }, f);
-}
-
-void set_value(const KeySpec& s, Config& c, FieldValue v) {
-  const FieldPtr f = s.field(c);
-  std::visit([&](auto* p) { *p = std::get<std::decay_t<decltype(*p)>>(std::move(v)); }, f);
+  return s.field.get(c);
 }
 
 // "string \"abc\"", "float 0.5", "table", ... for error messages.
@@ -472,10 +553,9 @@ std::string where(const std::string& source, const toml::source_region& r) {
   return source + ":" + std::to_string(r.begin.line) + ":" + std::to_string(r.begin.column);
 }
 
-// The key's type: which alternative of FieldPtr its accessor returns.
+// The key's type: the alternative of FieldValue its field takes.
 size_t type_of(const KeySpec& s) {
-  Config scratch;
-  return s.field(scratch).index();
+  return s.field.type;
 }
 
 // Converts a TOML node to the key's type, or throws "<origin>: <key>: expected ..., got ...".
@@ -689,20 +769,21 @@ class Builder {
     const auto& specs = key_specs();
     for (size_t i = 0; i < specs.size(); ++i) {
       const FieldValue v = get_value(specs[i], config_);
-      TG_CHECK(satisfies(specs[i].rule, v), origins_[i].text, ": ", qualified(specs[i]),
-               ": must be ", rule_text(specs[i].rule),
+      TG_CHECK(satisfies(specs[i].field.rule, v), origins_[i].text, ": ", qualified(specs[i]),
+               ": must be ", rule_text(specs[i].field.rule),
                std::holds_alternative<double>(v) ? " and finite" : "", ", got ", toml_text(v));
     }
-    const TrainConfig& t = config_.train;
+    const TrainSection& t = config_.train;
+    const LrScheduleOptions& lr = t.schedule;
     const int64_t workers = config_.workers.count;
     TG_CHECK(t.batch_size % workers == 0, latest("train.batch_size", "workers.count"),
              ": train.batch_size: must be a multiple of workers.count (", workers, "), got ",
              t.batch_size);
-    TG_CHECK(t.lr_policy != "exponential" || t.lr_decay_steps > 0 || t.lr_decay_epochs > 0,
+    TG_CHECK(lr.policy != LrPolicy::exponential || lr.decay_steps > 0 || t.lr_decay_epochs > 0,
              latest("train.lr_policy", "train.lr_decay_steps"),
              ": train.lr_policy = \"exponential\" needs train.lr_decay_steps > 0 or "
              "train.lr_decay_epochs > 0 (the decay period)");
-    TG_CHECK(t.lr_policy != "step" || !t.lr_boundaries.empty(),
+    TG_CHECK(lr.policy != LrPolicy::step || !lr.boundaries.empty(),
              latest("train.lr_policy", "train.lr_boundaries"),
              ": train.lr_policy = \"step\" needs train.lr_boundaries (the iterations where the "
              "rate drops)");
@@ -718,8 +799,11 @@ class Builder {
 
   size_t index_of(const KeySpec& s) const { return static_cast<size_t>(&s - key_specs().data()); }
 
-  void set(const KeySpec& s, FieldValue v, const std::string& origin) {
-    set_value(s, config_, std::move(v));
+  // A value its field cannot hold (a name not in an enum's table, an int out of range) is
+  // refused here, with the message finish() gives any value outside the key's rule.
+  void set(const KeySpec& s, const FieldValue& v, const std::string& origin) {
+    TG_CHECK(s.field.set(config_, v), origin, ": ", qualified(s), ": must be ",
+             rule_text(s.field.rule), ", got ", toml_text(v));
     origins_[index_of(s)] = Origin{origin, ++counter_};
   }
 
@@ -795,7 +879,7 @@ std::string to_toml(const Config& c) {
       section = s.section;
       out += "\n[" + std::string(section) + "]\n";
     }
-    const std::string rule = rule_text(s.rule);
+    const std::string rule = rule_text(s.field.rule);
     out += "# " + std::string(s.doc) + (rule.empty() ? "" : " (" + rule + ")") + "\n";
     out += std::string(s.key) + " = " + toml_text(get_value(s, c)) + "\n";
   }
@@ -821,7 +905,7 @@ std::string reference_markdown() {
   const Config defaults;
   std::string out = "| key | type | default | meaning |\n|---|---|---|---|\n";
   for (const auto& s : key_specs()) {
-    const std::string rule = rule_text(s.rule);
+    const std::string rule = rule_text(s.field.rule);
     out += "| `" + qualified(s) + "` | " + type_name(type_of(s)) + " | `" +
            markdown_cell(toml_text(get_value(s, defaults))) + "` | " +
            markdown_cell(std::string(s.doc) + (rule.empty() ? "" : " (" + rule + ")")) + " |\n";
@@ -836,7 +920,7 @@ std::vector<KeySamples> key_samples() {
     KeySamples k;
     k.key = qualified(s);
     const auto type = static_cast<KeyType>(type_of(s));
-    const Rule& r = s.rule;
+    const Rule& r = s.field.rule;
     // A number as TOML text of the key's type (integers rounded up into the range).
     const auto number = [&](double x) {
       if (type == kInteger) return std::to_string(static_cast<int64_t>(std::ceil(x)));
@@ -894,7 +978,7 @@ std::vector<KeySamples> key_samples() {
 
 Config with_report_keys_of(Config c, const Config& from) {
   c.device = from.device;
-  c.data.path = from.data.path;
+  c.data.dataset.path = from.data.dataset.path;
   c.data.prefetch = from.data.prefetch;
   c.data.eval_batch_size = from.data.eval_batch_size;
   c.train.log_every = from.train.log_every;

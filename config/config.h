@@ -1,9 +1,17 @@
 // The run configuration: TOML file + `--set section.key=value` overrides -> a validated Config.
-// Every key, its type, default, allowed range and one-line doc live in ONE table in
-// config/config.cpp; `terngrad config --reference` prints it (Markdown) and the README copies it.
-// A categorical key's allowed names come from the library that owns the option (its enum's name
-// table, e.g. tern::kMethods, or its registry, e.g. net_names()), and library limits such as
-// tern::kMaxQsgdLevels bound the ranges; train/options.cpp parses the names into the enums once.
+//
+// One options schema. A Config is made of the libraries' own option structs (nn's NetOptions,
+// OptimizerOptions and LrScheduleOptions, datasets' DataOptions, terngrad's CompressionOptions
+// and AggregateOptions, comm's GroupOptions and ReducerOptions) plus, for the Solver above this
+// floor, the few options that are the run's own (the Section structs below: the place Caffe's
+// caffe.proto gives SolverParameter). So each option's type and default are declared once, in
+// its struct. The one table in config/config.cpp binds each key to its field and adds the rest
+// once: the rule a value must satisfy (categorical keys take the names of the owning library's
+// enum table, e.g. tern::kMethods, or registry, e.g. net_names(); library limits such as
+// tern::kMaxQsgdLevels bound the ranges) and a one-line doc. Parsing, --set overrides,
+// validation, to_toml, to_json and `terngrad config --reference` (which the README's key table
+// copies) all walk that table. Fields of the structs that are not keys (a net's image size, the
+// compressor's seed, ...) are set by the run (train/options.h).
 //
 // Errors (all tg::Error, message names the file and key): TOML syntax error (with line and
 // column), unknown section or key (with the known keys of that section), wrong type
@@ -15,105 +23,76 @@
 #include <string>
 #include <vector>
 
+#include "comm/communicator.h"
+#include "comm/reducer.h"
+#include "datasets/dataset.h"
+#include "nn/nets/net.h"
+#include "nn/optim/lr_schedule.h"
+#include "nn/optim/optimizer.h"
+#include "terngrad/aggregate.h"
+#include "terngrad/compressor.h"
+
 namespace tg::config {
 
-struct ModelConfig {
+// [model]: the network by registry name, and its options.
+struct ModelSection {
   std::string name = "lenet";
-  int64_t num_classes = 0;  // 0 = the net's default
-  double dropout = -1.0;    // fraction dropped; < 0 = the net's default
-
-  bool operator==(const ModelConfig&) const = default;
+  NetOptions net;  // num_classes, dropout_ratio
+  bool operator==(const ModelSection&) const = default;
 };
 
-struct DataConfig {
-  std::string name = "mnist";
-  std::string path = "";  // "" = the dataset's default location where one exists
-  bool augment = true;
-  std::string preprocess = "alexnet";
-  int64_t image_size = 0;
-  int64_t label_offset = 0;
-  int64_t synthetic_size = 1024;
-  int64_t synthetic_channels = 1;
-  int64_t synthetic_classes = 10;
+// [data]: the dataset's options, and how the run reads it.
+struct DataSection {
+  data::DataOptions dataset;  // name, path, augment, preprocess, image_size, label_offset, ...
   int64_t eval_batch_size = 500;
   int64_t eval_limit = 0;  // evaluate on the first N test examples only; 0 = all
   int64_t prefetch = 2;    // batches loaded ahead by a background thread; 0 = none
-
-  bool operator==(const DataConfig&) const = default;
+  bool operator==(const DataSection&) const = default;
 };
 
-struct TrainConfig {
+// [train]: the optimizer's and the schedule's options, and the Solver's own.
+struct TrainSection {
   int64_t iterations = 10000;
-  int64_t batch_size = 64;             // the total (global) batch over all workers
-  std::string optimizer = "momentum";  // sgd | momentum | adam
-  double lr = 0.01;
-  std::string lr_policy = "polynomial";  // constant | polynomial | exponential | step
-  double lr_power = 0.5;                 // polynomial
-  double lr_end = 0.0;                   // polynomial
-  int64_t lr_decay_steps = 0;            // polynomial T (0 = iterations); exponential D
+  int64_t batch_size = 64;       // the total (global) batch over all workers
+  OptimizerOptions optimizer;    // name, momentum, adam beta1, beta2, epsilon
+  LrScheduleOptions schedule;    // policy, lr, end_lr, power, decay_steps, decay_rate, ...
   double lr_decay_epochs = 0.0;  // exponential: D = int(train_size / batch_size * epochs) if > 0
-  double lr_decay_rate = 0.1;    // exponential, step
-  bool lr_staircase = true;      // exponential
-  std::vector<int64_t> lr_boundaries;  // step
-  double momentum = 0.9;
-  double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_epsilon = 1e-8;
-  double weight_decay = 5e-4;  // L2 coefficient on the net's decayed weights
+  double weight_decay = 5e-4;    // L2 coefficient on the net's decayed weights
   int64_t seed = 123;
   int64_t log_every = 100;          // metrics.jsonl "train" record every N iterations
   int64_t eval_every = 0;           // test-set evaluation every N iterations; 0 = only at the end
   double ema_decay = 0.9999;        // 0 = no EMA; evaluation then uses the raw weights
   int64_t checkpoint_every = 1000;  // 0 = only the final checkpoint
   bool tensorboard = true;          // TensorBoard event files beside metrics.jsonl
-
-  bool operator==(const TrainConfig&) const = default;
+  bool operator==(const TrainSection&) const = default;
 };
 
 // [workers]: data-parallel workers. In one process they are emulated: each takes its disjoint
 // slice of the global batch (train.batch_size % count == 0) and computes its own gradient and
 // message; all replicas apply the same aggregate.
-struct WorkersConfig {
+struct WorkersSection {
   int64_t count = 1;
-  bool operator==(const WorkersConfig&) const = default;
+  bool operator==(const WorkersSection&) const = default;
 };
 
-// [compression]: how each worker's gradient goes on the wire (terngrad/compressor.h).
-struct CompressionConfig {
-  std::string method = "none";         // none | fp16 | terngrad | qsgd | onebit
-  double clip = 2.5;                   // terngrad: scaler c * sigma; 0 = max|g| (no clipping)
-  int64_t min_size = 1;                // terngrad: tensors with fewer elements stay fp32
-  bool quantize_logits = true;         // terngrad: false keeps the classifier's w, b in fp32
-  int64_t floating_grad_epoch = 0;     // terngrad: F > 0 sends epochs e % F == F - 1 in fp32
-  std::string scaler_sharing = "max";  // terngrad: max (shared) | none (ablation)
-  std::string pack = "two_bit";        // terngrad: two_bit (2 bits/elt) | base3 (1.6 bits/elt)
-  bool error_feedback = false;         // terngrad: carry what ternarization dropped to next step
-  int64_t levels = 3;                  // terngrad: grid levels, 3 (ternary), 4 or 5
-  bool rescale = false;                // terngrad: undo clipping's shortening per tensor
-  int64_t qsgd_levels = 4;             // qsgd: s
-  int64_t qsgd_bucket = 512;           // qsgd: elements per bucket
-  bool operator==(const CompressionConfig&) const = default;
-};
-
-// [comm]: how processes talk when the workers are spread over several (`terngrad train --nproc`,
-// --rank/--world-size, Slurm, Open MPI; comm/communicator.h). These keys never change the
-// numbers a run computes (every algorithm is exact), so they may differ on --resume.
-struct CommConfig {
-  std::string backend = "auto";    // auto | gloo | nccl
-  std::string algorithm = "auto";  // auto | ps | allgather | packed-allreduce | ring
-  double bucket_mb = 25.0;         // gradient bucket size (MB of f32), as PyTorch DDP
-  bool overlap = true;             // exchange buckets while backward runs
-  double timeout = 45.0;           // seconds a collective or the rendezvous waits for a peer
-  std::string interface = "";      // gloo: network interface to use ("" = by hostname)
-  bool operator==(const CommConfig&) const = default;
+// [comm]: how processes meet and talk, how gradients are bucketed and how buckets travel
+// (`terngrad train --nproc`, --rank/--world-size, Slurm, Open MPI). These keys never change the
+// numbers a run computes (every algorithm but ring is exact), so they may differ on --resume.
+struct CommSection {
+  comm::GroupOptions group;         // backend, timeout, interface
+  comm::ReducerOptions reducer;     // bucket_mb, overlap
+  tern::AggregateOptions exchange;  // algorithm
+  bool operator==(const CommSection&) const = default;
 };
 
 struct Config {
-  ModelConfig model;
-  DataConfig data;
-  TrainConfig train;
-  WorkersConfig workers;
-  CompressionConfig compression;
-  CommConfig comm;
   std::string device = "cpu";  // top-level key: "cpu", "cuda", "cuda:N"
+  ModelSection model;
+  DataSection data;
+  TrainSection train;
+  WorkersSection workers;
+  tern::CompressionOptions compression;  // [compression]: how each worker's gradient is sent
+  CommSection comm;
 
   bool operator==(const Config&) const = default;
 };

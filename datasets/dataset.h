@@ -53,6 +53,7 @@ struct DataOptions {
   int64_t synthetic_channels = 1;
   int64_t synthetic_classes = 10;
   uint64_t synthetic_seed = 1;
+  bool operator==(const DataOptions&) const = default;
 };
 
 struct DatasetInfo {

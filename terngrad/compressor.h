@@ -84,6 +84,9 @@ struct CompressionOptions {
   int qsgd_levels = 4;  // 1 .. kMaxQsgdLevels
   int64_t qsgd_bucket = 512;
   uint64_t seed = 123;  // Philox seed of every stochastic choice
+  // (steps_per_epoch and seed are the run's, set from train.batch_size and train.seed by
+  // train/options.cpp; every other field is a [compression] key of the same name.)
+  bool operator==(const CompressionOptions&) const = default;
 };
 
 // The layout every compressor works on: one slot per parameter tensor of the flat gradient, and

@@ -1,7 +1,10 @@
-// What a Config resolves to in the libraries below train/: the net's, the dataset's, the
-// compressor's, the optimizer's and the learning-rate schedule's options, the process group's,
-// the reducer's and the exchange's, and the checks that a dataset fits a net. One place, so
-// training, evaluation and the benchmarks build the same run.
+// What a Config resolves to in the libraries below train/: their option structs as the config
+// holds them, completed with what the run derives (the seed every random choice is keyed by, the
+// epoch length, the schedule's decay period), and the checks that a dataset fits a net. One
+// place, so training, evaluation and the benchmarks build the same run. The optimizer's, the
+// process group's, the reducer's and the exchange's options need nothing derived: the run reads
+// them straight from the config (c.train.optimizer, c.comm.group, c.comm.reducer,
+// c.comm.exchange).
 #pragma once
 
 #include <cstdint>
@@ -25,11 +28,9 @@ NetOptions net_options(const Config& c);
 data::DataOptions data_options(const Config& c);
 // train_size: examples in the training split (the floating-gradient epoch counts in them).
 tern::CompressionOptions compression_options(const Config& c, int64_t train_size);
-OptimizerOptions optimizer_options(const Config& c);
+// train_size: as above (train.lr_decay_epochs counts in epochs); train.lr_decay_steps = 0 is
+// train.iterations.
 LrScheduleOptions lr_schedule_options(const Config& c, int64_t train_size);
-comm::GroupOptions group_options(const Config& c);
-comm::ReducerOptions reducer_options(const Config& c);
-tern::AggregateOptions exchange_options(const Config& c);
 
 // The config as every rank of a run must see it, TOML text: the keys that neither change the
 // numbers nor decide when collectives run may differ between ranks and are left out (data.path,

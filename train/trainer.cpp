@@ -451,7 +451,7 @@ void Trainer::State::build() {
   check_compatible(*net, *test_ds);
   const int64_t train_size = train_ds->info().size;
   sampler.emplace(train_size, cfg.train.batch_size, seed, /*shuffle=*/true);
-  optimizer = make_optimizer(optimizer_options(cfg));
+  optimizer = make_optimizer(cfg.train.optimizer);
   schedule.emplace(lr_schedule_options(cfg, train_size));
   params = net->arena().params();
   // Several workers, or any compression, go through the compressor's rounds (one worker
@@ -509,7 +509,7 @@ void Trainer::State::join_group() {
     run.fingerprint = config_fingerprint(cfg);
     run.start_step = start_step;
     run.explain = config::config_diff;
-    group = std::make_unique<ProcessGroup>(opt.rank, opt.job_id, group_options(cfg), device, run);
+    group = std::make_unique<ProcessGroup>(opt.rank, opt.job_id, cfg.comm.group, device, run);
     StepComm sc;
     sc.comm = &group->comm();
     sc.first_worker = first_worker;
@@ -660,7 +660,7 @@ Trainer::Trainer(const Config& config, const TrainOptions& options)
   s.first_worker = s.rank * s.local_workers;
   s.seed = static_cast<uint64_t>(s.cfg.train.seed);
   s.distributed = s.world > 1 || !options.rank.rendezvous.empty();
-  if (s.distributed) comm::resolve_backend(group_options(s.cfg).backend, s.device);  // early
+  if (s.distributed) comm::resolve_backend(s.cfg.comm.group.backend, s.device);  // before any work
 
   s.open_output();
   if (options.resume) {  // the config is compared before anything is built
@@ -689,22 +689,22 @@ Trainer::Trainer(const Config& config, const TrainOptions& options)
   }
   s.join_group();
   s.post_mortem_window = std::chrono::milliseconds(
-      static_cast<int64_t>(std::clamp(s.cfg.comm.timeout / 4.0, 1.0, 10.0) * 1000.0));
+      static_cast<int64_t>(std::clamp(s.cfg.comm.group.timeout / 4.0, 1.0, 10.0) * 1000.0));
   s.guarded([&] {
     if (s.lead && !options.out_dir.empty()) {
       write_file_atomic((fs::path(options.out_dir) / kConfigName).string(), to_toml(s.cfg));
       s.metrics.open(options.out_dir, s.cfg.train.tensorboard, resumed ? s.start_step : -1);
     }
     s.prefetch.emplace(*s.train_ds, *s.sampler, s.first_worker, s.local_workers, s.workers,
-                       s.cfg.data.augment, s.seed, s.cfg.data.prefetch > 0);
+                       s.cfg.data.dataset.augment, s.seed, s.cfg.data.prefetch > 0);
     s.train_step.emplace(*s.net, *s.optimizer, s.ema ? &*s.ema : nullptr, s.cfg.train.weight_decay,
                          s.seed, s.compressor.get(), s.step_comm ? &*s.step_comm : nullptr,
-                         reducer_options(s.cfg), exchange_options(s.cfg));
+                         s.cfg.comm.reducer, s.cfg.comm.exchange);
     if (options.gradient_hook) s.train_step->set_gradient_hook(options.gradient_hook);
     if (s.group)
       s.say("gradients in " +
             plural(static_cast<int64_t>(s.train_step->buckets().size()), "bucket") +
-            " (comm.bucket_mb = " + json::number(s.cfg.comm.bucket_mb) + "), exchanged " +
+            " (comm.bucket_mb = " + json::number(s.cfg.comm.reducer.bucket_mb) + "), exchanged " +
             (s.train_step->overlapped() ? "while backward runs" : "after backward"));
     s.time_every_step = s.group != nullptr || s.device.is_cpu();
   });
@@ -739,7 +739,7 @@ TrainSummary Trainer::run() {
     sum.images_per_sec = s.images / std::max(s.train_seconds, 1e-9);
     sum.train_seconds = s.train_seconds;
     sum.workers = s.workers;
-    sum.compression = s.cfg.compression.method;
+    sum.compression = enum_name(tern::kMethods, s.cfg.compression.method);
     sum.processes = s.world;
     sum.workers_per_process = s.local_workers;
     sum.threads_per_process = s.threads.count;
@@ -747,7 +747,7 @@ TrainSummary Trainer::run() {
     if (s.group) {
       sum.distributed = true;
       sum.comm_backend = s.group->comm().backend();
-      sum.comm_algorithm = s.cfg.comm.algorithm;
+      sum.comm_algorithm = enum_name(tern::kAlgorithms, s.cfg.comm.exchange.algorithm);
       sum.rendezvous = s.opt.rank.rendezvous;
       sum.buckets = static_cast<int64_t>(s.train_step->buckets().size());
       sum.overlap = s.train_step->overlapped();

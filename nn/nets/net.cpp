@@ -39,7 +39,7 @@ NetInfo resolve_info(const std::string& name, const NetOptions& o, int64_t defau
 }
 
 float resolve_dropout(const std::string& name, const NetOptions& o, float default_ratio) {
-  const float r = o.dropout_ratio < 0.0f ? default_ratio : o.dropout_ratio;
+  const float r = o.dropout_ratio < 0 ? default_ratio : static_cast<float>(o.dropout_ratio);
   TG_CHECK(r >= 0.0f && r < 1.0f, name,
            ": dropout_ratio (fraction dropped) must be in [0, 1), got ", r);
   return r;

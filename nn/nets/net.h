@@ -23,10 +23,11 @@ namespace tg {
 // at its "unset" value.
 struct NetOptions {
   int64_t num_classes = 0;      // 0 = the net's default (10; 1001 for the ImageNet nets)
-  float dropout_ratio = -1.0f;  // fraction dropped; < 0 = the net's default (AlexNet 0.5, ...)
+  double dropout_ratio = -1.0;  // fraction dropped; < 0 = the net's default (AlexNet 0.5, ...)
   uint64_t seed = 123;          // initial weights: Philox(seed, RngPurpose::init, tensor index)
   int64_t image_size = 0;       // input H = W; 0 = the net's default (28, 24, 224, ...)
   int64_t in_channels = 0;      // 0 = the net's default (1 for LeNet, 3 otherwise)
+  bool operator==(const NetOptions&) const = default;
 };
 
 // Per-forward state: dropout masks are keyed by (seed, step, worker) so a run is repeatable and

@@ -19,15 +19,19 @@ inline constexpr EnumTable<LrPolicy, 4> kLrPolicies = {{{LrPolicy::constant, "co
                                                         {LrPolicy::exponential, "exponential"},
                                                         {LrPolicy::step, "step"}}};
 
+// The defaults are the paper's LeNet recipe (polynomial decay to 0 with power 0.5). decay_steps
+// must be set for polynomial and exponential (a config's 0 means the run's iterations, which the
+// solver puts here: train/options.cpp).
 struct LrScheduleOptions {
-  LrPolicy policy = LrPolicy::constant;
+  LrPolicy policy = LrPolicy::polynomial;
   double lr = 0.01;
   double end_lr = 0.0;              // polynomial
   double power = 0.5;               // polynomial
-  int64_t decay_steps = 0;          // polynomial T (0 = the run's iterations), exponential D
+  int64_t decay_steps = 0;          // polynomial T, exponential D
   double decay_rate = 0.1;          // exponential, step
   bool staircase = true;            // exponential
   std::vector<int64_t> boundaries;  // step
+  bool operator==(const LrScheduleOptions&) const = default;
 };
 
 class LrSchedule {

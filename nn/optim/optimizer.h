@@ -22,6 +22,7 @@ struct OptimizerOptions {
   std::string name = "momentum";                      // "sgd", "momentum", "adam"
   double momentum = 0.9;                              // momentum only
   double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;  // adam only (TF defaults)
+  bool operator==(const OptimizerOptions&) const = default;
 };
 
 class Optimizer {

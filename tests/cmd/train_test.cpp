@@ -98,7 +98,7 @@ TEST(TrainCli, WritesSummaryMetricsCheckpointAndLearns) {
   // config.toml is the resolved config and parses back to the same values.
   config::Config c = config::load_config_file(out + "/config.toml");
   EXPECT_EQ(c.train.iterations, 40);
-  EXPECT_EQ(c.data.name, "synthetic");
+  EXPECT_EQ(c.data.dataset.name, "synthetic");
   EXPECT_FALSE(fs::exists(out + "/checkpoint.tgckpt.tmp"));
 }
 
@@ -379,19 +379,19 @@ TEST(PaperConfigs, AllParseAndCarryTheRecipe) {
   }
   config::Config c = config::load_config_file(dir + "lenet_mnist.toml");
   EXPECT_EQ(c.model.name, "lenet");
-  EXPECT_EQ(c.train.optimizer, "momentum");
-  EXPECT_DOUBLE_EQ(c.train.momentum, 0.9);
-  EXPECT_DOUBLE_EQ(c.train.lr, 0.01);
-  EXPECT_EQ(c.train.lr_policy, "polynomial");
-  EXPECT_DOUBLE_EQ(c.train.lr_power, 0.5);
+  EXPECT_EQ(c.train.optimizer.name, "momentum");
+  EXPECT_DOUBLE_EQ(c.train.optimizer.momentum, 0.9);
+  EXPECT_DOUBLE_EQ(c.train.schedule.lr, 0.01);
+  EXPECT_EQ(enum_name(kLrPolicies, c.train.schedule.policy), "polynomial");
+  EXPECT_DOUBLE_EQ(c.train.schedule.power, 0.5);
   EXPECT_DOUBLE_EQ(c.train.weight_decay, 5e-4);
   EXPECT_EQ(c.train.batch_size, 64);
   EXPECT_EQ(c.train.iterations, 10000);
   EXPECT_DOUBLE_EQ(c.train.ema_decay, 0.9999);
   config::Config cf = config::load_config_file(dir + "cifarnet_cifar10.toml");
-  EXPECT_EQ(cf.train.optimizer, "adam");
-  EXPECT_DOUBLE_EQ(cf.train.lr, 0.0002);
-  EXPECT_EQ(cf.train.lr_policy, "constant");
+  EXPECT_EQ(cf.train.optimizer.name, "adam");
+  EXPECT_DOUBLE_EQ(cf.train.schedule.lr, 0.0002);
+  EXPECT_EQ(enum_name(kLrPolicies, cf.train.schedule.policy), "constant");
   EXPECT_EQ(cf.train.batch_size, 128);
 }
 

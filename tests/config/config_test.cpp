@@ -7,6 +7,9 @@
 
 #include <toml++/toml.h>
 #include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -34,20 +37,20 @@ TEST(Config, DefaultsAreTheLeNetMnistRecipe) {
   EXPECT_EQ(c, Config{});
   EXPECT_EQ(c.device, "cpu");
   EXPECT_EQ(c.model.name, "lenet");
-  EXPECT_EQ(c.data.name, "mnist");
-  EXPECT_EQ(c.train.optimizer, "momentum");
-  EXPECT_EQ(c.train.lr_policy, "polynomial");
-  EXPECT_EQ(c.train.lr, 0.01);
+  EXPECT_EQ(c.data.dataset.name, "mnist");
+  EXPECT_EQ(c.train.optimizer.name, "momentum");
+  EXPECT_EQ(enum_name(kLrPolicies, c.train.schedule.policy), "polynomial");
+  EXPECT_EQ(c.train.schedule.lr, 0.01);
   EXPECT_EQ(c.train.batch_size, 64);
   EXPECT_EQ(c.train.iterations, 10000);
   EXPECT_EQ(c.workers.count, 1);
-  EXPECT_EQ(c.compression.method, "none");
+  EXPECT_EQ(enum_name(tern::kMethods, c.compression.method), "none");
   EXPECT_EQ(c.compression.clip, 2.5);
   EXPECT_EQ(c.compression.min_size, 1);
   EXPECT_TRUE(c.compression.quantize_logits);
   EXPECT_EQ(c.compression.floating_grad_epoch, 0);
-  EXPECT_EQ(c.compression.scaler_sharing, "max");
-  EXPECT_EQ(c.compression.pack, "two_bit");
+  EXPECT_EQ(enum_name(tern::kScalerSharings, c.compression.scaler_sharing), "max");
+  EXPECT_EQ(enum_name(tern::kPackFormats, c.compression.pack), "two_bit");
   EXPECT_EQ(c.compression.qsgd_levels, 4);
   EXPECT_EQ(c.compression.qsgd_bucket, 512);
   EXPECT_EQ(parse_config("", "empty.toml"), Config{});
@@ -118,36 +121,36 @@ qsgd_bucket = 128
   const Config c = parse_config(text, "full.toml");
   EXPECT_EQ(c.device, "cuda:1");
   EXPECT_EQ(c.model.name, "alexnet");
-  EXPECT_EQ(c.model.num_classes, 1001);
-  EXPECT_EQ(c.model.dropout, 0.5);
-  EXPECT_EQ(c.data.name, "image-folder");
-  EXPECT_EQ(c.data.path, "/data/imagenet");
-  EXPECT_FALSE(c.data.augment);
-  EXPECT_EQ(c.data.preprocess, "inception");
-  EXPECT_EQ(c.data.image_size, 299);
-  EXPECT_EQ(c.data.label_offset, 1);
-  EXPECT_EQ(c.data.synthetic_size, 16);
-  EXPECT_EQ(c.data.synthetic_channels, 3);
-  EXPECT_EQ(c.data.synthetic_classes, 4);
+  EXPECT_EQ(c.model.net.num_classes, 1001);
+  EXPECT_EQ(c.model.net.dropout_ratio, 0.5);
+  EXPECT_EQ(c.data.dataset.name, "image-folder");
+  EXPECT_EQ(c.data.dataset.path, "/data/imagenet");
+  EXPECT_FALSE(c.data.dataset.augment);
+  EXPECT_EQ(enum_name(data::kPreprocesses, c.data.dataset.preprocess), "inception");
+  EXPECT_EQ(c.data.dataset.image_size, 299);
+  EXPECT_EQ(c.data.dataset.label_offset, 1);
+  EXPECT_EQ(c.data.dataset.synthetic_size, 16);
+  EXPECT_EQ(c.data.dataset.synthetic_channels, 3);
+  EXPECT_EQ(c.data.dataset.synthetic_classes, 4);
   EXPECT_EQ(c.data.eval_batch_size, 50);
   EXPECT_EQ(c.data.eval_limit, 1000);
   EXPECT_EQ(c.data.prefetch, 0);
   EXPECT_EQ(c.train.iterations, 300000);
   EXPECT_EQ(c.train.batch_size, 256);
-  EXPECT_EQ(c.train.optimizer, "adam");
-  EXPECT_EQ(c.train.lr, 2e-4);
-  EXPECT_EQ(c.train.lr_policy, "step");
-  EXPECT_EQ(c.train.lr_power, 1.0);  // integer accepted for a float key
-  EXPECT_EQ(c.train.lr_end, 1e-6);
-  EXPECT_EQ(c.train.lr_decay_steps, 100);
+  EXPECT_EQ(c.train.optimizer.name, "adam");
+  EXPECT_EQ(c.train.schedule.lr, 2e-4);
+  EXPECT_EQ(enum_name(kLrPolicies, c.train.schedule.policy), "step");
+  EXPECT_EQ(c.train.schedule.power, 1.0);  // integer accepted for a float key
+  EXPECT_EQ(c.train.schedule.end_lr, 1e-6);
+  EXPECT_EQ(c.train.schedule.decay_steps, 100);
   EXPECT_EQ(c.train.lr_decay_epochs, 2.5);
-  EXPECT_EQ(c.train.lr_decay_rate, 0.5);
-  EXPECT_FALSE(c.train.lr_staircase);
-  EXPECT_EQ(c.train.lr_boundaries, (std::vector<int64_t>{100000, 200000, 250000}));
-  EXPECT_EQ(c.train.momentum, 0.0);
-  EXPECT_EQ(c.train.adam_beta1, 0.8);
-  EXPECT_EQ(c.train.adam_beta2, 0.99);
-  EXPECT_EQ(c.train.adam_epsilon, 1.0);
+  EXPECT_EQ(c.train.schedule.decay_rate, 0.5);
+  EXPECT_FALSE(c.train.schedule.staircase);
+  EXPECT_EQ(c.train.schedule.boundaries, (std::vector<int64_t>{100000, 200000, 250000}));
+  EXPECT_EQ(c.train.optimizer.momentum, 0.0);
+  EXPECT_EQ(c.train.optimizer.beta1, 0.8);
+  EXPECT_EQ(c.train.optimizer.beta2, 0.99);
+  EXPECT_EQ(c.train.optimizer.epsilon, 1.0);
   EXPECT_EQ(c.train.weight_decay, 0.0);
   EXPECT_EQ(c.train.seed, 7);
   EXPECT_EQ(c.train.log_every, 10);
@@ -155,13 +158,13 @@ qsgd_bucket = 128
   EXPECT_EQ(c.train.ema_decay, 0.0);
   EXPECT_EQ(c.train.checkpoint_every, 0);
   EXPECT_EQ(c.workers.count, 4);
-  EXPECT_EQ(c.compression.method, "terngrad");
+  EXPECT_EQ(enum_name(tern::kMethods, c.compression.method), "terngrad");
   EXPECT_EQ(c.compression.clip, 0.0);  // integer accepted for a float key
   EXPECT_EQ(c.compression.min_size, 100);
   EXPECT_FALSE(c.compression.quantize_logits);
   EXPECT_EQ(c.compression.floating_grad_epoch, 3);
-  EXPECT_EQ(c.compression.scaler_sharing, "none");
-  EXPECT_EQ(c.compression.pack, "base3");
+  EXPECT_EQ(enum_name(tern::kScalerSharings, c.compression.scaler_sharing), "none");
+  EXPECT_EQ(enum_name(tern::kPackFormats, c.compression.pack), "base3");
   EXPECT_EQ(c.compression.qsgd_levels, 16);
   EXPECT_EQ(c.compression.qsgd_bucket, 128);
 }
@@ -169,15 +172,18 @@ qsgd_bucket = 128
 TEST(Config, EveryCompressionMethodParses) {
   for (const char* m : {"none", "fp16", "terngrad", "qsgd", "onebit"}) {
     SCOPED_TRACE(m);
-    EXPECT_EQ(default_config({std::string("compression.method=") + m}).compression.method, m);
+    EXPECT_EQ(
+        enum_name(tern::kMethods,
+                  default_config({std::string("compression.method=") + m}).compression.method),
+        m);
   }
 }
 
 TEST(Config, PartialFileKeepsOtherDefaultsAndAcceptsDottedKeys) {
   const Config c = parse_config("train.lr = 0.1\n[data]\nname = \"cifar10\"\n", "p.toml");
   Config expected;
-  expected.train.lr = 0.1;
-  expected.data.name = "cifar10";
+  expected.train.schedule.lr = 0.1;
+  expected.data.dataset.name = "cifar10";
   EXPECT_EQ(c, expected);
 }
 
@@ -322,8 +328,8 @@ TEST(ConfigErrors, ValuesAtTheBoundaryAreAccepted) {
       "eval_every = 0\ncheckpoint_every = 0\nlog_every = 1\nlr_boundaries = [0, 1]\n"
       "[model]\ndropout = -1\n",
       "b.toml");
-  EXPECT_EQ(c.train.lr, 0.0);
-  EXPECT_EQ(c.train.lr_boundaries, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(c.train.schedule.lr, 0.0);
+  EXPECT_EQ(c.train.schedule.boundaries, (std::vector<int64_t>{0, 1}));
   EXPECT_EQ(parse_config("device = \"cuda\"", "d.toml").device, "cuda");
   EXPECT_EQ(parse_config("device = \"cuda:12\"", "d.toml").device, "cuda:12");
   EXPECT_EQ(parse_config("[train]\nlr_policy = \"exponential\"\nlr_decay_epochs = 2\n", "e")
@@ -357,33 +363,33 @@ TEST(ConfigOverrides, ValueKinds) {
       "compression.clip=0",           // integer into a float key
       "compression.quantize_logits=false",
   });
-  EXPECT_EQ(c.train.lr, 0.1);
+  EXPECT_EQ(c.train.schedule.lr, 0.1);
   EXPECT_EQ(c.train.iterations, 100);
-  EXPECT_EQ(c.train.momentum, 0.0);
-  EXPECT_FALSE(c.data.augment);
+  EXPECT_EQ(c.train.optimizer.momentum, 0.0);
+  EXPECT_FALSE(c.data.dataset.augment);
   EXPECT_EQ(c.model.name, "cifarnet");
-  EXPECT_EQ(c.train.optimizer, "adam");
+  EXPECT_EQ(c.train.optimizer.name, "adam");
   EXPECT_EQ(c.device, "cuda:0");
-  EXPECT_EQ(c.train.lr_boundaries, (std::vector<int64_t>{10, 20}));
-  EXPECT_EQ(c.data.path, "/data/mnist dir");
+  EXPECT_EQ(c.train.schedule.boundaries, (std::vector<int64_t>{10, 20}));
+  EXPECT_EQ(c.data.dataset.path, "/data/mnist dir");
   EXPECT_EQ(c.train.batch_size, 128);
   EXPECT_EQ(c.workers.count, 4);
-  EXPECT_EQ(c.compression.method, "terngrad");
+  EXPECT_EQ(enum_name(tern::kMethods, c.compression.method), "terngrad");
   EXPECT_EQ(c.compression.clip, 0.0);
   EXPECT_FALSE(c.compression.quantize_logits);
   EXPECT_EQ(default_config({"device=cuda"}).device, "cuda");
   // A string key takes the text as written even when it would parse as another TOML type.
-  EXPECT_EQ(default_config({"data.path=2024-01-01"}).data.path, "2024-01-01");
-  EXPECT_EQ(default_config({"comm.interface=123"}).comm.interface, "123");
-  EXPECT_EQ(default_config({"data.path="}).data.path, "");
+  EXPECT_EQ(default_config({"data.path=2024-01-01"}).data.dataset.path, "2024-01-01");
+  EXPECT_EQ(default_config({"comm.interface=123"}).comm.group.interface, "123");
+  EXPECT_EQ(default_config({"data.path="}).data.dataset.path, "");
   // The value keeps any '=' after the first.
-  EXPECT_EQ(default_config({"data.path=/a=b"}).data.path, "/a=b");
+  EXPECT_EQ(default_config({"data.path=/a=b"}).data.dataset.path, "/a=b");
 }
 
 TEST(ConfigOverrides, AppliedAfterTheFileAndValidatedTogether) {
   const std::string text = "[train]\nlr = 0.5\nbatch_size = 64\n[workers]\ncount = 2\n";
   const Config c = parse_config(text, "f.toml", {"train.lr=0.25", "train.lr=0.125"});
-  EXPECT_EQ(c.train.lr, 0.125);  // last override wins
+  EXPECT_EQ(c.train.schedule.lr, 0.125);  // last override wins
   EXPECT_EQ(c.workers.count, 2);
   // Invalid in the file, fixed by an override: fine, validation happens after overrides.
   EXPECT_EQ(
@@ -439,36 +445,36 @@ Config unusual_config() {
   Config c;
   c.device = "cuda:3";
   c.model.name = "vgg_a";
-  c.model.num_classes = 1001;
-  c.model.dropout = 1.0 / 3.0;
-  c.data.name = "image-folder";
-  c.data.path = "C:\\dir \"quoted\"\n\ttab \xc3\xbc\x01\x7f'single'";
-  c.data.augment = false;
-  c.data.preprocess = "inception";
-  c.data.image_size = 224;
-  c.data.label_offset = 1;
-  c.data.synthetic_size = 3;
-  c.data.synthetic_channels = 2;
-  c.data.synthetic_classes = 7;
+  c.model.net.num_classes = 1001;
+  c.model.net.dropout_ratio = 1.0 / 3.0;
+  c.data.dataset.name = "image-folder";
+  c.data.dataset.path = "C:\\dir \"quoted\"\n\ttab \xc3\xbc\x01\x7f'single'";
+  c.data.dataset.augment = false;
+  c.data.dataset.preprocess = data::Preprocess::inception;
+  c.data.dataset.image_size = 224;
+  c.data.dataset.label_offset = 1;
+  c.data.dataset.synthetic_size = 3;
+  c.data.dataset.synthetic_channels = 2;
+  c.data.dataset.synthetic_classes = 7;
   c.data.eval_batch_size = 13;
   c.data.eval_limit = 99;
   c.data.prefetch = 5;
   c.train.iterations = 123456789012;
   c.train.batch_size = 96;
-  c.train.optimizer = "sgd";
-  c.train.lr = 0.1 + 0.2;
-  c.train.lr_policy = "exponential";
-  c.train.lr_power = 2.0;
-  c.train.lr_end = 1e-300;
-  c.train.lr_decay_steps = 350;
+  c.train.optimizer.name = "sgd";
+  c.train.schedule.lr = 0.1 + 0.2;
+  c.train.schedule.policy = LrPolicy::exponential;
+  c.train.schedule.power = 2.0;
+  c.train.schedule.end_lr = 1e-300;
+  c.train.schedule.decay_steps = 350;
   c.train.lr_decay_epochs = 1e20;
-  c.train.lr_decay_rate = 0.94;
-  c.train.lr_staircase = false;
-  c.train.lr_boundaries = {0, 5, 9000000000};
-  c.train.momentum = 0.9999999999999999;
-  c.train.adam_beta1 = 5e-324;
-  c.train.adam_beta2 = 0.123456789012345678;
-  c.train.adam_epsilon = 1.0;
+  c.train.schedule.decay_rate = 0.94;
+  c.train.schedule.staircase = false;
+  c.train.schedule.boundaries = {0, 5, 9000000000};
+  c.train.optimizer.momentum = 0.9999999999999999;
+  c.train.optimizer.beta1 = 5e-324;
+  c.train.optimizer.beta2 = 0.123456789012345678;
+  c.train.optimizer.epsilon = 1.0;
   c.train.weight_decay = 4e-5;
   c.train.seed = 9007199254740993;
   c.train.log_every = 1;
@@ -476,16 +482,43 @@ Config unusual_config() {
   c.train.ema_decay = 0.0;
   c.train.checkpoint_every = 0;
   c.workers.count = 8;
-  c.compression.method = "qsgd";
+  c.compression.method = tern::Method::qsgd;
   c.compression.clip = 1.0 / 7.0;
   c.compression.min_size = 0;
   c.compression.quantize_logits = false;
   c.compression.floating_grad_epoch = 4;
-  c.compression.scaler_sharing = "none";
-  c.compression.pack = "base3";
+  c.compression.scaler_sharing = tern::ScalerSharing::none;
+  c.compression.pack = tern::PackFormat::base3;
   c.compression.qsgd_levels = 127;
   c.compression.qsgd_bucket = 7;
+  c.compression.error_feedback = true;
+  c.compression.levels = 5;
+  c.compression.rescale = true;
+  c.train.tensorboard = false;
+  c.comm.group.backend = comm::Backend::nccl;
+  c.comm.group.timeout = 0.1 + 0.7;
+  c.comm.group.interface = "eth1";
+  c.comm.reducer.bucket_mb = 1.0 / 3.0;
+  c.comm.reducer.overlap = false;
+  c.comm.exchange.algorithm = tern::Algorithm::ring;
   return c;
+}
+
+// "section.key" -> the value's TOML text, for every key line of to_toml's output.
+std::map<std::string, std::string> key_lines(const std::string& toml_text) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(toml_text);
+  std::string line, section;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    if (line[0] == '[') {
+      section = line.substr(1, line.size() - 2);
+      continue;
+    }
+    const size_t eq = line.find(" = ");
+    out[(section.empty() ? "" : section + ".") + line.substr(0, eq)] = line.substr(eq + 3);
+  }
+  return out;
 }
 
 TEST(ConfigRoundTrip, ToTomlParsesBackExactly) {
@@ -495,11 +528,20 @@ TEST(ConfigRoundTrip, ToTomlParsesBackExactly) {
   ASSERT_FALSE(c == defaults);
   const std::string text = to_toml(c);
   const Config back = parse_config(text, "resolved.toml");
-  EXPECT_EQ(back.data.path, c.data.path);
-  EXPECT_EQ(back.train.momentum, c.train.momentum);
-  EXPECT_EQ(back.train.adam_beta1, c.train.adam_beta1);
+  EXPECT_EQ(back.data.dataset.path, c.data.dataset.path);
+  EXPECT_EQ(back.train.optimizer.momentum, c.train.optimizer.momentum);
+  EXPECT_EQ(back.train.optimizer.beta1, c.train.optimizer.beta1);
   EXPECT_EQ(back, c) << text;
-  // Every key differs from its default, so this also proves each key is written and read.
+  // Every key of the reference differs from its default, so this also proves each key is
+  // written and read back into its field.
+  const auto lines = key_lines(text), default_lines = key_lines(to_toml(defaults));
+  ASSERT_EQ(lines.size(), default_lines.size());
+  size_t reference_rows = 0;
+  const std::string ref = reference_markdown();
+  for (size_t p = ref.find("\n| `"); p != std::string::npos; p = ref.find("\n| `", p + 1))
+    ++reference_rows;
+  EXPECT_EQ(lines.size(), reference_rows);
+  for (const auto& [key, value] : lines) EXPECT_NE(value, default_lines.at(key)) << key;
   EXPECT_NE(back.model, defaults.model);
   EXPECT_EQ(back.workers, c.workers);
   EXPECT_EQ(back.compression, c.compression);
@@ -528,7 +570,7 @@ TEST(ConfigRoundTrip, ToJsonHasEveryKey) {
   EXPECT_EQ(v["device"].as_string(), "cuda:3");
   EXPECT_EQ(v["model"]["name"].as_string(), "vgg_a");
   EXPECT_EQ(v["model"]["dropout"].as_number(), 1.0 / 3.0);
-  EXPECT_EQ(v["data"]["path"].as_string(), c.data.path);
+  EXPECT_EQ(v["data"]["path"].as_string(), c.data.dataset.path);
   EXPECT_FALSE(v["data"]["augment"].b);
   EXPECT_EQ(v["train"]["lr"].as_number(), 0.1 + 0.2);
   ASSERT_EQ(v["train"]["lr_boundaries"].arr.size(), 3u);
@@ -610,6 +652,21 @@ TEST(ConfigReference, ListsEveryKeyOnce) {
   // Rows follow the table order: [train], then [workers], then [compression].
   EXPECT_LT(ref.find("`train.checkpoint_every`"), ref.find("`workers.count`"));
   EXPECT_LT(ref.find("`workers.count`"), ref.find("`compression.method`"));
+}
+
+// The README's key table is the reference, generated (`terngrad config --reference`): a key, a
+// default or a doc changed in the schema and not in the README fails here.
+TEST(ConfigReference, TheReadmeTableIsTheReference) {
+  std::ifstream in(TG_SOURCE_DIR "/README.md");
+  ASSERT_TRUE(in) << TG_SOURCE_DIR "/README.md";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string readme = ss.str();
+  const size_t at = readme.find("| key | type | default | meaning |");
+  ASSERT_NE(at, std::string::npos);
+  const size_t end = readme.find("\n\n", at);
+  EXPECT_EQ(readme.substr(at, end - at + 1), reference_markdown())
+      << "README.md's key table differs from `terngrad config --reference`: paste the latter";
 }
 
 }  // namespace

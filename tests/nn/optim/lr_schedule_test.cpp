@@ -24,6 +24,7 @@ void expect_lr(const LrSchedule& s, int64_t step, double expected) {
 
 TEST(LrSchedule, Constant) {
   LrScheduleOptions o;
+  o.policy = LrPolicy::constant;
   o.lr = 0.05;
   const LrSchedule s(o);
   for (const int64_t t : {0, 1, 1000, 1000000000}) EXPECT_EQ(s(t), 0.05);
@@ -114,8 +115,24 @@ TEST(LrSchedule, StepBoundaries) {
 }
 
 TEST(LrSchedule, NegativeStepThrows) {
-  const LrSchedule s(LrScheduleOptions{});
+  LrScheduleOptions o;
+  o.decay_steps = 100;
+  const LrSchedule s(o);
   expect_error_with([&] { s(-1); }, {"lr_schedule: step must be >= 0, got -1"});
+}
+
+// The defaults are the paper's LeNet recipe, the config's: polynomial decay with power 0.5 from
+// 0.01 to 0; the decay period is the run's to set.
+TEST(LrSchedule, DefaultsAreTheLeNetRecipe) {
+  LrScheduleOptions o;
+  EXPECT_EQ(o.policy, LrPolicy::polynomial);
+  EXPECT_EQ(o.lr, 0.01);
+  EXPECT_EQ(o.end_lr, 0.0);
+  EXPECT_EQ(o.power, 0.5);
+  expect_error_with([&] { LrSchedule s(o); },
+                    {"lr_schedule: decay_steps must be > 0 for policy 'polynomial', got 0"});
+  o.decay_steps = 100;
+  expect_lr(LrSchedule(o), 75, 0.01 * std::sqrt(0.25));
 }
 
 TEST(LrSchedule, ValidationErrors) {
