@@ -1,17 +1,37 @@
 // `terngrad data fetch`: the built-in table of official sources and checksums, a libcurl
-// download that hashes while it writes "<file>.part", and a small tar reader over zlib's gzip
-// stream for CIFAR-10's archive.
+// download that hashes while it writes "<file>.part", and the extraction of CIFAR-10's .tar.gz.
+//
+// Extraction is libarchive's: it parses the tar stream (ustar, GNU long names, pax records,
+// header checksums, truncation). Three things are still written here, each for a reason:
+// - The gzip layer is zlib's gzread (GzSource), handed to libarchive as its input: libarchive's
+//   own gzip filter does not check the gzip trailer (CRC-32 and length), so a flipped byte in a
+//   stored deflate block would extract silently; zlib checks it, and GzSource reads the stream
+//   to its end after the tar's end-of-archive blocks so the trailer is always read. zlib also
+//   passes a plain tar through unchanged.
+// - The loop over the entries and the write: archive_write_disk finishes an entry (with
+//   ARCHIVE_EXTRACT_SAFE_WRITES: renames its temporary file into place) even when reading the
+//   entry's data failed, so a truncated archive would leave a file under its final name, against
+//   the promise in datasets/fetch.h; and it would create the links, devices and fifos refused
+//   here and restore owners, modes and times from the archive. So each file goes to
+//   "<file>.part" through PartFile; all are renamed only once the whole stream was read and
+//   the gzip trailer checked, since the CRC covers every entry at once.
+// - The path check (safe_relative): an absolute path or a '..' component is refused with one
+//   line naming the archive and the entry; the ARCHIVE_EXTRACT_SECURE_* flags belong to
+//   archive_write_disk, which is not used.
 #include "datasets/fetch.h"
 
+#include <archive.h>
+#include <archive_entry.h>
 #include <curl/curl.h>
 #include <zlib.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <system_error>
@@ -275,88 +295,68 @@ std::string file_url(const std::string& mirror, const FetchFile& f) {
 
 // ---------------------------------------------------------------------------------- untar
 
-constexpr size_t kBlock = 512;
+using ArchivePtr = std::unique_ptr<struct archive, int (*)(struct archive*)>;
 
-class GzReader {
+// archive_errno() for "no reader recognised the data": libarchive's ARCHIVE_ERRNO_FILE_FORMAT,
+// which its public header leaves to the platform (EILSEQ on Linux).
+constexpr int kArchiveErrnoFileFormat = EILSEQ;
+
+// zlib's gzip reader as libarchive's input (see the opening comment for why not libarchive's).
+class GzSource {
  public:
-  explicit GzReader(const std::string& path) : path_(path), gz_(gzopen(path.c_str(), "rb")) {
+  explicit GzSource(const std::string& path) : path_(path), gz_(gzopen(path.c_str(), "rb")) {
     TG_CHECK(gz_, "cannot open archive '", path, "': ", std::strerror(errno));
     gzbuffer(gz_, 1 << 18);
   }
-  ~GzReader() { gzclose(gz_); }
-  GzReader(const GzReader&) = delete;
-  GzReader& operator=(const GzReader&) = delete;
+  ~GzSource() { gzclose(gz_); }
+  GzSource(const GzSource&) = delete;
+  GzSource& operator=(const GzSource&) = delete;
 
-  // Reads up to n bytes; fewer only at the end of the stream. Throws on a corrupt stream.
-  size_t read(void* dst, size_t n) {
-    size_t done = 0;
-    while (done < n) {
-      const unsigned ask = unsigned(std::min<size_t>(n - done, 1u << 30));
-      const int got = gzread(gz_, static_cast<char*>(dst) + done, ask);
-      if (got < 0) {
-        int errnum = 0;
-        const char* msg = gzerror(gz_, &errnum);
-        TG_THROW("archive '", path_, "' is corrupt near byte ", offset_ + done,
-                 " of the uncompressed stream: ", msg);
-      }
-      if (got == 0) {
-        // zlib reports a truncated gzip member as an error only once the data is used up.
-        int errnum = 0;
-        const char* msg = gzerror(gz_, &errnum);
-        TG_CHECK(errnum == Z_OK, "archive '", path_, "' is corrupt near byte ", offset_ + done,
-                 " of the uncompressed stream: ", msg);
-        break;
-      }
-      done += size_t(got);
+  // libarchive's read callback: the next chunk of the uncompressed stream, 0 at its end.
+  static la_ssize_t read(struct archive* a, void* self, const void** chunk) {
+    auto& s = *static_cast<GzSource*>(self);
+    const la_ssize_t got = s.fill();
+    if (got < 0) {
+      archive_set_error(a, EIO, "%s", s.error_.c_str());
+      return ARCHIVE_FATAL;
     }
-    offset_ += done;
-    return done;
+    *chunk = s.buf_.data();
+    return got;
   }
-  void read_exact(void* dst, size_t n, const std::string& what) {
-    TG_CHECK(read(dst, n) == n, "archive '", path_, "' is truncated in ", what, " (at byte ",
-             offset_, " of the uncompressed stream)");
-  }
-  void skip(uint64_t n, const std::string& what) {
-    std::array<char, 1 << 16> scratch;
-    while (n > 0) {
-      const size_t k = size_t(std::min<uint64_t>(n, scratch.size()));
-      read_exact(scratch.data(), k, what);
-      n -= k;
+
+  // Reads what follows the tar's end-of-archive blocks (padding) up to the end of the gzip
+  // stream, so that zlib checks its trailer; throws naming the archive.
+  void finish() {
+    for (la_ssize_t got = 1; got != 0;) {
+      got = fill();
+      TG_CHECK(got >= 0, "archive '", path_, "' is corrupt after the tar's last entry: ", error_);
     }
   }
-  uint64_t offset() const { return offset_; }
 
  private:
+  la_ssize_t fill() {
+    const int got = gzread(gz_, buf_.data(), unsigned(buf_.size()));
+    int errnum = Z_OK;
+    const char* msg = gzerror(gz_, &errnum);
+    // zlib reports a truncated gzip member as an error only once the data is used up.
+    if (got < 0 || (got == 0 && errnum != Z_OK)) {
+      std::string m = msg;
+      if (m.rfind(path_ + ": ", 0) == 0) m.erase(0, path_.size() + 2);  // gzerror names the file
+      error_ = "gzip stream: " + m;
+      return -1;
+    }
+    return got;
+  }
+
   std::string path_;
   gzFile gz_;
-  uint64_t offset_ = 0;
+  std::vector<char> buf_ = std::vector<char>(1 << 20);
+  std::string error_;  // zlib's message for the last failed read
 };
 
-// A tar numeric field: octal ASCII (space/NUL padded), or GNU base-256 when the top bit is set.
-uint64_t tar_number(const char* field, size_t len, const std::string& archive, uint64_t at) {
-  const auto* u = reinterpret_cast<const unsigned char*>(field);
-  uint64_t v = 0;
-  if (u[0] & 0x80) {
-    TG_CHECK(!(u[0] & 0x40), "archive '", archive, "': negative number in header at byte ", at);
-    v = u[0] & 0x3f;
-    for (size_t i = 1; i < len; ++i) {
-      TG_CHECK(v >> 56 == 0, "archive '", archive, "': number too large in header at byte ", at);
-      v = v << 8 | u[i];
-    }
-    return v;
-  }
-  size_t i = 0;
-  while (i < len && field[i] == ' ') ++i;
-  for (; i < len && field[i] >= '0' && field[i] <= '7'; ++i) v = v * 8 + uint64_t(field[i] - '0');
-  for (; i < len; ++i) {
-    TG_CHECK(field[i] == ' ' || field[i] == '\0', "archive '", archive,
-             "': malformed octal field in header at byte ", at);
-  }
-  return v;
-}
-
-std::string field_string(const char* p, size_t len) {
-  return std::string(p, strnlen(p, len));
+std::string archive_message(struct archive* a) {
+  const char* m = archive_error_string(a);
+  return m ? m : "unknown libarchive error";
 }
 
 // Normalises an entry name to a relative path inside the destination, rejecting escapes.
@@ -377,20 +377,23 @@ std::string safe_relative(const std::string& name, const std::string& archive) {
   return out;
 }
 
-// The "path" record of a pax extended header ("<len> path=<value>\n" records), or "".
-std::string pax_path(const std::string& data) {
-  size_t pos = 0;
-  std::string path;
-  while (pos < data.size()) {
-    const size_t space = data.find(' ', pos);
-    if (space == std::string::npos) break;
-    const size_t len = std::strtoul(data.c_str() + pos, nullptr, 10);
-    if (len == 0 || pos + len > data.size()) break;
-    const std::string rec = data.substr(space + 1, pos + len - space - 2);  // drop '\n'
-    if (rec.rfind("path=", 0) == 0) path = rec.substr(5);
-    pos += len;
+// What a non-regular, non-directory entry is, for the refusal message.
+const char* entry_kind(struct archive_entry* e) {
+  if (archive_entry_hardlink(e) != nullptr) return "hard link";
+  switch (archive_entry_filetype(e)) {
+    case AE_IFLNK:
+      return "symbolic link";
+    case AE_IFCHR:
+      return "character device";
+    case AE_IFBLK:
+      return "block device";
+    case AE_IFIFO:
+      return "fifo";
+    case AE_IFSOCK:
+      return "socket";
+    default:
+      return "special file";
   }
-  return path;
 }
 
 }  // namespace
@@ -400,87 +403,90 @@ std::vector<std::string> extract_tar_gz(const std::string& archive, const std::s
   fs::create_directories(dest, ec);
   TG_CHECK(!ec, "cannot create directory '", dest, "': ", ec.message());
 
-  GzReader in(archive);
+  GzSource source(archive);
+  ArchivePtr in(archive_read_new(), &archive_read_free);
+  TG_CHECK(in, "cannot read archive '", archive, "': archive_read_new failed");
+  struct archive* a = in.get();
+  archive_read_support_format_tar(a);  // all its dialects; no filter, GzSource decompresses
+  if (archive_read_open(a, &source, nullptr, &GzSource::read, nullptr) != ARCHIVE_OK) {
+    // Opening reads the first header to recognise the format; libarchive's tar reader does not
+    // recognise one whose checksum or numeric fields are wrong.
+    TG_CHECK(archive_errno(a) != kArchiveErrnoFileFormat, "archive '", archive,
+             "' does not start with a tar header (not a tar or tar.gz file, or its first header's "
+             "checksum or fields are damaged): ",
+             archive_message(a));
+    TG_THROW("cannot read archive '", archive, "': ", archive_message(a));
+  }
+
   std::vector<std::string> extracted;
-  std::string long_name;  // from a GNU 'L' or pax 'x' entry, applies to the next entry
+  // Every file stays "<file>.part" until the whole stream was read and the gzip trailer checked
+  // (the CRC covers all entries at once); an error anywhere removes them all and leaves dest's
+  // existing files as they were. A path seen twice keeps the later entry's data, as tar does.
+  std::deque<PartFile> parts;
+  std::vector<fs::path> finals;                // parallel to parts
+  std::map<std::string, size_t> part_of_path;  // rel -> index into parts
   std::vector<char> data(1 << 20);
+  std::string previous;  // the last entry read, to place an error in a damaged archive
   for (;;) {
-    const uint64_t at = in.offset();
-    char h[kBlock];
-    const size_t got = in.read(h, kBlock);
-    if (got == 0) break;  // end of stream without the two zero blocks: accept
-    TG_CHECK(got == kBlock, "archive '", archive, "' is truncated in the header at byte ", at);
-    if (std::all_of(h, h + kBlock, [](char c) { return c == 0; })) break;  // end-of-archive
-
-    TG_CHECK(std::memcmp(h + 257, "ustar", 5) == 0, "archive '", archive,
-             "': no ustar magic in the header at byte ", at, " (not a tar archive?)");
-    // Header checksum: sum of all bytes with the checksum field read as spaces.
-    uint64_t sum = 0;
-    for (size_t i = 0; i < kBlock; ++i) sum += (i >= 148 && i < 156) ? ' ' : (unsigned char)h[i];
-    const uint64_t want = tar_number(h + 148, 8, archive, at);
-    TG_CHECK(sum == want, "archive '", archive, "': header checksum mismatch at byte ", at,
-             " (stored ", want, ", computed ", sum, ")");
-
-    const uint64_t size = tar_number(h + 124, 12, archive, at);
-    const uint64_t padded = (size + kBlock - 1) / kBlock * kBlock;
-    const char type = h[156];
-    std::string name = field_string(h, 100);
-    if (std::memcmp(h + 257, "ustar\0", 6) == 0 && h[345] != '\0') {  // POSIX prefix field
-      name = field_string(h + 345, 155) + "/" + name;
-    }
-    if (!long_name.empty()) name = long_name;
-
-    if (type == 'L' || type == 'x') {  // GNU long name / pax extended header for the next entry
-      TG_CHECK(size <= (1u << 20), "archive '", archive, "': extended header of ", size,
-               " bytes at byte ", at);
-      std::string body(padded, '\0');
-      in.read_exact(body.data(), padded, "an extended header");
-      body.resize(size);
-      long_name = type == 'L' ? field_string(body.data(), body.size()) : pax_path(body);
-      continue;
-    }
-    long_name.clear();
-    if (type == 'g') {  // pax global header: nothing we use
-      in.skip(padded, "a pax global header");
-      continue;
-    }
+    struct archive_entry* e = nullptr;
+    const int rc = archive_read_next_header(a, &e);
+    if (rc == ARCHIVE_EOF) break;
+    const std::string where =
+        previous.empty() ? std::string("in its first header") : "after entry '" + previous + "'";
+    // The tar reader answers ARCHIVE_RETRY only for a header whose checksum is wrong (a caller
+    // could skip ahead to the next good header; a damaged archive is refused here instead).
+    TG_CHECK(rc != ARCHIVE_RETRY, "archive '", archive, "': header checksum mismatch ", where, ": ",
+             archive_message(a));
+    // A warning is a guess (a malformed pax record ignored, a name not convertible to the
+    // locale's charset): refused too, since the entry might land under the wrong name.
+    TG_CHECK(rc == ARCHIVE_OK, "archive '", archive, "' is damaged ", where, ": ",
+             archive_message(a));
+    const char* raw = archive_entry_pathname(e);
+    const std::string name = raw ? raw : "";
+    previous = name;
     const std::string rel = safe_relative(name, archive);
-    if (type == '5') {
+    if (archive_entry_hardlink(e) == nullptr && archive_entry_filetype(e) == AE_IFDIR) {
       if (!rel.empty()) {
         fs::create_directories(fs::path(dest) / rel, ec);
         TG_CHECK(!ec, "cannot create directory '", (fs::path(dest) / rel).string(),
                  "': ", ec.message());
       }
-      in.skip(padded, "directory entry '" + name + "'");
-      continue;
+      continue;  // the next archive_read_next_header() skips any data
     }
-    TG_CHECK(type == '0' || type == '\0' || type == '7', "archive '", archive, "': entry '", name,
-             "' has type '", type,
-             "' (link, device or fifo); only regular files and directories are extracted");
-    TG_CHECK(!rel.empty(), "archive '", archive, "': file entry with an empty name at byte ", at);
+    TG_CHECK(archive_entry_hardlink(e) == nullptr && archive_entry_filetype(e) == AE_IFREG,
+             "archive '", archive, "': entry '", name, "' is a ", entry_kind(e),
+             "; only regular files and directories are extracted");
+    TG_CHECK(!rel.empty(), "archive '", archive, "': file entry '", name, "' has an empty path");
 
     const fs::path final_path = fs::path(dest) / rel;
     fs::create_directories(final_path.parent_path(), ec);
     TG_CHECK(!ec, "cannot create directory '", final_path.parent_path().string(),
              "': ", ec.message());
-    PartFile part(fs::path(final_path.string() + ".part"));
+    const auto [slot, fresh] = part_of_path.try_emplace(rel, parts.size());
+    if (fresh) {
+      parts.emplace_back(fs::path(final_path.string() + ".part"));
+      finals.push_back(final_path);
+    }
+    const PartFile& part = parts[slot->second];
     {
       FilePtr out(std::fopen(part.path().c_str(), "wb"), &std::fclose);
       TG_CHECK(out, "cannot create '", part.path().string(), "': ", std::strerror(errno));
-      for (uint64_t left = size; left > 0;) {
-        const size_t k = size_t(std::min<uint64_t>(left, data.size()));
-        in.read_exact(data.data(), k, "entry '" + name + "'");
-        TG_CHECK(std::fwrite(data.data(), 1, k, out.get()) == k, "cannot write '",
-                 part.path().string(), "': ", std::strerror(errno));
-        left -= k;
+      // archive_read_data() fills the holes of a sparse entry with zeros.
+      for (;;) {
+        const la_ssize_t got = archive_read_data(a, data.data(), data.size());
+        TG_CHECK(got >= 0, "archive '", archive, "': cannot read entry '", name,
+                 "': ", archive_message(a));
+        if (got == 0) break;
+        TG_CHECK(std::fwrite(data.data(), 1, size_t(got), out.get()) == size_t(got),
+                 "cannot write '", part.path().string(), "': ", std::strerror(errno));
       }
       TG_CHECK(std::fclose(out.release()) == 0, "cannot write '", part.path().string(),
                "': ", std::strerror(errno));
     }
-    in.skip(padded - size, "entry '" + name + "'");
-    part.commit(final_path);
     extracted.push_back(rel);
   }
+  source.finish();
+  for (size_t i = 0; i < parts.size(); ++i) parts[i].commit(finals[i]);
   return extracted;
 }
 

@@ -52,9 +52,11 @@ struct FetchFile {
 std::vector<FetchFile> fetch_files(const std::string& dataset);
 
 // Extracts a ustar / GNU / pax tar archive, gzip-compressed or not, into `dest` (created if
-// missing). Regular files and directories only; each file is written to "<file>.part" and
-// renamed when complete. Throws tg::Error naming the archive and the entry on an absolute path,
-// a ".." component, a link or device entry, a bad header checksum, or a truncated archive.
+// missing). Regular files and directories only; each file is written to "<file>.part", and all
+// are renamed only once the whole archive was read (gzip CRC included), so after an error no
+// file of the archive appears under its final name. Throws tg::Error naming the archive (and the
+// entry, where one is at fault) on an absolute path, a ".." component, a link, device or fifo
+// entry, a bad header checksum, a corrupt gzip stream, or a truncated archive.
 // Returns the relative paths of the regular files extracted, in archive order.
 std::vector<std::string> extract_tar_gz(const std::string& archive, const std::string& dest);
 

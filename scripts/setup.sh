@@ -22,7 +22,8 @@ PACKAGES=(
   libtomlplusplus-dev        # TOML configs
   libcli11-dev               # command line
   libprotobuf-dev            # TensorBoard event files (protobuf wire format)
-  zlib1g-dev                 # gzipped IDX files and .tar.gz archives
+  zlib1g-dev                 # gzipped IDX files
+  libarchive-dev             # `terngrad data fetch cifar10` extracts its .tar.gz
   libcurl4-openssl-dev       # `terngrad data fetch` downloads
   libjpeg62-turbo-dev        # JPEG image folders
   dataset-fashion-mnist      # Fashion-MNIST, /usr/share/datasets/fashion-mnist

@@ -2,7 +2,8 @@
 // port, one std::thread, POSIX sockets) serves files from a directory and answers 404 otherwise.
 // MNIST is fetched from it as a --mirror with the real checksums (shared/data/mnist holds the
 // official files); corrupt, truncated and missing files must fail naming the file/URL and leave
-// nothing under the final name. The tar reader is tested on archives this file writes by hand.
+// nothing under the final name. extract_tar_gz (libarchive underneath) is tested on archives this
+// file writes by hand.
 #include "datasets/fetch.h"
 
 #include <arpa/inet.h>
@@ -14,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -319,7 +321,7 @@ TEST(FetchTable, OfficialSourcesAndChecksums) {
 
 // One ustar header block (POSIX "ustar\0" "00"), checksum filled in.
 std::string tar_header(const std::string& name, size_t size, char type,
-                       const std::string& prefix = "") {
+                       const std::string& prefix = "", const std::string& link = "") {
   std::string h(512, '\0');
   std::memcpy(&h[0], name.data(), std::min<size_t>(name.size(), 100));
   std::snprintf(&h[100], 8, "%07o", 0644);
@@ -328,6 +330,7 @@ std::string tar_header(const std::string& name, size_t size, char type,
   std::snprintf(&h[124], 12, "%011zo", size);
   std::snprintf(&h[136], 12, "%011o", 0);
   h[156] = type;
+  std::memcpy(&h[157], link.data(), std::min<size_t>(link.size(), 100));
   std::memcpy(&h[257],
               "ustar\0"
               "00",
@@ -351,8 +354,9 @@ std::string tar_end() {
   return std::string(1024, '\0');
 }
 
-void write_gz(const fs::path& p, const std::string& bytes) {
-  gzFile g = gzopen(p.c_str(), "wb");
+// mode "wb0": deflate's stored blocks, so a flipped byte still inflates and only the CRC shows it.
+void write_gz(const fs::path& p, const std::string& bytes, const char* mode = "wb") {
+  gzFile g = gzopen(p.c_str(), mode);
   ASSERT_NE(g, nullptr) << p;
   ASSERT_EQ(gzwrite(g, bytes.data(), unsigned(bytes.size())), int(bytes.size()));
   ASSERT_EQ(gzclose(g), Z_OK);
@@ -362,6 +366,17 @@ std::string pattern(size_t n, int seed) {
   std::string s(n, '\0');
   for (size_t i = 0; i < n; ++i) s[i] = char((i * 131 + size_t(seed) * 7) & 0xff);
   return s;
+}
+
+// The regular files under `dir` (recursively), relative to it; none if it does not exist.
+std::vector<std::string> files_under(const fs::path& dir) {
+  std::vector<std::string> out;
+  if (!fs::exists(dir)) return out;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (fs::is_regular_file(e.symlink_status())) out.push_back(e.path().lexically_relative(dir));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 // Expects extracting `archive` into `dest` to throw a tg::Error mentioning every fragment.
@@ -422,6 +437,7 @@ TEST(ExtractTarGz, RejectsEntriesEscapingTheDestination) {
     write_gz(tmp.path() / "dots.tar.gz",
              tar_entry("fine.txt", "ok") + tar_entry(name, "evil") + tar_end());
     expect_extract_error(tmp.path() / "dots.tar.gz", dest, {"'" + name + "'", "..", "dots.tar.gz"});
+    EXPECT_EQ(files_under(dest), std::vector<std::string>{}) << "fine.txt is not kept either";
   }
   EXPECT_FALSE(fs::exists(tmp.path() / "a" / "evil.txt"));
   EXPECT_FALSE(fs::exists(tmp.path() / "evil.txt"));
@@ -431,12 +447,27 @@ TEST(ExtractTarGz, RejectsEntriesEscapingTheDestination) {
   EXPECT_FALSE(fs::exists("/tmp/tg_fetch_test_evil.txt"));
 }
 
-TEST(ExtractTarGz, RejectsLinks) {
+TEST(ExtractTarGz, RejectsLinksDevicesAndFifos) {
   TempDir tmp;
-  std::string link = tar_header("passwd", 0, '2');
-  write_gz(tmp.path() / "link.tar.gz", link + tar_end());
-  expect_extract_error(tmp.path() / "link.tar.gz", tmp.path() / "out", {"'passwd'", "link"});
-  EXPECT_FALSE(fs::exists(tmp.path() / "out" / "passwd"));
+  const struct {
+    char type;
+    const char* kind;
+  } kCases[] = {{'1', "hard link"},
+                {'2', "symbolic link"},
+                {'3', "character device"},
+                {'4', "block device"},
+                {'6', "fifo"}};
+  for (const auto& c : kCases) {
+    SCOPED_TRACE(c.kind);
+    const fs::path out = tmp.path() / ("out" + std::string(1, c.type));
+    write_gz(tmp.path() / "special.tar.gz", tar_entry("fine.txt", "ok") +
+                                                tar_header("passwd", 0, c.type, "", "/etc/passwd") +
+                                                tar_end());
+    expect_extract_error(tmp.path() / "special.tar.gz", out,
+                         {"special.tar.gz", "'passwd'", c.kind});
+    EXPECT_FALSE(fs::exists(fs::symlink_status(out / "passwd")));
+    EXPECT_EQ(files_under(out), std::vector<std::string>{}) << "fine.txt is not kept either";
+  }
 }
 
 TEST(ExtractTarGz, CorruptOrTruncatedArchivesFail) {
@@ -445,7 +476,8 @@ TEST(ExtractTarGz, CorruptOrTruncatedArchivesFail) {
 
   // Entry cut short inside its data (plain tar, so the tar layer sees the short read).
   write_text(tmp.path() / "short.tar", tar.substr(0, 512 + 2000));
-  expect_extract_error(tmp.path() / "short.tar", tmp.path() / "out1", {"truncated", "big.bin"});
+  expect_extract_error(tmp.path() / "short.tar", tmp.path() / "out1",
+                       {"short.tar", "'big.bin'", "Truncated"});
   EXPECT_FALSE(fs::exists(tmp.path() / "out1" / "big.bin"));
   EXPECT_FALSE(fs::exists(tmp.path() / "out1" / "big.bin.part"));
 
@@ -453,19 +485,73 @@ TEST(ExtractTarGz, CorruptOrTruncatedArchivesFail) {
   write_gz(tmp.path() / "full.tar.gz", tar);
   const std::string gz = read_text(tmp.path() / "full.tar.gz");
   write_text(tmp.path() / "cut.tar.gz", gz.substr(0, gz.size() / 2));
-  expect_extract_error(tmp.path() / "cut.tar.gz", tmp.path() / "out2", {"cut.tar.gz"});
+  expect_extract_error(tmp.path() / "cut.tar.gz", tmp.path() / "out2",
+                       {"cut.tar.gz", "gzip stream"});
   EXPECT_FALSE(fs::exists(tmp.path() / "out2" / "big.bin"));
   EXPECT_FALSE(fs::exists(tmp.path() / "out2" / "big.bin.part"));
 
-  // Header checksum off by one.
+  // Header checksum off by one, in the first header (libarchive then does not recognise a tar)
+  // and in a later one.
   std::string bad = tar;
   bad[0] = 'c';  // "big.bin" -> "cig.bin": sum changes by one
   write_text(tmp.path() / "sum.tar", bad);
-  expect_extract_error(tmp.path() / "sum.tar", tmp.path() / "out3", {"checksum"});
+  expect_extract_error(tmp.path() / "sum.tar", tmp.path() / "out3", {"sum.tar", "checksum"});
+  write_text(tmp.path() / "sum2.tar", tar_entry("fine.txt", "ok") + bad);
+  expect_extract_error(tmp.path() / "sum2.tar", tmp.path() / "out5",
+                       {"sum2.tar", "checksum", "after entry 'fine.txt'"});
+  EXPECT_FALSE(fs::exists(tmp.path() / "out5" / "cig.bin"));
 
   // Not a tar at all.
   write_gz(tmp.path() / "junk.tar.gz", pattern(2048, 4));
-  expect_extract_error(tmp.path() / "junk.tar.gz", tmp.path() / "out4", {"ustar"});
+  expect_extract_error(tmp.path() / "junk.tar.gz", tmp.path() / "out4",
+                       {"junk.tar.gz", "not a tar"});
+}
+
+// libarchive's own gzip filter leaves the gzip trailer unchecked; extract_tar_gz must not.
+TEST(ExtractTarGz, GzipCrcIsChecked) {
+  TempDir tmp;
+  const std::string tar = tar_entry("a.bin", pattern(5000, 5)) + tar_end();
+  write_gz(tmp.path() / "stored.tar.gz", tar, "wb0");
+  std::string gz = read_text(tmp.path() / "stored.tar.gz");
+  const size_t at = gz.find(pattern(5000, 5).substr(0, 64));
+  ASSERT_NE(at, std::string::npos) << "expected a stored deflate block";
+  gz[at + 1000] ^= 0x01;  // inside a.bin's data: inflates fine, the CRC differs
+  write_text(tmp.path() / "flipped.tar.gz", gz);
+  expect_extract_error(tmp.path() / "flipped.tar.gz", tmp.path() / "out1",
+                       {"flipped.tar.gz", "incorrect data check"});
+  EXPECT_EQ(files_under(tmp.path() / "out1"), std::vector<std::string>{});
+
+  gz = read_text(tmp.path() / "stored.tar.gz");
+  gz[gz.size() - 8] ^= 0x01;  // the trailer's CRC-32 itself
+  write_text(tmp.path() / "crc.tar.gz", gz);
+  expect_extract_error(tmp.path() / "crc.tar.gz", tmp.path() / "out2",
+                       {"crc.tar.gz", "incorrect data check"});
+  EXPECT_EQ(files_under(tmp.path() / "out2"), std::vector<std::string>{});
+}
+
+// Files already in dest survive a failed extraction untouched; nothing of the archive appears.
+TEST(ExtractTarGz, FailureLeavesDestinationAsItWas) {
+  TempDir tmp;
+  const fs::path dest = tmp.path() / "out";
+  fs::create_directories(dest);
+  write_text(dest / "a.txt", "old");
+  const std::string tar = tar_entry("a.txt", "new") + tar_entry("b.txt", "new") +
+                          tar_entry("c.bin", pattern(5000, 6)) + tar_end();
+  write_text(tmp.path() / "short.tar", tar.substr(0, tar.size() - 1024 - 2048));
+  expect_extract_error(tmp.path() / "short.tar", dest, {"short.tar", "'c.bin'"});
+  EXPECT_EQ(files_under(dest), std::vector<std::string>{"a.txt"});
+  EXPECT_EQ(read_text(dest / "a.txt"), "old");
+}
+
+// A path that appears twice ends up with the later entry's data, as with tar itself.
+TEST(ExtractTarGz, LaterEntryOfTheSamePathWins) {
+  TempDir tmp;
+  write_gz(tmp.path() / "twice.tar.gz",
+           tar_entry("a.txt", "first") + tar_entry("./a.txt", "second") + tar_end());
+  EXPECT_EQ(extract_tar_gz((tmp.path() / "twice.tar.gz").string(), (tmp.path() / "out").string()),
+            (std::vector<std::string>{"a.txt", "a.txt"}));
+  EXPECT_EQ(files_under(tmp.path() / "out"), std::vector<std::string>{"a.txt"});
+  EXPECT_EQ(read_text(tmp.path() / "out" / "a.txt"), "second");
 }
 
 TEST_F(FetchTest, Cifar10AlreadyExtractedIsNotDownloaded) {
