@@ -20,6 +20,7 @@ PACKAGES=(
   libgloo-dev libhiredis-dev # CPU collectives (Gloo, TCP; Redis rendezvous store)
   redis-server               # Redis rendezvous: multi-node runs and its tests
   libtomlplusplus-dev        # TOML configs
+  nlohmann-json3-dev         # JSON parsing (nn/core/json.cpp)
   libcli11-dev               # command line
   libprotobuf-dev            # TensorBoard event files (protobuf wire format)
   zlib1g-dev                 # gzipped IDX files

@@ -1,12 +1,21 @@
-// JSON writer and parser for the CLI (see json.h). The writer emits compact one-line objects; the
-// parser is a strict RFC 8259 recursive-descent parser with a nesting limit, reporting the byte
-// offset of the first problem. Strings are UTF-8: bytes >= 0x80 pass through both ways
-// unchanged; \uXXXX escapes (with surrogate pairs) are decoded into UTF-8.
+// JSON for the CLI (see json.h). Parsing is nlohmann-json's (its SAX interface): the lexer,
+// RFC 8259's grammar, \u escapes with surrogate pairs, UTF-8 checks and number conversion. The
+// SAX handler here builds the Value tree in document order (duplicate keys kept; operator[] takes
+// the first) and keeps what tests/nn/core/json_test.cpp pins: a nesting limit (Value's destructor
+// recurses), numbers out of a double's range rejected, "-0" kept negative, and tg::Error naming
+// the byte offset of the problem. nlohmann rejects ill-formed UTF-8 inside strings and takes a NUL
+// byte for the end of the input; one pass before it swaps such bytes for ones it reads the way
+// this parser always has (bytes >= 0x80 pass through unchanged, a NUL is an error where it stands).
+// The writer is hand-written: nlohmann's dump() throws on (or replaces) bytes that are not UTF-8,
+// which quote() passes through, and writes doubles as "1e-08" and "1.0", not as number() does.
 #include "nn/core/json.h"
 
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <cstring>
+#include <iterator>
 
 #include "nn/core/error.h"
 
@@ -177,284 +186,287 @@ const std::string& Value::as_string() const {
 
 namespace {
 
-// Deep enough for any document the CLI writes; bounds the recursion on hostile input.
-constexpr int kMaxDepth = 256;
+using Json = nlohmann::json;
 
-class Parser {
+// Deep enough for any document the CLI writes; bounds the recursion of Value's destructor and
+// copies on hostile input (nlohmann's parser itself is iterative).
+constexpr size_t kMaxDepth = 256;
+
+// Put in place of a NUL byte outside strings: the lexer takes a NUL for the end of the input, and
+// this byte, like RFC 8259 a NUL, for no token at all.
+constexpr char kNulStandIn = '\x01';
+
+[[noreturn]] void fail_at(size_t offset, const std::string& what) {
+  TG_THROW("JSON: ", what, " at byte ", offset);
+}
+
+// Length of the well-formed UTF-8 sequence at s[i], or 0: Unicode's table of well-formed byte
+// sequences (the one nlohmann's lexer checks), as the lead byte's range, the length, and the
+// second byte's range (narrower where it would allow overlong forms, surrogates, > U+10FFFF);
+// any further bytes are 80..BF.
+size_t utf8_length(std::string_view s, size_t i) {
+  struct Form {
+    unsigned char lead_lo, lead_hi, length, lo, hi;
+  };
+  static constexpr Form kForms[] = {{0xC2, 0xDF, 2, 0x80, 0xBF}, {0xE0, 0xE0, 3, 0xA0, 0xBF},
+                                    {0xE1, 0xEC, 3, 0x80, 0xBF}, {0xED, 0xED, 3, 0x80, 0x9F},
+                                    {0xEE, 0xEF, 3, 0x80, 0xBF}, {0xF0, 0xF0, 4, 0x90, 0xBF},
+                                    {0xF1, 0xF3, 4, 0x80, 0xBF}, {0xF4, 0xF4, 4, 0x80, 0x8F}};
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
+  for (const Form& f : kForms) {
+    if (byte(0) < f.lead_lo || byte(0) > f.lead_hi) continue;
+    if (i + f.length > s.size() || byte(1) < f.lo || byte(1) > f.hi) return 0;
+    for (size_t k = 2; k < f.length; ++k) {
+      if (byte(k) < 0x80 || byte(k) > 0xBF) return 0;
+    }
+    return f.length;
+  }
+  return 0;
+}
+
+// A const char* into the text that tells how far nlohmann's lexer has read: the SAX events carry
+// no position, and the nesting limit and the number checks report one.
+struct TrackedChar {
+  using iterator_category = std::input_iterator_tag;
+  using value_type = char;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const char*;
+  using reference = const char&;
+
+  const char* p;
+  const char** read_to;
+
+  char operator*() const { return *p; }
+  TrackedChar& operator++() {
+    *read_to = ++p;
+    return *this;
+  }
+  bool operator==(const TrackedChar& o) const { return p == o.p; }
+};
+
+// nlohmann's SAX handler (the member names are its interface): builds the Value tree.
+class Builder {
  public:
-  explicit Parser(std::string_view text) : s_(text) {}
+  explicit Builder(std::string_view text) { prepare(text); }
+  Builder(const Builder&) = delete;
+  Builder& operator=(const Builder&) = delete;
 
-  Value parse_document() {
-    skip_ws();
-    Value v = parse_value(0);
-    skip_ws();
-    if (pos_ != s_.size()) fail("unexpected trailing characters after the value");
-    return v;
+  Value run() && {
+    read_to_ = text_.data();
+    Json::sax_parse(TrackedChar{text_.data(), &read_to_},
+                    TrackedChar{text_.data() + text_.size(), &read_to_}, this);
+    return std::move(root_);
+  }
+
+  bool null() { return put(Value()); }
+  bool boolean(bool b) {
+    Value v;
+    v.type = Value::Type::boolean;
+    v.b = b;
+    return put(std::move(v));
+  }
+  // Only "-0" reaches number_integer with 0 ("0" is unsigned): a negative zero, as from_chars
+  // and number() have it.
+  bool number_integer(Json::number_integer_t x) {
+    return number(x == 0 ? -0.0 : static_cast<double>(x));
+  }
+  bool number_unsigned(Json::number_unsigned_t x) { return number(static_cast<double>(x)); }
+  bool number_float(Json::number_float_t x, const std::string& text) {
+    // nlohmann rejects numbers above a double's range (out_of_range 406, in parse_error); a
+    // nonzero number below it, which strtod rounds to 0, is rejected here the same way.
+    if (x == 0.0 && text.find_first_of("123456789") < text.find_first_of("eE")) {
+      fail_at(number_start(text), "number out of the range of a double");
+    }
+    return number(x);
+  }
+  bool string(std::string& s) {
+    Value v;
+    v.type = Value::Type::string;
+    v.str = restore(std::move(s));
+    return put(std::move(v));
+  }
+  bool binary(Json::binary_t&) { return false; }  // CBOR and the like; never JSON text
+
+  bool start_object(size_t) { return open(Value::Type::object); }
+  bool key(std::string& k) {
+    open_.back().obj.emplace_back(restore(std::move(k)), Value());
+    return true;
+  }
+  bool end_object() { return close(); }
+  bool start_array(size_t) { return open(Value::Type::array); }
+  bool end_array() { return close(); }
+
+  // `position` counts the bytes the lexer has taken, `last_token` is what it took for the
+  // current token (control characters spelled "<U+000A>"), `e` says what is wrong.
+  bool parse_error(size_t position, const std::string& last_token, const Json::exception& e) {
+    if (e.id == 406) {  // out_of_range.406: a number above a double's range; it is last_token
+      fail_at(position - last_token.size(), "number out of the range of a double");
+    }
+    // "[json.exception.parse_error.101] parse error at line 1, column 6: <what>"
+    std::string what = e.what();
+    what.erase(0, what.find(": ") + 2);
+    const std::string last_read = "; last read: '" + last_token + "'";
+    const size_t lexer = what.find(last_read);
+    size_t offset;
+    if (lexer != std::string::npos) {
+      // A malformed token: the byte the lexer could not take (text_.size() at the end), or an
+      // unterminated string's opening quote (the string is all of last_token).
+      what.erase(lexer, last_read.size());
+      offset = what.find("missing closing quote") != std::string::npos
+                   ? position - 1 - last_token.size()
+                   : position - 1;
+    } else {
+      offset = token_start(position, last_token);  // a well-formed token out of place
+    }
+    if (offset == nul_) what = "unexpected NUL byte";
+    fail_at(offset, what);
   }
 
  private:
-  [[noreturn]] void fail(const std::string& what) const { fail_at(pos_, what); }
-  [[noreturn]] void fail_at(size_t offset, const std::string& what) const {
-    TG_THROW("JSON: ", what, " at byte ", offset);
-  }
-
-  bool at_end() const { return pos_ >= s_.size(); }
-  char peek() const { return at_end() ? '\0' : s_[pos_]; }
-
-  void skip_ws() {
-    while (!at_end()) {
-      const char c = s_[pos_];
-      if (c != ' ' && c != '\t' && c != '\n' && c != '\r') break;
-      ++pos_;
-    }
-  }
-
-  void expect_literal(std::string_view lit) {
-    if (s_.substr(pos_, lit.size()) != lit) {
-      fail("invalid literal, expected '" + std::string(lit) + "'");
-    }
-    pos_ += lit.size();
-  }
-
-  Value parse_value(int depth) {
-    if (at_end()) fail("unexpected end of input, expected a value");
-    Value v;
-    switch (peek()) {
-      case '{':
-        return parse_object(depth);
-      case '[':
-        return parse_array(depth);
-      case '"':
-        v.type = Value::Type::string;
-        v.str = parse_string();
-        return v;
-      case 't':
-        expect_literal("true");
-        v.type = Value::Type::boolean;
-        v.b = true;
-        return v;
-      case 'f':
-        expect_literal("false");
-        v.type = Value::Type::boolean;
-        v.b = false;
-        return v;
-      case 'n':
-        expect_literal("null");
-        return v;
-      default:
-        if (peek() == '-' || (peek() >= '0' && peek() <= '9')) return parse_number();
-        fail(std::string("unexpected character '") + peek() + "', expected a value");
-    }
-  }
-
-  Value parse_object(int depth) {
-    if (depth >= kMaxDepth) fail("nesting deeper than " + std::to_string(kMaxDepth));
-    Value v;
-    v.type = Value::Type::object;
-    ++pos_;  // '{'
-    skip_ws();
-    if (peek() == '}') {
-      ++pos_;
-      return v;
-    }
-    while (true) {
-      skip_ws();
-      if (peek() != '"') fail("expected a string key in object");
-      std::string key = parse_string();
-      skip_ws();
-      if (peek() != ':') fail("expected ':' after object key");
-      ++pos_;
-      skip_ws();
-      Value item = parse_value(depth + 1);
-      v.obj.emplace_back(std::move(key), std::move(item));
-      skip_ws();
-      if (peek() == ',') {
-        ++pos_;
-        continue;
+  // Swaps the bytes nlohmann's lexer would read otherwise than this parser always has (see the
+  // file comment), in one pass that tracks strings; copies the text only when there are any.
+  void prepare(std::string_view in) {
+    text_ = in;
+    const auto plain = [](char c) { return c != '\0' && static_cast<unsigned char>(c) < 0x80; };
+    if (std::all_of(in.begin(), in.end(), plain)) return;
+    const auto swap = [&](size_t i, char with) {
+      if (copy_.empty()) copy_.assign(in);
+      copy_[i] = with;
+    };
+    bool in_string = false;
+    size_t strings = 0;    // strings closed so far
+    size_t questions = 0;  // '?' in the current string once decoded
+    for (size_t i = 0; i < in.size(); ++i) {
+      const char c = in[i];
+      if (!in_string) {
+        if (c == '"') {
+          in_string = true;
+          questions = 0;
+        } else if (c == '\0') {
+          nul_ = i;
+          swap(i, kNulStandIn);
+          break;  // the lexer stops here
+        }
+      } else if (c == '"') {
+        in_string = false;
+        ++strings;
+      } else if (c == '\\') {
+        if (in.compare(i + 1, 4, "u003") == 0 && i + 5 < in.size() && (in[i + 5] | 0x20) == 'f') {
+          ++questions;  // "\u003f" is a '?' too
+        }
+        ++i;  // an escaped quote or backslash neither ends the string nor escapes
+      } else if (c == '?') {
+        ++questions;
+      } else if (static_cast<unsigned char>(c) >= 0x80) {
+        const size_t n = utf8_length(in, i);
+        if (n > 0) {
+          i += n - 1;
+        } else {
+          swap(i, '?');
+          patches_.push_back({strings, questions++, c});
+        }
       }
-      if (peek() == '}') {
-        ++pos_;
-        return v;
-      }
-      fail(at_end() ? "unexpected end of input in object" : "expected ',' or '}' in object");
     }
+    if (!copy_.empty()) text_ = copy_;
   }
 
-  Value parse_array(int depth) {
-    if (depth >= kMaxDepth) fail("nesting deeper than " + std::to_string(kMaxDepth));
-    Value v;
-    v.type = Value::Type::array;
-    ++pos_;  // '['
-    skip_ws();
-    if (peek() == ']') {
-      ++pos_;
-      return v;
-    }
-    while (true) {
-      skip_ws();
-      v.arr.push_back(parse_value(depth + 1));
-      skip_ws();
-      if (peek() == ',') {
-        ++pos_;
-        continue;
+  // The string the lexer decoded (keys included), with the bytes prepare() swapped put back.
+  std::string restore(std::string s) {
+    const size_t index = strings_++;
+    if (next_patch_ == patches_.size() || patches_[next_patch_].string != index) return s;
+    size_t question = 0;
+    for (char& c : s) {
+      if (c != '?') continue;
+      if (next_patch_ < patches_.size() && patches_[next_patch_].string == index &&
+          patches_[next_patch_].question == question) {
+        c = patches_[next_patch_++].byte;
       }
-      if (peek() == ']') {
-        ++pos_;
-        return v;
-      }
-      fail(at_end() ? "unexpected end of input in array" : "expected ',' or ']' in array");
+      ++question;
     }
+    return s;
   }
 
-  Value parse_number() {
-    const size_t start = pos_;
-    if (peek() == '-') ++pos_;
-    if (peek() == '0') {
-      ++pos_;
-    } else if (peek() >= '1' && peek() <= '9') {
-      while (peek() >= '0' && peek() <= '9') ++pos_;
-    } else {
-      fail("expected a digit in number");
-    }
-    if (peek() == '.') {
-      ++pos_;
-      if (!(peek() >= '0' && peek() <= '9')) fail("expected a digit after '.' in number");
-      while (peek() >= '0' && peek() <= '9') ++pos_;
-    }
-    if (peek() == 'e' || peek() == 'E') {
-      ++pos_;
-      if (peek() == '+' || peek() == '-') ++pos_;
-      if (!(peek() >= '0' && peek() <= '9')) fail("expected a digit in number exponent");
-      while (peek() >= '0' && peek() <= '9') ++pos_;
-    }
+  size_t read() const { return static_cast<size_t>(read_to_ - text_.data()); }
+
+  // The offset of the number `text` just lexed. The lexer has read one byte past it (a byte
+  // that cannot continue a number) unless it ends the input.
+  size_t number_start(const std::string& text) const {
+    const bool at_end =
+        read() == text_.size() && !text_.empty() && text_.back() >= '0' && text_.back() <= '9';
+    return (at_end ? read() : read() - 1) - text.size();
+  }
+
+  // The offset of the well-formed token that ends just before `position`. Strings and numbers
+  // are all of last_token (the lexer starts it afresh for them); the others have a fixed text.
+  size_t token_start(size_t position, const std::string& last_token) const {
+    if (position > text_.size()) return text_.size();  // the end of the input
+    const char c = text_[position - 1];
+    if (c == '"' || (c >= '0' && c <= '9')) return position - last_token.size();
+    // null, true or false; else one of [ ] { } : ,
+    if (c == 'l') return position - 4;
+    if (c == 'e') return position - (text_[position - 4] == 't' ? 4 : 5);
+    return position - 1;
+  }
+
+  bool number(double x) {
     Value v;
     v.type = Value::Type::number;
-    const char* first = s_.data() + start;
-    const char* last = s_.data() + pos_;
-    const auto res = std::from_chars(first, last, v.num);
-    if (res.ec == std::errc::result_out_of_range) {
-      fail_at(start, "number out of the range of a double");
-    }
-    if (res.ec != std::errc() || res.ptr != last) fail_at(start, "invalid number");
-    return v;
+    v.num = x;
+    return put(std::move(v));
   }
 
-  uint32_t parse_hex4() {
-    if (pos_ + 4 > s_.size()) fail("truncated \\u escape, expected 4 hex digits");
-    uint32_t cp = 0;
-    for (int i = 0; i < 4; ++i) {
-      const char c = s_[pos_];
-      uint32_t d;
-      if (c >= '0' && c <= '9') {
-        d = static_cast<uint32_t>(c - '0');
-      } else if (c >= 'a' && c <= 'f') {
-        d = static_cast<uint32_t>(c - 'a' + 10);
-      } else if (c >= 'A' && c <= 'F') {
-        d = static_cast<uint32_t>(c - 'A' + 10);
-      } else {
-        fail("invalid hex digit in \\u escape");
-      }
-      cp = cp * 16 + d;
-      ++pos_;
-    }
-    return cp;
-  }
-
-  static void append_utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-      out.push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-      out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-      out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  bool put(Value v) {
+    if (open_.empty()) {
+      root_ = std::move(v);
+    } else if (open_.back().type == Value::Type::array) {
+      open_.back().arr.push_back(std::move(v));
     } else {
-      out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+      open_.back().obj.back().second = std::move(v);  // key() added the pair
     }
+    return true;
   }
 
-  std::string parse_string() {
-    const size_t open = pos_;
-    ++pos_;  // opening quote
-    std::string out;
-    while (true) {
-      if (at_end()) fail_at(open, "unterminated string");
-      const char c = s_[pos_];
-      if (c == '"') {
-        ++pos_;
-        return out;
-      }
-      if (static_cast<unsigned char>(c) < 0x20) fail("unescaped control character in string");
-      if (c != '\\') {
-        out.push_back(c);
-        ++pos_;
-        continue;
-      }
-      const size_t esc = pos_;
-      ++pos_;
-      if (at_end()) fail_at(open, "unterminated string");
-      const char e = s_[pos_++];
-      switch (e) {
-        case '"':
-          out.push_back('"');
-          break;
-        case '\\':
-          out.push_back('\\');
-          break;
-        case '/':
-          out.push_back('/');
-          break;
-        case 'b':
-          out.push_back('\b');
-          break;
-        case 'f':
-          out.push_back('\f');
-          break;
-        case 'n':
-          out.push_back('\n');
-          break;
-        case 'r':
-          out.push_back('\r');
-          break;
-        case 't':
-          out.push_back('\t');
-          break;
-        case 'u': {
-          uint32_t cp = parse_hex4();
-          if (cp >= 0xDC00 && cp <= 0xDFFF) fail_at(esc, "unpaired low surrogate in \\u escape");
-          if (cp >= 0xD800 && cp <= 0xDBFF) {
-            if (s_.substr(pos_, 2) != "\\u") {
-              fail_at(esc, "high surrogate not followed by a \\u low surrogate");
-            }
-            pos_ += 2;
-            const uint32_t lo = parse_hex4();
-            if (lo < 0xDC00 || lo > 0xDFFF) {
-              fail_at(esc, "high surrogate not followed by a low surrogate");
-            }
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          }
-          append_utf8(out, cp);
-          break;
-        }
-        default:
-          fail_at(esc, std::string("invalid escape '\\") + e + "' in string");
-      }
+  bool open(Value::Type type) {
+    if (open_.size() >= kMaxDepth) {
+      fail_at(read() - 1, "nesting deeper than " + std::to_string(kMaxDepth));
     }
+    open_.emplace_back().type = type;
+    return true;
   }
 
-  std::string_view s_;
-  size_t pos_ = 0;
+  bool close() {
+    Value v = std::move(open_.back());
+    open_.pop_back();
+    return put(std::move(v));
+  }
+
+  // A byte of a string that nlohmann's lexer rejects as ill-formed UTF-8, swapped for '?':
+  // the `question`-th '?' of the `string`-th string (keys included) once decoded is `byte`.
+  struct Patch {
+    size_t string;
+    size_t question;
+    char byte;
+  };
+
+  std::string_view text_;  // what the lexer reads: the input, or copy_
+  std::string copy_;       // the input with bytes swapped by prepare()
+  std::vector<Patch> patches_;
+  size_t nul_ = std::string_view::npos;  // the first NUL byte outside strings
+  const char* read_to_ = nullptr;        // how far the lexer has read
+  size_t strings_ = 0;                   // strings decoded so far
+  size_t next_patch_ = 0;
+  std::vector<Value> open_;  // the arrays and objects being filled, innermost last
+  Value root_;
 };
 
 }  // namespace
 
 Value parse(std::string_view text) {
-  return Parser(text).parse_document();
+  // nlohmann skips a byte order mark; RFC 8259 text has none, and this parser never took one.
+  if (!text.empty() && static_cast<unsigned char>(text[0]) == 0xEF) {
+    fail_at(0, "unexpected byte 0xEF (a byte order mark?)");
+  }
+  return Builder(text).run();
 }
 
 }  // namespace tg::json

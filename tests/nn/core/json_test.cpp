@@ -138,32 +138,88 @@ TEST(JsonRoundTrip, WriterOutputParsesBack) {
 }
 
 TEST(JsonParser, ErrorsNameTheByteOffset) {
+  // A well-formed token out of place is named by its first byte; a malformed one by the byte at
+  // which it went wrong (the end of the input is byte text.size()).
   expect_parse_error("", 0, "unexpected end");
   expect_parse_error("   ", 3, "unexpected end");
   expect_parse_error("{\"a\" 1}", 5, "':'");
-  expect_parse_error("{\"a\":1,}", 7, "string key");
-  expect_parse_error("[1 2]", 3, "',' or ']'");
+  expect_parse_error("{\"a\":1,}", 7, "object key");
+  expect_parse_error("[1 2]", 3, "expected ']'");
+  expect_parse_error("[1 true]", 3, "expected ']'");
+  expect_parse_error("[1 false]", 3, "expected ']'");
+  expect_parse_error("[1 null]", 3, "expected ']'");
+  expect_parse_error("[1 -12.5e3]", 3, "expected ']'");
+  expect_parse_error("[1 \"a\\\"b\"]", 3, "expected ']'");
   expect_parse_error("[1,", 3, "unexpected end");
   expect_parse_error("{\"a\":1", 6, "end of input");
-  expect_parse_error("tru", 0, "true");
-  expect_parse_error("nul", 0, "null");
-  expect_parse_error("1 2", 2, "trailing");
-  expect_parse_error("01", 1, "trailing");  // leading zeros are not JSON
+  expect_parse_error("tru", 3, "invalid literal");
+  expect_parse_error("nul", 3, "invalid literal");
+  expect_parse_error("[tru]", 4, "invalid literal");
+  expect_parse_error("1 2", 2, "expected end of input");
+  expect_parse_error("01", 1, "expected end of input");  // leading zeros are not JSON
   expect_parse_error("-", 1, "digit");
   expect_parse_error("1.", 2, "digit");
   expect_parse_error("1e+", 3, "digit");
-  expect_parse_error("+1", 0, "unexpected character");
+  expect_parse_error("+1", 0, "invalid literal");
   expect_parse_error("1e999", 0, "range");
-  expect_parse_error("\"abc", 0, "unterminated");
+  expect_parse_error("[1, -1e999]", 4, "range");
+  expect_parse_error("1e-400", 0, "range");  // not 0: every nonzero number must fit a double
+  expect_parse_error("[1, 1e-400 ]", 4, "range");
+  expect_parse_error("\"abc", 0, "missing closing quote");
   expect_parse_error("\"a\nb\"", 2, "control character");
-  expect_parse_error(R"("\x")", 1, "invalid escape");
+  expect_parse_error(R"("\x")", 2, "after backslash");
   expect_parse_error(R"("\u12G4")", 5, "hex digit");
-  expect_parse_error(R"("\u12")", 3, "truncated");
-  expect_parse_error(R"("ab\ude00")", 3, "unpaired low surrogate");
-  expect_parse_error(R"("\ud83dx")", 1, "high surrogate");
-  expect_parse_error(R"("\ud83d\u0041")", 1, "low surrogate");
-  expect_parse_error("NaN", 0, "unexpected character");
-  expect_parse_error(std::string(300, '['), 256, "nesting");
+  expect_parse_error(R"("\u12")", 5, "4 hex digits");
+  expect_parse_error(R"("ab\ude00")", 8, "must follow U+D800..U+DBFF");
+  expect_parse_error(R"("\ud83dx")", 7, "must be followed by U+DC00..U+DFFF");
+  expect_parse_error(R"("\ud83d\u0041")", 12, "must be followed by U+DC00..U+DFFF");
+  expect_parse_error("NaN", 0, "invalid literal");
+  expect_parse_error("\xef\xbb\xbf{}", 0, "byte order mark");  // RFC 8259 text has none
+  expect_parse_error(std::string("1\0", 2), 1, "NUL");
+  expect_parse_error(std::string("{}  \0", 5), 4, "NUL");
+  expect_parse_error(std::string("[1,\0]", 5), 3, "NUL");
+  expect_parse_error(std::string("\"a\0\"", 4), 2, "control character");
+}
+
+TEST(JsonParser, NestingLimit) {
+  const std::string ok = std::string(256, '[') + std::string(256, ']');
+  EXPECT_EQ(parse(ok).arr.size(), 1u);
+  expect_parse_error(std::string(257, '[') + std::string(257, ']'), 256, "nesting");
+  // Far past the limit: refused at the limit, without building (or recursing into) the rest.
+  expect_parse_error(std::string(100000, '['), 256, "nesting");
+  std::string objects;
+  for (int i = 0; i < 100000; ++i) objects += "{\"a\":";
+  expect_parse_error(objects, 256 * 5, "nesting");
+  expect_parse_error("[{\"a\": " + std::string(300, '['), 261, "nesting");  // 7 + 256 - 2
+}
+
+TEST(JsonParser, BytesPassThroughAsWritten) {
+  // quote() passes bytes that are not UTF-8 through; parse() gives them back byte for byte, in
+  // keys and values, among real '?' and "\u003f" (json.cpp swaps such bytes for '?' and back).
+  const std::string odd = "\xff?\xe2\x82?\xc3\x28\xed\xa0\x80\xf4\x90\x80\x80\xc0\xaf\x80";
+  Object o;
+  o.add(odd, odd + "\xc3\xbc");
+  const Value v = parse(o.str());
+  ASSERT_EQ(v.obj.size(), 1u);
+  EXPECT_EQ(v.obj[0].first, odd);
+  EXPECT_EQ(v[odd].as_string(), odd + "\xc3\xbc");
+  const Value a = parse("[\"?\\u003f\xff\\u003F?\", \"\xfe\"]");
+  EXPECT_EQ(a.arr[0].as_string(), "??\xff??");
+  EXPECT_EQ(a.arr[1].as_string(), "\xfe");
+  expect_parse_error("[\xff]", 1, "invalid literal");  // outside strings they are still errors
+}
+
+TEST(JsonParser, NumbersAsWritten) {
+  EXPECT_TRUE(std::signbit(parse("-0").as_number()));  // number(-0.0) is "-0"
+  EXPECT_TRUE(std::signbit(parse("-0.0").as_number()));
+  EXPECT_FALSE(std::signbit(parse("0").as_number()));
+  EXPECT_EQ(parse("18446744073709551615").as_number(), 18446744073709551615.0);
+  EXPECT_EQ(parse("18446744073709551616").as_number(), 18446744073709551616.0);
+  EXPECT_EQ(parse("-9223372036854775809").as_number(), -9223372036854775809.0);
+  EXPECT_EQ(parse("9007199254740993").as_number(), 9007199254740992.0);  // rounds to even
+  EXPECT_EQ(parse("1E5").as_number(), 1e5);
+  EXPECT_EQ(parse("5e-324").as_number(), 5e-324);  // the least denormal fits
+  EXPECT_EQ(parse("0e-999").as_number(), 0.0);     // zero is no underflow
 }
 
 }  // namespace
