@@ -201,46 +201,13 @@ uint64_t tail_of(const uint8_t* p, size_t bytes) {
   return t;
 }
 
-// Test-only fault injection (tests/cmd/hostile_peer_test.cpp, bench/faults.sh): the environment
-// variable TG_FAULT=<kind>,rank=<r>,call=<k> makes rank r misbehave in its k-th (0-based)
-// allgather/alltoall exchange:
-//   length    header and payload announce 8 bytes more than the collective's block;
-//   truncate  an honest header, then only half the payload;
-//   job       the header of another job;
-//   seq       the header of the next collective (a rank one collective ahead);
-//   context   another call context (a rank aggregating another step, bucket or layout);
-//   magic     a header of garbage bytes.
-// Read once per communicator, here and nowhere else; absent or for another rank it does nothing.
-struct Fault {
-  std::string kind;  // "" = none
-  int64_t call = -1;
-};
+// The injected fault (inject_wire_fault), for the communicators made after it.
+std::mutex g_fault_mu;
+WireFault g_fault;
 
-Fault fault_for(int rank) {
-  const char* env = std::getenv("TG_FAULT");
-  if (env == nullptr || *env == '\0') return {};
-  const std::string spec = env;
-  Fault f;
-  int fault_rank = -1;
-  size_t at = 0;
-  while (at <= spec.size()) {
-    size_t comma = spec.find(',', at);
-    if (comma == std::string::npos) comma = spec.size();
-    const std::string item = spec.substr(at, comma - at);
-    if (item.rfind("rank=", 0) == 0)
-      fault_rank = std::atoi(item.c_str() + 5);
-    else if (item.rfind("call=", 0) == 0)
-      f.call = std::atoll(item.c_str() + 5);
-    else
-      f.kind = item;
-    at = comma + 1;
-  }
-  TG_CHECK(f.kind == "length" || f.kind == "truncate" || f.kind == "job" || f.kind == "seq" ||
-               f.kind == "context" || f.kind == "magic",
-           "TG_FAULT='", spec, "': unknown fault '", f.kind,
-           "' (expected length, truncate, job, seq, context or magic, then ,rank=R,call=K)");
-  if (fault_rank != rank) return {};
-  return f;
+WireFault fault_for(int rank) {
+  std::lock_guard<std::mutex> lock(g_fault_mu);
+  return g_fault.rank == rank ? g_fault : WireFault{};
 }
 
 // The address a hostname resolves to, as text, when it is a wildcard (0.0.0.0, ::): binding it
@@ -639,7 +606,7 @@ class GlooCommunicator final : public Communicator {
   const int rank_, size_;
   const std::chrono::milliseconds timeout_;
   const uint64_t job_;  // fnv1a of the key prefix: the job this communicator serves
-  const Fault fault_;
+  const WireFault fault_;
   int64_t calls_ = 0;  // exchange_direct calls so far (for fault_.call)
   std::shared_ptr<gloo::rendezvous::Context> context_;
   uint32_t tag_ = 0;
@@ -648,6 +615,21 @@ class GlooCommunicator final : public Communicator {
 };
 
 }  // namespace
+
+std::vector<std::string> wire_fault_kinds() {
+  return {"length", "truncate", "job", "seq", "context", "magic"};
+}
+
+void inject_wire_fault(const WireFault& fault) {
+  const std::vector<std::string> kinds = wire_fault_kinds();
+  if (!fault.kind.empty() && std::find(kinds.begin(), kinds.end(), fault.kind) == kinds.end()) {
+    std::string known;
+    for (const std::string& k : kinds) known += (known.empty() ? "" : ", ") + k;
+    TG_THROW("unknown wire fault '", fault.kind, "' (known: ", known, ")");
+  }
+  std::lock_guard<std::mutex> lock(g_fault_mu);
+  g_fault = fault;
+}
 
 std::unique_ptr<Communicator> make_gloo_communicator(const CommOptions& options, Store& store,
                                                      const std::string& prefix) {

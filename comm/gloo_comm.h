@@ -53,6 +53,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/communicator.h"
 
@@ -65,6 +66,25 @@ namespace tg::comm {
 // interface / hostname that cannot be resolved.
 std::unique_ptr<Communicator> make_gloo_communicator(const CommOptions& options, Store& store,
                                                      const std::string& prefix);
+
+// Test-only fault injection: rank `rank` of every Gloo communicator made afterwards in this
+// process misbehaves in its `call`-th (0-based) allgather/alltoall exchange, as a hostile or
+// broken peer would:
+//   length    header and payload announce 8 bytes more than the collective's block;
+//   truncate  an honest header, then only half the payload;
+//   job       the header of another job;
+//   seq       the header of the next collective (a rank one collective ahead);
+//   context   another call context (a rank aggregating another step, bucket or layout);
+//   magic     a header of garbage bytes.
+// Only the test driver tests/testing/faulty_main.cpp calls it (tests/cmd/faults_test.cpp); the
+// terngrad binary never does. An empty kind clears it; an unknown one throws, naming the known.
+struct WireFault {
+  std::string kind;
+  int rank = -1;
+  int64_t call = -1;
+};
+void inject_wire_fault(const WireFault& fault);
+std::vector<std::string> wire_fault_kinds();
 
 // The per-rank wire bytes of Gloo's algorithms (see above); all are {0, 0} for P = 1 or B = 0.
 namespace gloo_wire {

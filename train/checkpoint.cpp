@@ -32,29 +32,14 @@ DType parse_dtype(const std::string& s, const std::string& file) {
   TG_THROW(file, ": corrupt checkpoint: unknown dtype '", s, "' in header");
 }
 
-// Test-only fault injection for the write path (tests/cmd/faults_test.cpp, bench/faults.sh):
-// TG_FAULT_WRITE=<enospc|eio>@<bytes> makes this process's writes through write_all fail with
-// that errno once <bytes> bytes have been written in all (a disk that fills, or a device that
-// fails, part-way through a later file). Read once; absent it costs nothing.
+// The injected write failure (inject_write_fault); error 0: none.
 struct WriteFault {
-  int error = 0;  // 0: none
+  int error = 0;
   uint64_t budget = 0;
 };
 
 WriteFault& write_fault() {
-  static WriteFault f = [] {
-    WriteFault w;
-    const char* env = std::getenv("TG_FAULT_WRITE");
-    if (env == nullptr || *env == '\0') return w;
-    const std::string spec = env;
-    const size_t at = spec.find('@');
-    const std::string kind = spec.substr(0, at);
-    TG_CHECK(at != std::string::npos && (kind == "enospc" || kind == "eio"), "TG_FAULT_WRITE='",
-             spec, "': expected enospc@BYTES or eio@BYTES");
-    w.error = kind == "enospc" ? ENOSPC : EIO;
-    w.budget = std::strtoull(spec.c_str() + at + 1, nullptr, 10);
-    return w;
-  }();
+  static WriteFault f;
   return f;
 }
 
@@ -112,6 +97,12 @@ void write_pieces_atomic(const std::string& path,
 }
 
 }  // namespace
+
+void inject_write_fault(int error, uint64_t after_bytes) {
+  TG_CHECK(error == ENOSPC || error == EIO, "inject_write_fault: error ", error,
+           " (expected ENOSPC or EIO)");
+  write_fault() = {error, after_bytes};
+}
 
 const Tensor& Checkpoint::get(const std::string& name) const {
   for (const auto& [n, t] : tensors)

@@ -84,4 +84,11 @@ void load_compressor_state(const Checkpoint& ckpt, tern::Compressor* compressor,
 // Writes `text` to `path` atomically (temp file + fsync + rename).
 void write_file_atomic(const std::string& path, const std::string& text);
 
+// Test-only fault injection for the write path: this process's checkpoint and output-file
+// writes fail with `error` (ENOSPC: a disk that fills; EIO: a device that fails) once
+// `after_bytes` bytes have been written in all, after a short write up to that point. Only the
+// test driver tests/testing/faulty_main.cpp calls it (tests/cmd/faults_test.cpp); the terngrad
+// binary never does. Throws unless error is ENOSPC or EIO.
+void inject_write_fault(int error, uint64_t after_bytes);
+
 }  // namespace tg::train

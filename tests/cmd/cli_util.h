@@ -24,10 +24,12 @@ struct CliResult {
 };
 
 // Starts `terngrad args...` with stdout/stderr redirected to files; returns the pid. `env` adds
-// NAME=VALUE entries to the inherited environment; `cwd` (if not empty) is its working directory.
+// NAME=VALUE entries to the inherited environment; `cwd` (if not empty) is its working directory;
+// `binary` is the program (the fault tests pass TG_TERNGRAD_FAULTY_BIN, tests/testing/
+// faulty_main.cpp).
 inline pid_t spawn_cli(const std::vector<std::string>& args, const std::string& out_file,
                        const std::string& err_file, const std::vector<std::string>& env = {},
-                       const std::string& cwd = "") {
+                       const std::string& cwd = "", const std::string& binary = TG_TERNGRAD_BIN) {
   pid_t pid = ::fork();
   if (pid == 0) {
     for (const auto& e : env) {
@@ -40,7 +42,7 @@ inline pid_t spawn_cli(const std::vector<std::string>& args, const std::string& 
     ::dup2(o, 1);
     ::dup2(e, 2);
     std::vector<char*> argv;
-    std::string bin = TG_TERNGRAD_BIN;
+    std::string bin = binary;
     argv.push_back(bin.data());
     std::vector<std::string> copy = args;
     for (auto& a : copy) argv.push_back(a.data());

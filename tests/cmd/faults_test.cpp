@@ -1,6 +1,7 @@
 // Hostile peers and faults (issue 15 items 4 and 5), with real `terngrad` processes: two ranks
-// started by hand over a file rendezvous, rank 0 honest, rank 1 misbehaving through the test-only
-// hooks (TG_FAULT in comm/gloo_comm.cpp, TG_FAULT_WRITE in train/checkpoint.cpp), or a raw TCP
+// started by hand over a file rendezvous, rank 0 honest, rank 1 misbehaving through the test
+// driver terngrad_faulty (tests/testing/faulty_main.cpp: TG_FAULT and TG_FAULT_WRITE handed to
+// the library's injection points; the release binary reads neither), or a raw TCP
 // client that writes garbage to rank 0's listening port during rendezvous, or SIGSTOP. Every
 // honest rank must exit 1 within its timeout with one error line naming what went wrong, never
 // crash, and leave the last checkpoint loadable. The root-only faults (netem loss, delay and
@@ -83,8 +84,10 @@ struct Honest {
 Honest run_with_faulty_rank1(const std::string& fault_env, const std::string& out,
                              const TempDir& dir) {
   const std::string url = "file://" + (dir / "rdv");
-  const pid_t p0 = spawn_cli(args_for(out, 0, url), dir / "out0", dir / "err0", {fault_env});
-  const pid_t p1 = spawn_cli(args_for(dir / "out1", 1, url), dir / "o1", dir / "e1", {fault_env});
+  const pid_t p0 = spawn_cli(args_for(out, 0, url), dir / "out0", dir / "err0", {fault_env}, "",
+                             TG_TERNGRAD_FAULTY_BIN);
+  const pid_t p1 = spawn_cli(args_for(dir / "out1", 1, url), dir / "o1", dir / "e1", {fault_env},
+                             "", TG_TERNGRAD_FAULTY_BIN);
   Honest h;
   h.code = wait_exit_within(p0, 120, &h.seconds);
   wait_exit_within(p1, kExitLimit);
@@ -124,13 +127,27 @@ TEST(HostilePeer, MalformedMessagesAreNamedAndTheCheckpointSurvives) {
   }
 }
 
-// A bad TG_FAULT spec is refused, not ignored (a typo would make a fault test pass vacuously).
+// A bad TG_FAULT spec is refused, not ignored (a typo would make a fault test pass vacuously);
+// the release binary ignores the variable altogether: no fault can reach it from the
+// environment.
 TEST(HostilePeer, UnknownFaultIsRefused) {
   TempDir dir;
   const Honest h = run_with_faulty_rank1("TG_FAULT=bogus,rank=1,call=0", dir / "out", dir);
   EXPECT_EQ(h.code, 1);
   EXPECT_NE(h.err.find("TG_FAULT='bogus,rank=1,call=0': unknown fault 'bogus'"), std::string::npos)
       << h.err;
+}
+
+// The terngrad binary reads no fault from its environment: with both variables set (a disk full
+// from the first byte) a run writes its outputs and succeeds.
+TEST(HostilePeer, TheReleaseBinaryReadsNoFault) {
+  TempDir dir;
+  const std::string out = dir / "out";
+  const pid_t p = spawn_cli(quick_train_args(out, 12), dir / "o", dir / "e",
+                            {"TG_FAULT=magic,rank=0,call=0", "TG_FAULT_WRITE=enospc@0"});
+  EXPECT_EQ(wait_exit_within(p, 120), 0) << read_text(dir / "e");
+  EXPECT_TRUE(fs::exists(out + "/summary.json"));
+  EXPECT_TRUE(fs::exists(out + "/checkpoint.tgckpt"));
 }
 
 // The TCP ports process `pid` listens on (from /proc/net/tcp and its socket descriptors).
@@ -275,7 +292,8 @@ TEST(Faults, DiskFullDuringACheckpointKeepsThePreviousOne) {
     SCOPED_TRACE(kind);
     const std::string out = dir / kind;
     const std::string env = "TG_FAULT_WRITE=" + kind + "@" + std::to_string(size * 3 / 2);
-    const pid_t p = spawn_cli(quick_train_args(out, 40), dir / "o", dir / "e", {env});
+    const pid_t p = spawn_cli(quick_train_args(out, 40), dir / "o", dir / "e", {env}, "",
+                              TG_TERNGRAD_FAULTY_BIN);
     const int code = wait_exit_within(p, 120);
     const std::string err = read_text(dir / "e");
     EXPECT_EQ(code, 1) << err;

@@ -71,7 +71,9 @@ TEST(Rescale, MetaIsTheScalerAndTheLengthRatioOfTheClippedGradient) {
       clipped += h * h;
     }
     EXPECT_NEAR(meta[2 * t + 1], std::sqrt(clipped / st.sum_sq), 1e-6);
-    if (t == 0) EXPECT_LT(meta[2 * t + 1], 0.95f);  // the outliers are clipped
+    if (t == 0) {
+      EXPECT_LT(meta[2 * t + 1], 0.95f);  // the outliers are clipped
+    }
   }
   auto plain = make_compressor(options(false), layout());
   EXPECT_EQ(plain->meta_per_slot(), 1);
