@@ -536,19 +536,10 @@ std::string format_seconds(double s) {
   return os.str();
 }
 
-}  // namespace
-
-int launch_local(int nproc, const std::vector<std::string>& argv, const LaunchOptions& options) {
-  TG_CHECK(nproc >= 1, "launch_local: nproc ", nproc, " is invalid: expected at least 1");
-  TG_CHECK(!argv.empty(), "launch_local: the command line is empty: expected the program first");
-  TG_CHECK(options.grace_seconds >= 0 && options.term_seconds >= 0, "launch_local: grace_seconds ",
-           options.grace_seconds, " and term_seconds ", options.term_seconds,
-           " must be non-negative");
-
-  const std::string path = resolve_executable(argv[0]);
-  RendezvousDir rendezvous(options.rendezvous_parent);
-  const std::string url = "file://" + rendezvous.path();
-
+// The command line and environment of each rank: the launcher's environment, less any
+// TG_RANK/TG_WORLD_SIZE/TG_RENDEZVOUS of its own, plus the rank's.
+std::vector<ExecPlan> plan_ranks(int nproc, const std::string& path,
+                                 const std::vector<std::string>& argv, const std::string& url) {
   std::vector<std::string> base_env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     if (has_prefix(*e, "TG_RANK=") || has_prefix(*e, "TG_WORLD_SIZE=") ||
@@ -567,6 +558,250 @@ int launch_local(int nproc, const std::vector<std::string>& argv, const LaunchOp
     p.env.push_back("TG_RENDEZVOUS=" + url);
     p.finalize();
   }
+  return plans;
+}
+
+// Forks and execs one rank: its stdin /dev/null, its stdout and stderr pipes read by `rank`,
+// its own process group, killed if the launcher dies. Throws when a pipe, the fork or the exec
+// fails (the exec's errno comes back through a close-on-exec pipe).
+void start_rank(Rank& rank, const ExecPlan& plan, int devnull, pid_t launcher_pid,
+                const LaunchOptions& options) {
+  const int r = rank.rank;
+  int out_pipe[2], err_pipe[2], exec_pipe[2];
+  TG_CHECK(::pipe2(out_pipe, O_CLOEXEC) == 0, "launch_local: pipe: ", errno_text(errno));
+  rank.out.fd = out_pipe[0];
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
+    const int e = errno;
+    ::close(out_pipe[1]);
+    TG_THROW("launch_local: pipe: ", errno_text(e));
+  }
+  rank.err.fd = err_pipe[0];
+  if (::pipe2(exec_pipe, O_CLOEXEC) != 0) {
+    const int e = errno;
+    ::close(out_pipe[1]);
+    ::close(err_pipe[1]);
+    TG_THROW("launch_local: pipe: ", errno_text(e));
+  }
+  rank.out.sink = options.out_fd;
+  rank.err.sink = options.err_fd;
+  rank.out.prefix = rank.err.prefix = "[rank " + std::to_string(r) + "] ";
+  if (r == options.plain_stdout_rank) rank.out.prefix.clear();
+
+  // Signals stay blocked across fork so the parent's handlers never run in the child.
+  sigset_t all, old;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &old);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != launcher_pid) ::_exit(127);  // the launcher died before prctl
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE}) ::sigaction(sig, &dfl, nullptr);
+    sigset_t none;
+    sigemptyset(&none);
+    ::pthread_sigmask(SIG_SETMASK, &none, nullptr);
+    ::dup2(devnull, 0);
+    ::dup2(out_pipe[1], 1);
+    ::dup2(err_pipe[1], 2);
+    ::execve(plan.path.c_str(), plan.argv_ptrs.data(), plan.env_ptrs.data());
+    const int e = errno;
+    [[maybe_unused]] ssize_t w = ::write(exec_pipe[1], &e, sizeof e);
+    ::_exit(127);
+  }
+  const int fork_errno = errno;
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  ::close(exec_pipe[1]);
+  if (pid < 0) {
+    ::close(exec_pipe[0]);
+    TG_THROW("launch_local: cannot fork rank ", r, ": ", errno_text(fork_errno));
+  }
+  ::setpgid(pid, pid);  // also here: no race with signal_rank before the child runs
+  rank.pid = pid;
+  rank.running = true;
+  int exec_errno = 0;
+  ssize_t got;
+  while ((got = ::read(exec_pipe[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {
+  }
+  ::close(exec_pipe[0]);
+  TG_CHECK(got <= 0, "launch_local: cannot execute '", plan.path, "' for rank ", r, ": ",
+           errno_text(exec_errno));
+  ::fcntl(rank.out.fd, F_SETFL, ::fcntl(rank.out.fd, F_GETFL) | O_NONBLOCK);
+  ::fcntl(rank.err.fd, F_SETFL, ::fcntl(rank.err.fd, F_GETFL) | O_NONBLOCK);
+}
+
+// Watches the started ranks until all have exited and their output is drained: reaps them,
+// copies their lines, stops the others after the first failure (grace, SIGTERM, SIGKILL) and
+// forwards the launcher's signals.
+class Supervisor {
+ public:
+  Supervisor(std::vector<Rank>& ranks, SignalScope& signals, const LaunchOptions& options)
+      : ranks_(ranks), signals_(signals), o_(options), live_(static_cast<int>(ranks.size())) {}
+
+  // Returns the exit status of the first rank that failed; else 128 + the first signal
+  // forwarded; else 0.
+  int run() {
+    while (true) {
+      // Reap first, then read: a rank's last words are in its pipe before waitpid reports it.
+      const std::vector<int> reaped = reap();
+      pump_all();
+      for (int idx : reaped) note_exit(ranks_[static_cast<size_t>(idx)]);
+      if (live_ == 0 && !drain_until_) drain_until_ = after(kDrainSeconds);
+      const auto now = Clock::now();
+      escalate(now);
+      bool open_streams = false;
+      for (const Rank& r : ranks_) open_streams = open_streams || r.out.fd >= 0 || r.err.fd >= 0;
+      if (live_ == 0 && (!open_streams || now >= *drain_until_)) break;
+      wait_for_events();
+      forward_signals();
+    }
+    pump_all();  // what arrived during the last poll
+    if (first_failed_ >= 0) {
+      say("rank " + std::to_string(first_failed_) + " failed first (" +
+          describe_status(ranks_[static_cast<size_t>(first_failed_)].wait_status) +
+          "); exiting with status " + std::to_string(first_status_));
+      return first_status_;
+    }
+    return forwarded_ != 0 ? 128 + forwarded_ : 0;
+  }
+
+ private:
+  void say(const std::string& msg) const { write_all(o_.err_fd, "[launch] " + msg + "\n"); }
+
+  std::string running_list() const {
+    std::string s;
+    for (const Rank& r : ranks_)
+      if (r.running) s += (s.empty() ? "" : ", ") + std::to_string(r.rank);
+    return s;
+  }
+
+  void signal_running(int sig) {
+    for (Rank& r : ranks_)
+      if (r.running) signal_rank(r, sig);
+  }
+
+  void pump_all() {
+    for (Rank& r : ranks_) {
+      pump(r.out);
+      pump(r.err);
+    }
+  }
+
+  void stop_others_at(Clock::time_point t) {
+    if (!term_at_ || t < *term_at_) term_at_ = t;
+  }
+
+  // The ranks that exited since the last call (their helpers killed with them).
+  std::vector<int> reap() {
+    std::vector<int> reaped;
+    for (Rank& r : ranks_) {
+      if (!r.running) continue;
+      int st = 0;
+      if (::waitpid(r.pid, &st, WNOHANG) != r.pid) continue;
+      r.running = false;
+      r.wait_status = st;
+      --live_;
+      ::kill(-r.pid, SIGKILL);  // helpers it left behind in its process group
+      reaped.push_back(r.rank);
+    }
+    return reaped;
+  }
+
+  // The first failure (not one the launcher caused) starts the grace period of the others.
+  void note_exit(const Rank& r) {
+    const bool failed = !(WIFEXITED(r.wait_status) && WEXITSTATUS(r.wait_status) == 0);
+    if (!failed || first_failed_ >= 0 || kill_at_) return;
+    first_failed_ = r.rank;
+    first_status_ = exit_code(r.wait_status);
+    if (live_ == 0) return;
+    say("rank " + std::to_string(r.rank) + " " + describe_status(r.wait_status) +
+        "; waiting up to " + format_seconds(o_.grace_seconds) + " s for ranks " + running_list() +
+        " to stop");
+    stop_others_at(after(o_.grace_seconds));
+  }
+
+  // Past the grace period: SIGTERM; past term_seconds more: SIGKILL.
+  void escalate(Clock::time_point now) {
+    if (live_ > 0 && term_at_ && !kill_at_ && now >= *term_at_) {
+      say("ranks " + running_list() + " still running; sending SIGTERM");
+      signal_running(SIGTERM);
+      kill_at_ = after(o_.term_seconds);
+    } else if (live_ > 0 && kill_at_ && now >= *kill_at_) {
+      say("ranks " + running_list() + " still running " + format_seconds(o_.term_seconds) +
+          " s after SIGTERM; sending SIGKILL");
+      signal_running(SIGKILL);
+      kill_at_ = Clock::time_point::max();  // sent; now only reaping remains
+    }
+  }
+
+  // Waits for output, a signal or a child's exit, or the next deadline.
+  void wait_for_events() {
+    std::vector<pollfd> fds;
+    fds.push_back({signals_.read_fd(), POLLIN, 0});
+    for (const Rank& r : ranks_) {
+      if (r.out.fd >= 0) fds.push_back({r.out.fd, POLLIN, 0});
+      if (r.err.fd >= 0) fds.push_back({r.err.fd, POLLIN, 0});
+    }
+    double wait_s = 1.0;  // SIGCHLD wakes the loop; this is only a backstop
+    auto until = [&](Clock::time_point t) {
+      wait_s = std::min(wait_s, std::max(0.0, -seconds_since(t)));
+    };
+    if (live_ > 0 && term_at_ && !kill_at_) until(*term_at_);
+    if (live_ > 0 && kill_at_ && *kill_at_ != Clock::time_point::max()) until(*kill_at_);
+    if (live_ == 0) until(*drain_until_);
+    const int n = ::poll(fds.data(), fds.size(), static_cast<int>(wait_s * 1000.0) + 1);
+    TG_CHECK(n >= 0 || errno == EINTR, "launch_local: poll: ", errno_text(errno));
+  }
+
+  // The launcher's SIGINT/SIGTERM/SIGHUP: forwarded once (the others get the grace period),
+  // a second one kills the ranks at once.
+  void forward_signals() {
+    unsigned char sigs[64];
+    ssize_t got;
+    while ((got = ::read(signals_.read_fd(), sigs, sizeof sigs)) > 0) {
+      for (ssize_t i = 0; i < got; ++i) {
+        const int sig = sigs[i];
+        if (sig == SIGCHLD || live_ == 0) continue;
+        if (forwarded_ == 0) {
+          forwarded_ = sig;
+          say("got " + signal_name(sig) + "; forwarding it to ranks " + running_list() +
+              " (again to kill them at once)");
+          signal_running(sig);
+          stop_others_at(after(o_.grace_seconds));
+        } else if (!kill_at_ || *kill_at_ != Clock::time_point::max()) {
+          say("got " + signal_name(sig) + " again; killing ranks " + running_list());
+          signal_running(SIGKILL);
+          kill_at_ = Clock::time_point::max();
+        }
+      }
+    }
+  }
+
+  std::vector<Rank>& ranks_;
+  SignalScope& signals_;
+  const LaunchOptions& o_;
+  int live_;
+  int first_failed_ = -1, first_status_ = 0;
+  int forwarded_ = 0;  // the first signal forwarded, 0 if none
+  std::optional<Clock::time_point> term_at_, kill_at_, drain_until_;
+};
+
+}  // namespace
+
+int launch_local(int nproc, const std::vector<std::string>& argv, const LaunchOptions& options) {
+  TG_CHECK(nproc >= 1, "launch_local: nproc ", nproc, " is invalid: expected at least 1");
+  TG_CHECK(!argv.empty(), "launch_local: the command line is empty: expected the program first");
+  TG_CHECK(options.grace_seconds >= 0 && options.term_seconds >= 0, "launch_local: grace_seconds ",
+           options.grace_seconds, " and term_seconds ", options.term_seconds,
+           " must be non-negative");
+
+  const std::string path = resolve_executable(argv[0]);
+  RendezvousDir rendezvous(options.rendezvous_parent);
+  const std::vector<ExecPlan> plans = plan_ranks(nproc, path, argv, "file://" + rendezvous.path());
 
   const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   TG_CHECK(devnull >= 0, "launch_local: cannot open /dev/null: ", errno_text(errno));
@@ -579,200 +814,12 @@ int launch_local(int nproc, const std::vector<std::string>& argv, const LaunchOp
   RankSet set(nproc);
   std::vector<Rank>& ranks = set.ranks();
   const pid_t launcher_pid = ::getpid();
-
   for (int r = 0; r < nproc; ++r) {
-    Rank& rank = ranks[static_cast<size_t>(r)];
-    rank.rank = r;
-    int out_pipe[2], err_pipe[2], exec_pipe[2];
-    TG_CHECK(::pipe2(out_pipe, O_CLOEXEC) == 0, "launch_local: pipe: ", errno_text(errno));
-    rank.out.fd = out_pipe[0];
-    if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
-      const int e = errno;
-      ::close(out_pipe[1]);
-      TG_THROW("launch_local: pipe: ", errno_text(e));
-    }
-    rank.err.fd = err_pipe[0];
-    if (::pipe2(exec_pipe, O_CLOEXEC) != 0) {
-      const int e = errno;
-      ::close(out_pipe[1]);
-      ::close(err_pipe[1]);
-      TG_THROW("launch_local: pipe: ", errno_text(e));
-    }
-    rank.out.sink = options.out_fd;
-    rank.err.sink = options.err_fd;
-    rank.out.prefix = rank.err.prefix = "[rank " + std::to_string(r) + "] ";
-    if (r == options.plain_stdout_rank) rank.out.prefix.clear();
-    const ExecPlan& plan = plans[static_cast<size_t>(r)];
-
-    // Signals stay blocked across fork so the parent's handlers never run in the child.
-    sigset_t all, old;
-    sigfillset(&all);
-    ::pthread_sigmask(SIG_SETMASK, &all, &old);
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::setpgid(0, 0);
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != launcher_pid) ::_exit(127);  // the launcher died before prctl
-      struct sigaction dfl {};
-      dfl.sa_handler = SIG_DFL;
-      sigemptyset(&dfl.sa_mask);
-      for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE}) ::sigaction(sig, &dfl, nullptr);
-      sigset_t none;
-      sigemptyset(&none);
-      ::pthread_sigmask(SIG_SETMASK, &none, nullptr);
-      ::dup2(devnull, 0);
-      ::dup2(out_pipe[1], 1);
-      ::dup2(err_pipe[1], 2);
-      ::execve(plan.path.c_str(), plan.argv_ptrs.data(), plan.env_ptrs.data());
-      const int e = errno;
-      [[maybe_unused]] ssize_t w = ::write(exec_pipe[1], &e, sizeof e);
-      ::_exit(127);
-    }
-    const int fork_errno = errno;
-    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
-    ::close(out_pipe[1]);
-    ::close(err_pipe[1]);
-    ::close(exec_pipe[1]);
-    if (pid < 0) {
-      ::close(exec_pipe[0]);
-      TG_THROW("launch_local: cannot fork rank ", r, ": ", errno_text(fork_errno));
-    }
-    ::setpgid(pid, pid);  // also here: no race with signal_rank before the child runs
-    rank.pid = pid;
-    rank.running = true;
-    int exec_errno = 0;
-    ssize_t got;
-    while ((got = ::read(exec_pipe[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {
-    }
-    ::close(exec_pipe[0]);
-    TG_CHECK(got <= 0, "launch_local: cannot execute '", plan.path, "' for rank ", r, ": ",
-             errno_text(exec_errno));
-    ::fcntl(rank.out.fd, F_SETFL, ::fcntl(rank.out.fd, F_GETFL) | O_NONBLOCK);
-    ::fcntl(rank.err.fd, F_SETFL, ::fcntl(rank.err.fd, F_GETFL) | O_NONBLOCK);
+    ranks[static_cast<size_t>(r)].rank = r;
+    start_rank(ranks[static_cast<size_t>(r)], plans[static_cast<size_t>(r)], devnull, launcher_pid,
+               options);
   }
-
-  auto say = [&](const std::string& msg) { write_all(options.err_fd, "[launch] " + msg + "\n"); };
-  auto running_list = [&] {
-    std::string s;
-    for (const Rank& r : ranks)
-      if (r.running) s += (s.empty() ? "" : ", ") + std::to_string(r.rank);
-    return s;
-  };
-
-  int first_failed = -1, first_status = 0;
-  int forwarded = 0;  // the first signal forwarded, 0 if none
-  std::optional<Clock::time_point> term_at, kill_at;
-  std::optional<Clock::time_point> drain_until;
-  int live = nproc;
-
-  auto stop_others_at = [&](Clock::time_point t) {
-    if (!term_at || t < *term_at) term_at = t;
-  };
-
-  while (true) {
-    // Reap first, then read: a rank's last words are in its pipe before waitpid reports it.
-    std::vector<int> reaped;
-    for (Rank& r : ranks) {
-      if (!r.running) continue;
-      int st = 0;
-      const pid_t w = ::waitpid(r.pid, &st, WNOHANG);
-      if (w == r.pid) {
-        r.running = false;
-        r.wait_status = st;
-        --live;
-        ::kill(-r.pid, SIGKILL);  // helpers it left behind in its process group
-        reaped.push_back(r.rank);
-      }
-    }
-    for (Rank& r : ranks) {
-      pump(r.out);
-      pump(r.err);
-    }
-    for (int idx : reaped) {
-      const Rank& r = ranks[static_cast<size_t>(idx)];
-      const bool failed = !(WIFEXITED(r.wait_status) && WEXITSTATUS(r.wait_status) == 0);
-      if (!failed || first_failed >= 0 || kill_at) continue;
-      first_failed = r.rank;
-      first_status = exit_code(r.wait_status);
-      if (live > 0) {
-        say("rank " + std::to_string(r.rank) + " " + describe_status(r.wait_status) +
-            "; waiting up to " + format_seconds(options.grace_seconds) + " s for ranks " +
-            running_list() + " to stop");
-        stop_others_at(after(options.grace_seconds));
-      }
-    }
-    if (live == 0 && !drain_until) drain_until = after(kDrainSeconds);
-
-    const auto now = Clock::now();
-    if (live > 0 && term_at && !kill_at && now >= *term_at) {
-      say("ranks " + running_list() + " still running; sending SIGTERM");
-      for (Rank& r : ranks)
-        if (r.running) signal_rank(r, SIGTERM);
-      kill_at = after(options.term_seconds);
-    } else if (live > 0 && kill_at && now >= *kill_at) {
-      say("ranks " + running_list() + " still running " + format_seconds(options.term_seconds) +
-          " s after SIGTERM; sending SIGKILL");
-      for (Rank& r : ranks)
-        if (r.running) signal_rank(r, SIGKILL);
-      kill_at = Clock::time_point::max();  // sent; now only reaping remains
-    }
-
-    bool open_streams = false;
-    for (const Rank& r : ranks) open_streams = open_streams || r.out.fd >= 0 || r.err.fd >= 0;
-    if (live == 0 && (!open_streams || now >= *drain_until)) break;
-
-    // Wait for output, a signal or a child's exit, or the next deadline.
-    std::vector<pollfd> fds;
-    fds.push_back({signals.read_fd(), POLLIN, 0});
-    for (const Rank& r : ranks) {
-      if (r.out.fd >= 0) fds.push_back({r.out.fd, POLLIN, 0});
-      if (r.err.fd >= 0) fds.push_back({r.err.fd, POLLIN, 0});
-    }
-    double wait_s = 1.0;  // SIGCHLD wakes the loop; this is only a backstop
-    auto until = [&](Clock::time_point t) {
-      wait_s = std::min(wait_s, std::max(0.0, -seconds_since(t)));
-    };
-    if (live > 0 && term_at && !kill_at) until(*term_at);
-    if (live > 0 && kill_at && *kill_at != Clock::time_point::max()) until(*kill_at);
-    if (live == 0) until(*drain_until);
-    const int n = ::poll(fds.data(), fds.size(), static_cast<int>(wait_s * 1000.0) + 1);
-    TG_CHECK(n >= 0 || errno == EINTR, "launch_local: poll: ", errno_text(errno));
-
-    unsigned char sigs[64];
-    ssize_t got;
-    while ((got = ::read(signals.read_fd(), sigs, sizeof sigs)) > 0) {
-      for (ssize_t i = 0; i < got; ++i) {
-        const int sig = sigs[i];
-        if (sig == SIGCHLD || live == 0) continue;
-        if (forwarded == 0) {
-          forwarded = sig;
-          say("got " + signal_name(sig) + "; forwarding it to ranks " + running_list() +
-              " (again to kill them at once)");
-          for (Rank& r : ranks)
-            if (r.running) signal_rank(r, sig);
-          stop_others_at(after(options.grace_seconds));
-        } else if (!kill_at || *kill_at != Clock::time_point::max()) {
-          say("got " + signal_name(sig) + " again; killing ranks " + running_list());
-          for (Rank& r : ranks)
-            if (r.running) signal_rank(r, SIGKILL);
-          kill_at = Clock::time_point::max();
-        }
-      }
-    }
-  }
-  for (Rank& r : ranks) {
-    pump(r.out);  // what arrived during the last poll
-    pump(r.err);
-  }
-
-  if (first_failed >= 0) {
-    say("rank " + std::to_string(first_failed) + " failed first (" +
-        describe_status(ranks[static_cast<size_t>(first_failed)].wait_status) +
-        "); exiting with status " + std::to_string(first_status));
-    return first_status;
-  }
-  if (forwarded != 0) return 128 + forwarded;
-  return 0;
+  return Supervisor(ranks, signals, options).run();
 }
 
 std::vector<std::string> worker_argv(const std::vector<std::string>& argv) {

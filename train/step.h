@@ -66,6 +66,8 @@ struct StepComm {
   int total_workers = 1;  // N, over all processes
 };
 
+class PhaseTimer;
+
 class TrainStep {
  public:
   // compressor: null for one worker without compression.
@@ -99,6 +101,13 @@ class TrainStep {
   bool overlapped() const { return overlap_backward_; }
 
  private:
+  std::vector<Tensor> local_gradients(int workers);
+  void forward_backward(const HostBatch& batch, int64_t step, int w,
+                        const std::vector<Tensor>& local, Tensor& loss_sum, PhaseTimer& timer);
+  void backward_overlapped(const Tensor& loss, int64_t step, const std::vector<Tensor>& local);
+  void decay(size_t entry);
+  void reduce(int64_t step, const std::vector<Tensor>& local, PhaseTimer& timer);
+
   Net& net_;
   Optimizer& optimizer_;
   Ema* ema_;
