@@ -288,6 +288,130 @@ struct Reference {
   uint64_t sent_max = 0;
 };
 
+// One timed exchange on one rank.
+struct Sample {
+  double ms, encode_ms, cpu_ms;
+};
+
+// Every rank's samples of one case and its wire bytes, gathered on every rank.
+struct CaseResult {
+  int reps = 0;
+  std::vector<Sample> samples;  // rank r's rep i at r * reps + i
+  std::vector<uint64_t> wire;   // rank r's sent, received at 2r, 2r + 1
+  tern::AggregateStats stats;   // this rank's last call
+};
+
+// The warm-up call's result must be the same on every rank (and for every terngrad algorithm:
+// integer code sums are exact in any order); throws naming the case otherwise.
+void check_same_result(comm::Communicator& comm, const Case& c, const Tensor& out,
+                       std::optional<uint64_t>& terngrad_hash) {
+  const uint64_t h =
+      fnv1a64(std::string_view(reinterpret_cast<const char*>(out.data<float>()), out.numel() * 4));
+  std::vector<uint64_t> all(comm.size());
+  comm.allgather(&h, all.data(), sizeof(h));
+  for (int r = 0; r < comm.size(); ++r)
+    TG_CHECK(all[r] == h, c.label, ": rank ", r, "'s averaged gradient differs from rank ",
+             comm.rank(), "'s (hash ", all[r], " vs ", h, ")");
+  if (c.method == "terngrad" && !terngrad_hash) terngrad_hash = h;
+  TG_CHECK(c.method != "terngrad" || h == *terngrad_hash, c.label,
+           ": averaged gradient differs from the first terngrad algorithm's (not exact)");
+}
+
+// Runs one case on this rank: warm-up (checking the result), repetitions (as many on every
+// rank; small cases until ~kSmallCaseSeconds), and every rank's samples gathered.
+CaseResult run_case(const Options& o, comm::Communicator& comm, const Case& c,
+                    const std::vector<tern::GradSlot>& layout, const std::vector<Tensor>& grad,
+                    Tensor& out, WorkerThread& collectives, std::optional<uint64_t>& tg_hash) {
+  tern::AggregateOptions ao;
+  ao.algorithm = c.algo;
+  ao.chunk_bytes = o.chunk_bytes;
+  ao.overlap = o.overlap;
+  tern::CompressionOptions co;
+  co.method = parse_enum(tern::kMethods, c.method, "method");
+  co.pack = parse_format(o.format);
+  const std::unique_ptr<tern::Compressor> compressor = tern::make_compressor(co, layout);
+  CaseResult res;
+  auto exchange = [&] {
+    comm.barrier();
+    const Stopwatch clock;
+    res.stats = tern::aggregate(*compressor, comm, grad, 0, out, ao, {}, &collectives);
+    return Sample{clock.ms(), 1e3 * res.stats.encode_s, clock.cpu_ms()};
+  };
+  float warm_ms = 0;
+  for (int w = 0; w < o.warmup; ++w) {
+    warm_ms = static_cast<float>(exchange().ms);
+    if (w == 0) check_same_result(comm, c, out, tg_hash);
+  }
+  comm.allreduce(&warm_ms, 1, DType::f32, comm::ReduceOp::max);
+  res.reps = o.reps;
+  if (warm_ms > 0)
+    res.reps = std::clamp(static_cast<int>(std::ceil(kSmallCaseSeconds * 1e3 / warm_ms)), o.reps,
+                          std::max(o.reps, kMaxReps));
+  comm.broadcast(&res.reps, sizeof(res.reps), 0);
+
+  std::vector<Sample> mine(res.reps);
+  for (Sample& s : mine) s = exchange();
+  const int P = comm.size();
+  res.samples.resize(static_cast<size_t>(res.reps) * P);
+  comm.allgather(mine.data(), res.samples.data(), res.reps * sizeof(Sample));
+  const uint64_t my_wire[2] = {res.stats.wire.sent, res.stats.wire.received};  // one call's
+  res.wire.resize(2 * P);
+  comm.allgather(my_wire, res.wire.data(), sizeof(my_wire));
+  return res;
+}
+
+// Rank 0's report of one case: a rep's time is the slowest rank's; ratios against the fp32 case.
+void report_case(const Options& o, const Case& c, const CaseResult& res, int P,
+                 const std::vector<tern::GradSlot>& layout, int64_t n, double load1,
+                 Reference& ref) {
+  const std::string net = fs::path(o.dir).filename().string();  // NET_P<P>, made by launch()
+  const int reps = res.reps;
+  std::vector<double> slowest(reps, 0.0), slowest_xchg(reps, 0.0), slowest_enc(reps, 0.0);
+  double cpu_ms = 0;
+  for (int r = 0; r < P; ++r)
+    for (int i = 0; i < reps; ++i) {
+      const Sample& s = res.samples[static_cast<size_t>(r) * reps + i];
+      slowest[i] = std::max(slowest[i], s.ms);
+      slowest_xchg[i] = std::max(slowest_xchg[i], s.ms - s.encode_ms);
+      slowest_enc[i] = std::max(slowest_enc[i], s.encode_ms);
+      cpu_ms += s.cpu_ms / reps / P;
+    }
+  uint64_t sent_max = 0, recv_max = 0;
+  double sent_mean = 0, recv_mean = 0;
+  for (int r = 0; r < P; ++r) {
+    sent_max = std::max(sent_max, res.wire[2 * r]);
+    recv_max = std::max(recv_max, res.wire[2 * r + 1]);
+    sent_mean += static_cast<double>(res.wire[2 * r]) / P;
+    recv_mean += static_cast<double>(res.wire[2 * r + 1]) / P;
+  }
+  const Timing t = summarize(slowest);
+  const double xchg = percentile(slowest_xchg, 0.5), enc = percentile(slowest_enc, 0.5);
+  if (c.method == "none" && c.algo != tern::Algorithm::ring) ref = {t.median_ms, sent_max};
+  const double bytes_x = sent_max ? static_cast<double>(ref.sent_max) / sent_max : 0;
+  const double speedup = ref.median_ms / t.median_ms, xchg_x = ref.median_ms / xchg;
+
+  JsonLine line;
+  line.add("bench", "comm").add("net", net.substr(0, net.rfind("_P"))).add("params", n);
+  line.add("tensors", layout.size()).add("procs", P);
+  line.add("layout", "per-tensor").add("path", "product").add("method", c.method);
+  line.add("chunk_bytes", o.chunk_bytes).add("overlap", o.overlap ? "on" : "off");
+  line.add("link", o.link).add("format", o.format).add("algo", c.label);
+  if (res.stats.ternary_path && c.algo == tern::Algorithm::automatic)
+    line.add("auto_picks", std::string(tern::name(res.stats.bucket_algorithm)) + "=1");
+  line.add_timing(t);
+  line.add("sent_rank0", res.wire[0]).add("recv_rank0", res.wire[1]);
+  line.add("sent_max", sent_max).add("recv_max", recv_max);
+  line.add("sent_mean", std::llround(sent_mean)).add("recv_mean", std::llround(recv_mean));
+  line.add("cpu_ms_per_rank", cpu_ms).add("xchg_ms", xchg).add("encode_ms", enc);
+  line.add("bytes_ratio_vs_fp32", bytes_x).add("speedup_vs_fp32", speedup);
+  line.add("xchg_speedup_vs_fp32", xchg_x);
+  line.add("load1", load1).add("cpu", cpu_model());
+  line.print();
+  std::fprintf(stderr, "%-12s %-16s %9.2f %9.2f %9.2f %9.2f %4d %10.3f %7.2f %7.2f %7.2f %8.1f\n",
+               net.c_str(), c.label.c_str(), t.median_ms, t.p90_ms, xchg, enc, reps,
+               static_cast<double>(sent_max) / 1e6, bytes_x, speedup, xchg_x, cpu_ms);
+}
+
 int worker_main(const Options& o) {
   const std::vector<tern::GradSlot> layout = read_layout(o.dir + "/layout.txt");
   const int64_t n = layout.back().offset + layout.back().numel;
@@ -300,9 +424,7 @@ int worker_main(const Options& o) {
   co.hostname = o.host;
   co.timeout = timeout;
   auto comm = comm::make_communicator(co, *store, "bench");
-  const int P = comm->size();
   const bool lead = comm->rank() == 0;
-  const std::string net = fs::path(o.dir).filename().string();  // NET_P<P>, made by launch()
 
   std::vector<Tensor> grad = {Tensor::empty({n})};
   fill_gradient(layout, o.rank, grad[0].data<float>());
@@ -316,107 +438,9 @@ int worker_main(const Options& o) {
     std::fprintf(stderr, "%-12s %-16s %9s %9s %9s %9s %4s %10s %7s %7s %7s %8s\n", "case", "algo",
                  "median_ms", "p90_ms", "xchg_ms", "enc_ms", "reps", "sentmax_MB", "bytes_x",
                  "speedup", "xchg_x", "cpu_ms");
-
   for (const Case& c : make_cases(o)) {
-    tern::AggregateOptions ao;
-    ao.algorithm = c.algo;
-    ao.chunk_bytes = o.chunk_bytes;
-    ao.overlap = o.overlap;
-    tern::CompressionOptions co;
-    co.method = parse_enum(tern::kMethods, c.method, "method");
-    co.pack = parse_format(o.format);
-    const std::unique_ptr<tern::Compressor> compressor = tern::make_compressor(co, layout);
-    tern::AggregateStats st;
-    struct Sample {
-      double ms, encode_ms, cpu_ms;
-    };
-    auto exchange = [&] {
-      comm->barrier();
-      const Stopwatch clock;
-      st = tern::aggregate(*compressor, *comm, grad, 0, out, ao, {}, &collectives);
-      return Sample{clock.ms(), 1e3 * st.encode_s, clock.cpu_ms()};
-    };
-
-    // Warm-up; the first call's result must be the same on every rank (and for every terngrad
-    // algorithm: integer code sums are exact in any order).
-    float warm_ms = 0;
-    for (int w = 0; w < o.warmup; ++w) {
-      warm_ms = static_cast<float>(exchange().ms);
-      if (w > 0) continue;
-      const uint64_t h =
-          fnv1a64(std::string_view(reinterpret_cast<const char*>(out.data<float>()), n * 4));
-      std::vector<uint64_t> all(P);
-      comm->allgather(&h, all.data(), sizeof(h));
-      for (int r = 0; r < P; ++r)
-        TG_CHECK(all[r] == h, c.label, ": rank ", r, "'s averaged gradient differs from rank ",
-                 comm->rank(), "'s (hash ", all[r], " vs ", h, ")");
-      if (c.method == "terngrad" && !terngrad_hash) terngrad_hash = h;
-      TG_CHECK(c.method != "terngrad" || h == *terngrad_hash, c.label,
-               ": averaged gradient differs from the first terngrad algorithm's (not exact)");
-    }
-    // Small cases repeat until ~kSmallCaseSeconds; rank 0 decides so every rank runs as many.
-    comm->allreduce(&warm_ms, 1, DType::f32, comm::ReduceOp::max);
-    int reps = o.reps;
-    if (warm_ms > 0)
-      reps = std::clamp(static_cast<int>(std::ceil(kSmallCaseSeconds * 1e3 / warm_ms)), o.reps,
-                        std::max(o.reps, kMaxReps));
-    comm->broadcast(&reps, sizeof(reps), 0);
-
-    std::vector<Sample> mine(reps);
-    for (Sample& s : mine) s = exchange();
-    const comm::WireBytes wire = st.wire;  // one call's bytes (the same every call)
-
-    // Every rank's samples and wire bytes to everyone; rank 0 reports.
-    std::vector<Sample> all(static_cast<size_t>(reps) * P);
-    comm->allgather(mine.data(), all.data(), reps * sizeof(Sample));
-    const uint64_t my_wire[2] = {wire.sent, wire.received};
-    std::vector<uint64_t> all_wire(2 * P);
-    comm->allgather(my_wire, all_wire.data(), sizeof(my_wire));
-    if (!lead) continue;
-    std::vector<double> slowest(reps, 0.0), slowest_xchg(reps, 0.0), slowest_enc(reps, 0.0);
-    double cpu_ms = 0;
-    for (int r = 0; r < P; ++r)
-      for (int i = 0; i < reps; ++i) {
-        const Sample& s = all[static_cast<size_t>(r) * reps + i];
-        slowest[i] = std::max(slowest[i], s.ms);
-        slowest_xchg[i] = std::max(slowest_xchg[i], s.ms - s.encode_ms);
-        slowest_enc[i] = std::max(slowest_enc[i], s.encode_ms);
-        cpu_ms += s.cpu_ms / reps / P;
-      }
-    uint64_t sent_max = 0, recv_max = 0;
-    double sent_mean = 0, recv_mean = 0;
-    for (int r = 0; r < P; ++r) {
-      sent_max = std::max(sent_max, all_wire[2 * r]);
-      recv_max = std::max(recv_max, all_wire[2 * r + 1]);
-      sent_mean += static_cast<double>(all_wire[2 * r]) / P;
-      recv_mean += static_cast<double>(all_wire[2 * r + 1]) / P;
-    }
-    const Timing t = summarize(slowest);
-    const double xchg = percentile(slowest_xchg, 0.5), enc = percentile(slowest_enc, 0.5);
-    if (c.method == "none" && c.algo != tern::Algorithm::ring) ref = {t.median_ms, sent_max};
-    const double bytes_x = sent_max ? static_cast<double>(ref.sent_max) / sent_max : 0;
-    const double speedup = ref.median_ms / t.median_ms, xchg_x = ref.median_ms / xchg;
-
-    JsonLine line;
-    line.add("bench", "comm").add("net", net.substr(0, net.rfind("_P"))).add("params", n);
-    line.add("tensors", layout.size()).add("procs", P);
-    line.add("layout", "per-tensor").add("path", "product").add("method", c.method);
-    line.add("chunk_bytes", o.chunk_bytes).add("overlap", o.overlap ? "on" : "off");
-    line.add("link", o.link).add("format", o.format).add("algo", c.label);
-    if (st.ternary_path && c.algo == tern::Algorithm::automatic)
-      line.add("auto_picks", std::string(tern::name(st.bucket_algorithm)) + "=1");
-    line.add_timing(t);
-    line.add("sent_rank0", all_wire[0]).add("recv_rank0", all_wire[1]);
-    line.add("sent_max", sent_max).add("recv_max", recv_max);
-    line.add("sent_mean", std::llround(sent_mean)).add("recv_mean", std::llround(recv_mean));
-    line.add("cpu_ms_per_rank", cpu_ms).add("xchg_ms", xchg).add("encode_ms", enc);
-    line.add("bytes_ratio_vs_fp32", bytes_x).add("speedup_vs_fp32", speedup);
-    line.add("xchg_speedup_vs_fp32", xchg_x);
-    line.add("load1", load[0]).add("cpu", cpu_model());
-    line.print();
-    std::fprintf(stderr, "%-12s %-16s %9.2f %9.2f %9.2f %9.2f %4d %10.3f %7.2f %7.2f %7.2f %8.1f\n",
-                 net.c_str(), c.label.c_str(), t.median_ms, t.p90_ms, xchg, enc, reps,
-                 static_cast<double>(sent_max) / 1e6, bytes_x, speedup, xchg_x, cpu_ms);
+    const CaseResult res = run_case(o, *comm, c, layout, grad, out, collectives, terngrad_hash);
+    if (lead) report_case(o, c, res, comm->size(), layout, n, load[0], ref);
   }
   comm->barrier();
   return 0;

@@ -164,10 +164,102 @@ std::vector<double> time_compress_rounds(tern::Compressor& comp, const Tensor& g
   return med;
 }
 
+// One synthetic batch per worker in the net's input shape (each batch / workers images); the
+// data phase is timed separately with the synthetic dataset (real loaders are benchmarked by
+// their own tests' budgets).
+std::vector<train::HostBatch> synthetic_batches(const Case& c, const NetInfo& info) {
+  const int64_t per_worker = c.batch / c.workers;
+  std::vector<train::HostBatch> batches;
+  for (int64_t w = 0; w < c.workers; ++w) {
+    train::HostBatch hb;
+    hb.x = Tensor::empty({per_worker, info.in_channels, info.image_size, info.image_size});
+    init::normal_(hb.x, 0.f, 1.f, 7, rng_stream(RngPurpose::data, static_cast<uint64_t>(w)));
+    std::vector<int32_t> labels(per_worker);
+    for (int64_t i = 0; i < per_worker; ++i)
+      labels[i] = static_cast<int32_t>((w * per_worker + i) % info.num_classes);
+    hb.y = Tensor::from_vector(labels, {per_worker});
+    batches.push_back(hb);
+  }
+  return batches;
+}
+
+// Median ms of loading one augmented batch of the synthetic dataset.
+double time_data_load(const Case& c, const NetInfo& info, const data::Dataset& ds) {
+  Tensor lx = Tensor::empty({c.batch, info.in_channels, info.image_size, info.image_size});
+  Tensor ly = Tensor::empty({c.batch}, DType::i32);
+  std::vector<int64_t> idx(c.batch);
+  for (int64_t i = 0; i < c.batch; ++i) idx[i] = i;
+  const int load_reps = info.image_size >= 128 ? 2 : 5;
+  return time_it([&] { ds.load(idx, true, 1, 0, lx.data<float>(), ly.data<int32_t>()); }, [] {},
+                 0.2, 1, load_reps)
+      .median_ms;
+}
+
+// The phases of the timed steps, in seconds, one entry per step.
+struct StepSamples {
+  std::vector<double> total, fwd, bwd, cmp, upd, xfer, share;
+};
+
+StepSamples time_steps(train::TrainStep& step, const std::vector<train::HostBatch>& batches,
+                       Tensor& loss_sum, int64_t& it, double seconds, int min_steps) {
+  StepSamples s;
+  double elapsed = 0;
+  while (elapsed < seconds || static_cast<int>(s.total.size()) < min_steps) {
+    train::StepTimes t;
+    step.run(batches, it++, 0.01, loss_sum, &t);
+    s.total.push_back(t.total());
+    s.fwd.push_back(t.forward_s);
+    s.bwd.push_back(t.backward_s);
+    s.cmp.push_back(t.compress_s);
+    s.upd.push_back(t.update_s);
+    s.xfer.push_back(t.transfer_s);
+    s.share.push_back(t.compress_s / t.total());
+    elapsed += t.total();
+  }
+  return s;
+}
+
+// The compressor's rounds re-timed one by one (after the timed steps).
+void print_compress_split(const Case& c, const Device& dev, tern::Compressor& comp, const Tensor& g,
+                          int64_t it) {
+  const std::vector<double> r =
+      time_compress_rounds(comp, g, static_cast<int>(c.workers), it, std::max(c.profiled, 1));
+  static const char* kRounds[] = {"meta_ms", "alloc_ms", "encode_ms", "accumulate_ms",
+                                  "finalize_ms"};
+  JsonLine l;
+  l.add("kind", "compress_split").add("net", c.net).add("device", dev.str());
+  l.add("workers", static_cast<long long>(c.workers)).add("compression", c.compression);
+  for (size_t i = 0; i < r.size(); ++i) l.add(kRounds[i], r[i]);
+  l.print();
+  std::fprintf(stderr,
+               "  compress rounds (re-timed): meta %.2f | alloc %.2f | encode %.2f | accumulate "
+               "%.2f | finalize %.2f ms\n",
+               r[0], r[1], r[2], r[3], r[4]);
+}
+
+// The profiled steps' split per layer.
+void print_layers(const Case& c, const Device& dev) {
+  const double ms = 1e3;
+  std::fprintf(stderr, "  %-22s %10s %10s %8s\n", "layer", "fwd ms", "bwd ms", "share");
+  double prof_total = 0;
+  for (const auto& r : profile::rows()) prof_total += r.forward_s + r.backward_s;
+  for (const auto& r : profile::rows()) {
+    const double f = r.forward_s / c.profiled * ms, b = r.backward_s / c.profiled * ms;
+    const std::string name = r.layer.empty() ? "(other)" : r.layer;
+    const double s = prof_total > 0 ? (r.forward_s + r.backward_s) / prof_total : 0;
+    std::fprintf(stderr, "  %-22s %10.3f %10.3f %7.1f%%\n", name.c_str(), f, b, 100 * s);
+    JsonLine l;
+    l.add("kind", "layer").add("net", c.net).add("device", dev.str());
+    l.add("workers", static_cast<long long>(c.workers)).add("compression", c.compression);
+    l.add("layer", name).add("forward_ms", f).add("backward_ms", b).add("share", s);
+    l.print();
+  }
+}
+
 void run_case(const Case& c, const Device& dev, double seconds, double sgemm) {
   const config::Config cfg = case_config(c, dev);
   auto net = make_net(cfg.model.name, train::net_options(cfg), dev);
-  const auto& info = net->info();
+  const NetInfo& info = net->info();
   auto opt = make_optimizer(cfg.train.optimizer);
   Ema ema(net->arena().params(), cfg.train.ema_decay);
 
@@ -185,53 +277,14 @@ void run_case(const Case& c, const Device& dev, double seconds, double sgemm) {
     comp = tern::make_compressor(copts, train::grad_layout(*net));
   train::TrainStep step(*net, *opt, &ema, cfg.train.weight_decay,
                         static_cast<uint64_t>(cfg.train.seed), comp.get());
-
-  // One synthetic batch per worker in the net's input shape (each batch / workers images); the
-  // data phase is timed separately with the synthetic dataset (real loaders are benchmarked by
-  // their own tests' budgets).
-  const int64_t per_worker = c.batch / c.workers;
-  std::vector<train::HostBatch> batches;
-  for (int64_t w = 0; w < c.workers; ++w) {
-    train::HostBatch hb;
-    hb.x = Tensor::empty({per_worker, info.in_channels, info.image_size, info.image_size});
-    init::normal_(hb.x, 0.f, 1.f, 7, rng_stream(RngPurpose::data, static_cast<uint64_t>(w)));
-    std::vector<int32_t> labels(per_worker);
-    for (int64_t i = 0; i < per_worker; ++i)
-      labels[i] = static_cast<int32_t>((w * per_worker + i) % info.num_classes);
-    hb.y = Tensor::from_vector(labels, {per_worker});
-    batches.push_back(hb);
-  }
+  const std::vector<train::HostBatch> batches = synthetic_batches(c, info);
   Tensor loss_sum = Tensor::zeros({}, DType::f32, dev);
-
-  double data_load_ms = 0;
-  {
-    Tensor lx = Tensor::empty({c.batch, info.in_channels, info.image_size, info.image_size});
-    Tensor ly = Tensor::empty({c.batch}, DType::i32);
-    std::vector<int64_t> idx(c.batch);
-    for (int64_t i = 0; i < c.batch; ++i) idx[i] = i;
-    const int load_reps = info.image_size >= 128 ? 2 : 5;
-    Timing load = time_it([&] { ds->load(idx, true, 1, 0, lx.data<float>(), ly.data<int32_t>()); },
-                          [] {}, 0.2, 1, load_reps);
-    data_load_ms = load.median_ms;
-  }
+  const double data_load_ms = time_data_load(c, info, *ds);
 
   int64_t it = 0;
   for (int w = 0; w < c.warmup; ++w) step.run(batches, it++, 0.01, loss_sum);  // allocator, BLAS
-  std::vector<double> total, fwd, bwd, cmp, upd, xfer, share;
-  double elapsed = 0;
-  while (elapsed < seconds || static_cast<int>(total.size()) < c.min_steps) {
-    train::StepTimes t;
-    step.run(batches, it++, 0.01, loss_sum, &t);
-    total.push_back(t.total());
-    fwd.push_back(t.forward_s);
-    bwd.push_back(t.backward_s);
-    cmp.push_back(t.compress_s);
-    upd.push_back(t.update_s);
-    xfer.push_back(t.transfer_s);
-    share.push_back(t.compress_s / t.total());
-    elapsed += t.total();
-  }
-  const double step_s = median(total);
+  const StepSamples t = time_steps(step, batches, loss_sum, it, seconds, c.min_steps);
+  const double step_s = median(t.total);
 
   // Per-layer split and GEMM work from a few profiled steps.
   profile::reset();
@@ -251,13 +304,13 @@ void run_case(const Case& c, const Device& dev, double seconds, double sgemm) {
   j.add("kind", "step").add("net", c.net).add("device", dev.str());
   j.add("batch", static_cast<long long>(c.batch)).add("workers", static_cast<long long>(c.workers));
   j.add("compression", c.compression);
-  j.add("step_ms", step_s * ms).add("p10_ms", percentile(total, 0.1) * ms);
-  j.add("p90_ms", percentile(total, 0.9) * ms);
-  j.add("steps", static_cast<long long>(total.size()));
+  j.add("step_ms", step_s * ms).add("p10_ms", percentile(t.total, 0.1) * ms);
+  j.add("p90_ms", percentile(t.total, 0.9) * ms);
+  j.add("steps", static_cast<long long>(t.total.size()));
   j.add("images_per_sec", c.batch / step_s);
-  j.add("transfer_ms", median(xfer) * ms).add("forward_ms", median(fwd) * ms);
-  j.add("backward_ms", median(bwd) * ms).add("compress_ms", median(cmp) * ms);
-  j.add("update_ms", median(upd) * ms).add("compress_share", median(share));
+  j.add("transfer_ms", median(t.xfer) * ms).add("forward_ms", median(t.fwd) * ms);
+  j.add("backward_ms", median(t.bwd) * ms).add("compress_ms", median(t.cmp) * ms);
+  j.add("update_ms", median(t.upd) * ms).add("compress_share", median(t.share));
   j.add("payload_bytes_per_worker_per_iter", payload)
       .add("fp32_bytes_per_worker_per_iter", fp32_bytes);
   j.add("compression_ratio", static_cast<double>(fp32_bytes) / static_cast<double>(payload));
@@ -272,44 +325,14 @@ void run_case(const Case& c, const Device& dev, double seconds, double sgemm) {
                "step) | update %.2f ms  (data load %.2f ms)\n  payload %lld B/worker/iter vs "
                "fp32 %lld B (%.1fx) | GEMM %.2f GFLOP/step = %.1f GFLOP/s = %.0f%% of sgemm %.0f\n",
                c.net.c_str(), static_cast<long long>(c.batch), static_cast<long long>(c.workers),
-               c.workers == 1 ? "" : "s", static_cast<long long>(per_worker), c.compression.c_str(),
-               dev.str().c_str(), step_s * ms, c.batch / step_s, median(xfer) * ms,
-               median(fwd) * ms, median(bwd) * ms, median(cmp) * ms, 100 * median(share),
-               median(upd) * ms, data_load_ms, payload, fp32_bytes,
+               c.workers == 1 ? "" : "s", static_cast<long long>(c.batch / c.workers),
+               c.compression.c_str(), dev.str().c_str(), step_s * ms, c.batch / step_s,
+               median(t.xfer) * ms, median(t.fwd) * ms, median(t.bwd) * ms, median(t.cmp) * ms,
+               100 * median(t.share), median(t.upd) * ms, data_load_ms, payload, fp32_bytes,
                static_cast<double>(fp32_bytes) / static_cast<double>(payload), gflop_per_step,
                achieved, 100 * achieved / sgemm, sgemm);
-
-  if (comp) {
-    Tensor g = net->arena().grads();  // the last step's aggregated gradient
-    const std::vector<double> r =
-        time_compress_rounds(*comp, g, static_cast<int>(c.workers), it, std::max(c.profiled, 1));
-    static const char* kRounds[] = {"meta_ms", "alloc_ms", "encode_ms", "accumulate_ms",
-                                    "finalize_ms"};
-    JsonLine l;
-    l.add("kind", "compress_split").add("net", c.net).add("device", dev.str());
-    l.add("workers", static_cast<long long>(c.workers)).add("compression", c.compression);
-    for (size_t i = 0; i < r.size(); ++i) l.add(kRounds[i], r[i]);
-    l.print();
-    std::fprintf(stderr,
-                 "  compress rounds (re-timed): meta %.2f | alloc %.2f | encode %.2f | accumulate "
-                 "%.2f | finalize %.2f ms\n",
-                 r[0], r[1], r[2], r[3], r[4]);
-  }
-
-  std::fprintf(stderr, "  %-22s %10s %10s %8s\n", "layer", "fwd ms", "bwd ms", "share");
-  double prof_total = 0;
-  for (const auto& r : profile::rows()) prof_total += r.forward_s + r.backward_s;
-  for (const auto& r : profile::rows()) {
-    const double f = r.forward_s / c.profiled * ms, b = r.backward_s / c.profiled * ms;
-    const std::string name = r.layer.empty() ? "(other)" : r.layer;
-    const double s = prof_total > 0 ? (r.forward_s + r.backward_s) / prof_total : 0;
-    std::fprintf(stderr, "  %-22s %10.3f %10.3f %7.1f%%\n", name.c_str(), f, b, 100 * s);
-    JsonLine l;
-    l.add("kind", "layer").add("net", c.net).add("device", dev.str());
-    l.add("workers", static_cast<long long>(c.workers)).add("compression", c.compression);
-    l.add("layer", name).add("forward_ms", f).add("backward_ms", b).add("share", s);
-    l.print();
-  }
+  if (comp) print_compress_split(c, dev, *comp, net->arena().grads(), it);
+  print_layers(c, dev);
 }
 
 int64_t parse_int(const char* flag, const std::string& v) {

@@ -53,6 +53,88 @@ void check_absent(const fs::path& p, const std::string& dir) {
            " or remove it");
 }
 
+// --out, or a new folder per run (TensorBoard's runs/ convention).
+std::string output_dir(const MeasureBoundsArgs& a) {
+  if (!a.out_dir.empty()) return a.out_dir;
+  const std::time_t now = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::gmtime(&now));
+  const std::string dir = std::string("runs/measure-bounds-") + stamp;
+  std::fprintf(stderr, "measure-bounds: no --out: writing to %s\n", dir.c_str());
+  return dir;
+}
+
+// The config of the measured run, and with --checkpoint the checkpoint it continues.
+struct MeasuredRun {
+  Config cfg;
+  std::optional<Checkpoint> ck;
+};
+
+MeasuredRun load_run(const MeasureBoundsArgs& a) {
+  std::vector<std::string> overrides = a.overrides;
+  if (!a.device.empty()) overrides.push_back("device=" + a.device);
+  MeasuredRun r;
+  if (!a.checkpoint.empty()) {
+    r.ck = load_checkpoint(a.checkpoint);
+    r.cfg = a.config_path.empty()
+                ? parse_config(r.ck->config_toml, a.checkpoint + " (embedded config)", overrides)
+                : load_config_file(a.config_path, overrides);
+    TG_CHECK(r.cfg.model.name == r.ck->net, a.checkpoint, ": holds model '", r.ck->net,
+             "' but the config says '", r.cfg.model.name, "'");
+  } else {
+    r.cfg = a.config_path.empty() ? default_config(overrides)
+                                  : load_config_file(a.config_path, overrides);
+    choose_default_data(r.cfg, a.config_path, overrides);
+  }
+  TG_CHECK(a.worker >= 0 && a.worker < r.cfg.workers.count, "measure-bounds: --worker ", a.worker,
+           " is out of range: the config has workers.count = ", r.cfg.workers.count,
+           " (expected 0 .. ", r.cfg.workers.count - 1, ")");
+  return r;
+}
+
+// The scalings and clips each sample is measured with: the config's clip, and no clipping,
+// each with layer-wise and one model-wide scaler.
+std::vector<BoundsCombo> combos_of(double clip) {
+  TG_CHECK(clip >= 0, "compression.clip must be >= 0, got ", clip);
+  std::vector<BoundsCombo> combos = {{tern::Scaling::layer, clip}};
+  if (clip > 0) combos.push_back({tern::Scaling::layer, 0.0});
+  combos.push_back({tern::Scaling::model, clip});
+  if (clip > 0) combos.push_back({tern::Scaling::model, 0.0});
+  return combos;
+}
+
+// One more iteration of the checkpoint's run: a copy of the checkpoint whose config ends there,
+// resumed in the scratch directory run_dir (the trainer restores parameters, optimizer and data
+// order exactly), evaluated on one example only; the directory is removed afterwards. True when
+// interrupted.
+bool run_checkpoint_step(const Config& cfg, const Checkpoint& ck, const fs::path& run_dir,
+                         TrainOptions opt, int live) {
+  Config one = cfg;
+  one.train.iterations = ck.step + 1;
+  one.train.checkpoint_every = 0;
+  one.train.eval_every = 0;
+  one.train.log_every = 1;
+  one.data.eval_limit = 1;
+  Checkpoint copy = ck;
+  copy.config_toml = to_toml(one);
+  std::error_code ec;
+  fs::create_directories(run_dir, ec);
+  TG_CHECK(!ec, "cannot create ", run_dir.string(), ": ", ec.message());
+  struct RemoveDir {
+    fs::path p;
+    ~RemoveDir() {
+      std::error_code e;
+      fs::remove_all(p, e);
+    }
+  } scratch{run_dir};
+  save_checkpoint((run_dir / "checkpoint.tgckpt").string(), copy);
+  opt.out_dir = run_dir.string();
+  opt.resume = true;
+  ProgressListener progress(one.train.iterations, live);
+  opt.listener = &progress;
+  return Trainer(one, opt).run().interrupted;
+}
+
 }  // namespace
 
 CLI::App* add_measure_bounds_command(CLI::App& app, MeasureBoundsArgs& a) {
@@ -105,41 +187,15 @@ CLI::App* add_measure_bounds_command(CLI::App& app, MeasureBoundsArgs& a) {
 }
 
 int run_measure_bounds(const MeasureBoundsArgs& a) {
-  std::string out_dir = a.out_dir;
-  if (out_dir.empty()) {  // a new folder per run, as TensorBoard's runs/ convention
-    const std::time_t now = std::time(nullptr);
-    char stamp[32];
-    std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::gmtime(&now));
-    out_dir = std::string("runs/measure-bounds-") + stamp;
-    std::fprintf(stderr, "measure-bounds: no --out: writing to %s\n", out_dir.c_str());
-  }
+  const std::string out_dir = output_dir(a);
   TG_CHECK(a.every >= 1, "measure-bounds: --every must be >= 1, got ", a.every);
-  std::vector<std::string> overrides = a.overrides;
-  if (!a.device.empty()) overrides.push_back("device=" + a.device);
-
-  // The config, and with --checkpoint the one-step run that reproduces its next iteration.
-  std::optional<Checkpoint> ck;
-  Config cfg;
-  if (!a.checkpoint.empty()) {
-    ck = load_checkpoint(a.checkpoint);
-    cfg = a.config_path.empty()
-              ? parse_config(ck->config_toml, a.checkpoint + " (embedded config)", overrides)
-              : load_config_file(a.config_path, overrides);
-    TG_CHECK(cfg.model.name == ck->net, a.checkpoint, ": holds model '", ck->net,
-             "' but the config says '", cfg.model.name, "'");
-  } else {
-    cfg = a.config_path.empty() ? default_config(overrides)
-                                : load_config_file(a.config_path, overrides);
-    choose_default_data(cfg, a.config_path, overrides);
-  }
-  TG_CHECK(a.worker >= 0 && a.worker < cfg.workers.count, "measure-bounds: --worker ", a.worker,
-           " is out of range: the config has workers.count = ", cfg.workers.count,
-           " (expected 0 .. ", cfg.workers.count - 1, ")");
+  const MeasuredRun run = load_run(a);
+  const Config& cfg = run.cfg;
 
   const fs::path dir(out_dir);
   const fs::path rows_path = dir / kRowsName, table_path = dir / kTableName;
   const fs::path hist_path = dir / kHistName;
-  const fs::path run_dir = dir / (ck ? kScratchDirName : kTrainDirName);
+  const fs::path run_dir = dir / (run.ck ? kScratchDirName : kTrainDirName);
   for (const fs::path& p : {rows_path, table_path, run_dir}) check_absent(p, out_dir);
   if (!a.histograms.empty()) check_absent(hist_path, out_dir);
   TG_CHECK(a.bins >= 1, "measure-bounds: --bins must be >= 1, got ", a.bins);
@@ -161,12 +217,7 @@ int run_measure_bounds(const MeasureBoundsArgs& a) {
            "measure-bounds: no tensor of '", cfg.model.name,
            "' would be ternarized (compression.min_size = ", copts.min_size,
            ", compression.quantize_logits = ", copts.quantize_logits ? "true" : "false", ")");
-  TG_CHECK(copts.clip >= 0, "compression.clip must be >= 0, got ", copts.clip);
-  std::vector<BoundsCombo> combos = {{tern::Scaling::layer, copts.clip}};
-  if (copts.clip > 0) combos.push_back({tern::Scaling::layer, 0.0});
-  combos.push_back({tern::Scaling::model, copts.clip});
-  if (copts.clip > 0) combos.push_back({tern::Scaling::model, 0.0});
-
+  const std::vector<BoundsCombo> combos = combos_of(copts.clip);
   std::vector<size_t> hist_slots;
   if (!a.histograms.empty()) {
     hist_slots = histogram_slots(a.histograms, layout, ternarized);
@@ -182,7 +233,7 @@ int run_measure_bounds(const MeasureBoundsArgs& a) {
   if (!hist_slots.empty())
     hist.emplace(layout, copts, hist_slots, cfg.workers.count, a.worker, a.bins,
                  hist_path.string());
-  const int64_t only_step = ck ? ck->step : -1;
+  const int64_t only_step = run.ck ? run.ck->step : -1;
   TrainOptions opt;
   const int live = a.progress_on ? 1 : a.progress_off ? 0 : -1;
   const int workers = static_cast<int>(cfg.workers.count);
@@ -197,33 +248,8 @@ int run_measure_bounds(const MeasureBoundsArgs& a) {
   };
 
   bool interrupted = false;
-  if (ck) {
-    // One more iteration of the checkpoint's run: a copy of the checkpoint whose config ends
-    // there, resumed in a scratch directory (the trainer restores parameters, optimizer and
-    // data order exactly), evaluated on one example only; the directory is removed afterwards.
-    Config one = cfg;
-    one.train.iterations = ck->step + 1;
-    one.train.checkpoint_every = 0;
-    one.train.eval_every = 0;
-    one.train.log_every = 1;
-    one.data.eval_limit = 1;
-    Checkpoint copy = *ck;
-    copy.config_toml = to_toml(one);
-    fs::create_directories(run_dir, ec);
-    TG_CHECK(!ec, "cannot create ", run_dir.string(), ": ", ec.message());
-    struct RemoveDir {
-      fs::path p;
-      ~RemoveDir() {
-        std::error_code e;
-        fs::remove_all(p, e);
-      }
-    } scratch{run_dir};
-    save_checkpoint((run_dir / "checkpoint.tgckpt").string(), copy);
-    opt.out_dir = run_dir.string();
-    opt.resume = true;
-    ProgressListener progress(one.train.iterations, live);
-    opt.listener = &progress;
-    interrupted = Trainer(one, opt).run().interrupted;
+  if (run.ck) {
+    interrupted = run_checkpoint_step(cfg, *run.ck, run_dir, opt, live);
   } else {
     opt.out_dir = (dir / kTrainDirName).string();
     ProgressListener progress(cfg.train.iterations, live);
