@@ -8,6 +8,10 @@
 //   whole    the whole file read into memory, then train::parse_checkpoint over the bytes (the
 //            loader before streaming: two copies at its peak)
 //   read     the file read in 4 MiB pieces and hashed, nothing kept: the reference for time
+//   hash     SHA-256 of the file's bytes already in memory: the digest's own rate (nn/core/hash.h,
+//            OpenSSL), which bounds every load and save
+//   save     train::save_checkpoint of the loaded tensors to a new file (hashed while written,
+//            fsync'ed, renamed): what every train.checkpoint_every iterations costs
 // Output: one JSON line per mode (peak RSS added by the load in MiB and as a multiple of the file,
 // seconds, MB/s), a table on stderr.
 #include <fcntl.h>
@@ -49,6 +53,20 @@ int child(const std::string& mode, const std::string& file) {
   const auto t0 = Clock::now();
   if (mode == "stream") {
     train::load_checkpoint(file);
+  } else if (mode == "hash" || mode == "save") {
+    // Timed from when the bytes or tensors are in memory.
+    std::ifstream in(file, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const train::Checkpoint ck = train::parse_checkpoint(bytes, file);
+    const auto t1 = Clock::now();
+    if (mode == "hash")
+      sha256_hex(bytes.data(), bytes.size());
+    else
+      train::save_checkpoint(file + ".saved", ck);
+    std::printf("%.3f %.3f %.6f\n", before, peak_rss_mib(), seconds_since(t1));
+    std::error_code ec;
+    fs::remove(file + ".saved", ec);
+    return 0;
   } else if (mode == "whole") {
     std::ifstream in(file, std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -127,7 +145,7 @@ int run(int argc, char** argv) {
   std::fprintf(stderr, "bench_checkpoint: %.1f MiB checkpoint in %s\n", file_mib, file.c_str());
   std::fprintf(stderr, "%-7s %14s %10s %9s %9s\n", "mode", "load peak MiB", "x file", "seconds",
                "MB/s");
-  for (const char* mode : {"read", "stream", "whole"}) {
+  for (const char* mode : {"read", "hash", "stream", "whole", "save"}) {
     // The best of three (page cache warm after the first).
     Result best;
     for (int rep = 0; rep < 3; ++rep) {
