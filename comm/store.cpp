@@ -22,6 +22,7 @@
 
 #include "nn/core/clock.h"
 #include "nn/core/error.h"
+#include "nn/core/hash.h"
 
 namespace tg::comm {
 namespace {
@@ -36,10 +37,9 @@ std::string list_keys(const std::vector<std::string>& keys) {
   return s;
 }
 
-// File names for keys: [A-Za-z0-9_-] kept, every other byte %XX. Gloo's FileStore uses the key as
+// File names for keys: [A-Za-z0-9_-] kept, every other byte %xx. Gloo's FileStore uses the key as
 // a file name under DIR (and "." + key for its temp file), so '/' or a leading '.' would break it.
 std::string encode_file_key(const std::string& key) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;
   out.reserve(key.size());
   for (unsigned char c : key) {
@@ -48,9 +48,7 @@ std::string encode_file_key(const std::string& key) {
     if (keep) {
       out += static_cast<char>(c);
     } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
+      out += '%' + to_hex(&c, 1);
     }
   }
   return out;

@@ -18,6 +18,7 @@
 #include <iterator>
 
 #include "nn/core/error.h"
+#include "nn/core/hash.h"
 
 namespace tg::json {
 
@@ -32,7 +33,6 @@ Value::~Value() = default;
 // Writer
 
 std::string quote(std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   out.reserve(s.size() + 2);
   out.push_back('"');
@@ -62,9 +62,7 @@ std::string quote(std::string_view s) {
         break;
       default:
         if (c < 0x20) {
-          out += "\\u00";
-          out.push_back(kHex[c >> 4]);
-          out.push_back(kHex[c & 0xF]);
+          out += "\\u00" + to_hex(&c, 1);
         } else {
           out.push_back(ch);  // printable ASCII and UTF-8 bytes pass through
         }
