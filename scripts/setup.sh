@@ -26,6 +26,7 @@ PACKAGES=(
   zlib1g-dev                 # gzipped IDX files
   libarchive-dev             # `terngrad data fetch cifar10` extracts its .tar.gz
   libcurl4-openssl-dev       # `terngrad data fetch` downloads
+  libssl-dev                 # SHA-256 and MD5 (nn/core/hash.cpp, OpenSSL's libcrypto)
   libjpeg62-turbo-dev        # JPEG image folders
   dataset-fashion-mnist      # Fashion-MNIST, /usr/share/datasets/fashion-mnist
   python3-matplotlib         # paper/ figure scripts (run with /usr/bin/python3)
