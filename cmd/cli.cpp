@@ -16,6 +16,7 @@
 #include "cmd/convergence_check_cmd.h"
 #include "cmd/data_cmd.h"
 #include "cmd/eval_cmd.h"
+#include "cmd/help_format.h"
 #include "cmd/measure_bounds_cmd.h"
 #include "cmd/perf_model_cmd.h"
 #include "cmd/train_cmd.h"
@@ -125,6 +126,7 @@ int run(int argc, char** argv) {
   CLI::App app{
       "terngrad: TernGrad (NIPS 2017) ternary-gradient training, a C++20/CUDA research toolkit.\n"
       "Configs are TOML; `terngrad config --reference` lists every key with its default."};
+  app.formatter(std::make_shared<WrappingFormatter>());
   app.require_subcommand(1);
   app.set_version_flag("--version", "terngrad 0.1.0");
   app.footer(
