@@ -63,6 +63,9 @@ struct Rule {
   double bound = 0.0;                // at_least, above, below; between: the lower end
   std::vector<std::string> allowed;  // one_of
   double upper = 0.0;                // between: the upper end (inclusive)
+  // between as a sanity limit (more than any run needs; past it sizes overflow or exhaust
+  // memory), not a library's range: key_samples keeps to the small end.
+  bool limit = false;
 };
 Rule any() {
   return {};
@@ -79,6 +82,10 @@ Rule below(double b) {
 // [lo, hi], both ends included.
 Rule between(double lo, double hi) {
   return {Rule::Kind::between, lo, {}, hi};
+}
+// [lo, hi] as a sanity limit (see Rule::limit).
+Rule limit(double lo, double hi) {
+  return {Rule::Kind::between, lo, {}, hi, true};
 }
 // [0, 1)
 Rule unit() {
@@ -214,7 +221,7 @@ const std::vector<KeySpec>& key_specs() {
 
       {"model", "name", field<&C::model, &M::name>(one_of(net_names())),
        "Network to train, by registry name"},
-      {"model", "num_classes", field<&C::model, &M::net, &Net::num_classes>(at_least(0)),
+      {"model", "num_classes", field<&C::model, &M::net, &Net::num_classes>(limit(0, 1 << 20)),
        "Output classes; 0 = the net's default"},
       {"model", "dropout", field<&C::model, &M::net, &Net::dropout_ratio>(below(1)),
        "Dropout fraction; < 0 = the net's default"},
@@ -228,28 +235,29 @@ const std::vector<KeySpec>& key_specs() {
        "Apply the dataset's training augmentation to the train split"},
       {"data", "preprocess", field<&C::data, &D::dataset, &Ds::preprocess>(data::kPreprocesses),
        "image-folder preprocessing recipe"},
-      {"data", "image_size", field<&C::data, &D::dataset, &Ds::image_size>(at_least(0)),
+      {"data", "image_size", field<&C::data, &D::dataset, &Ds::image_size>(limit(0, 1 << 16)),
        "Output image side H = W; 0 = the dataset's default"},
-      {"data", "label_offset", field<&C::data, &D::dataset, &Ds::label_offset>(at_least(0)),
+      {"data", "label_offset", field<&C::data, &D::dataset, &Ds::label_offset>(limit(0, 1 << 20)),
        "Added to image-folder class indices; 1 for 1001-class ImageNet nets"},
-      {"data", "synthetic_size", field<&C::data, &D::dataset, &Ds::synthetic_size>(at_least(1)),
+      {"data", "synthetic_size",
+       field<&C::data, &D::dataset, &Ds::synthetic_size>(limit(1, 1 << 30)),
        "synthetic: examples per split"},
       {"data", "synthetic_channels",
-       field<&C::data, &D::dataset, &Ds::synthetic_channels>(at_least(1)),
+       field<&C::data, &D::dataset, &Ds::synthetic_channels>(limit(1, 1 << 16)),
        "synthetic: image channels"},
       {"data", "synthetic_classes",
-       field<&C::data, &D::dataset, &Ds::synthetic_classes>(at_least(1)),
+       field<&C::data, &D::dataset, &Ds::synthetic_classes>(limit(1, 1 << 20)),
        "synthetic: number of classes"},
-      {"data", "eval_batch_size", field<&C::data, &D::eval_batch_size>(at_least(1)),
+      {"data", "eval_batch_size", field<&C::data, &D::eval_batch_size>(limit(1, 1 << 24)),
        "Batch size of test-set evaluation"},
       {"data", "eval_limit", field<&C::data, &D::eval_limit>(at_least(0)),
        "Evaluate on the first N test examples only; 0 = all"},
-      {"data", "prefetch", field<&C::data, &D::prefetch>(at_least(0)),
+      {"data", "prefetch", field<&C::data, &D::prefetch>(limit(0, 1024)),
        "Batches loaded ahead by a background thread; 0 = none"},
 
       {"train", "iterations", field<&C::train, &T::iterations>(at_least(1)),
        "Training iterations, i.e. global steps"},
-      {"train", "batch_size", field<&C::train, &T::batch_size>(at_least(1)),
+      {"train", "batch_size", field<&C::train, &T::batch_size>(limit(1, 1 << 24)),
        "Global batch size, summed over all workers"},
       {"train", "optimizer", field<&C::train, &T::optimizer, &Opt::name>(one_of(optimizer_names())),
        "Optimizer, with TensorFlow semantics"},
@@ -292,7 +300,7 @@ const std::vector<KeySpec>& key_specs() {
        "Also write metrics.jsonl's numbers as TensorBoard scalars to "
        "OUT/events.out.tfevents.* (view: tensorboard --logdir OUT); false = metrics.jsonl only"},
 
-      {"workers", "count", field<&C::workers, &W::count>(at_least(1)),
+      {"workers", "count", field<&C::workers, &W::count>(limit(1, 1 << 20)),
        "Data-parallel workers N in all, spread evenly over the processes (each hosts N / P, "
        "emulated); train.batch_size must be a multiple of N"},
 
@@ -960,7 +968,11 @@ std::vector<KeySamples> key_samples() {
             k.accepted = {number(r.bound - 2), number(r.bound - 1), number(r.bound - 1e-3)};
             break;
           case Rule::Kind::between:
-            k.accepted = {number(r.bound), number((r.bound + r.upper) / 2), number(r.upper)};
+            k.accepted =
+                r.limit ? std::vector<std::string>{number(r.bound), number(r.bound + 1),
+                                                   number(r.bound + 1000)}
+                        : std::vector<std::string>{number(r.bound), number((r.bound + r.upper) / 2),
+                                                   number(r.upper)};
             break;
           case Rule::Kind::unit:
             k.accepted = {number(0), number(0.5), number(0.999)};

@@ -250,7 +250,7 @@ TEST(ConfigErrors, OutOfRangeNamesKeyAndValue) {
     std::vector<std::string> fragments;
   };
   const Case cases[] = {
-      {"[train]\nbatch_size = 0\n", {"train.batch_size: must be >= 1, got 0"}},
+      {"[train]\nbatch_size = 0\n", {"train.batch_size: must be in [1, 16777216], got 0"}},
       {"[train]\niterations = -5\n", {"train.iterations: must be >= 1, got -5"}},
       {"[train]\nlr = -0.1\n", {"train.lr: must be >= 0", "got -0.1"}},
       {"[train]\nlr = inf\n", {"train.lr: must be >= 0 and finite", "got inf"}},
@@ -262,17 +262,17 @@ TEST(ConfigErrors, OutOfRangeNamesKeyAndValue) {
       {"[train]\nadam_epsilon = 0\n", {"train.adam_epsilon: must be > 0"}},
       {"[train]\nweight_decay = -1e-4\n", {"train.weight_decay: must be >= 0"}},
       {"[model]\ndropout = 1.0\n", {"model.dropout: must be < 1", "got 1.0"}},
-      {"[model]\nnum_classes = -1\n", {"model.num_classes: must be >= 0"}},
+      {"[model]\nnum_classes = -1\n", {"model.num_classes: must be in [0, 1048576]"}},
       {"[model]\nname = \"\"\n", {"model.name: must be one of lenet, cifarnet", "got \"\""}},
       {"[data]\nname = \"\"\n", {"data.name: must be one of mnist, fashion-mnist", "got \"\""}},
       {"[data]\npreprocess = \"vgg\"\n",
        {"data.preprocess: must be one of alexnet, inception", "got \"vgg\""}},
-      {"[data]\neval_batch_size = 0\n", {"data.eval_batch_size: must be >= 1"}},
-      {"[data]\nprefetch = -1\n", {"data.prefetch: must be >= 0"}},
+      {"[data]\neval_batch_size = 0\n", {"data.eval_batch_size: must be in [1, 16777216]"}},
+      {"[data]\nprefetch = -1\n", {"data.prefetch: must be in [0, 1024]"}},
       {"[train]\neval_every = -1\n", {"train.eval_every: must be >= 0, got -1"}},
       {"[train]\nlog_every = 0\n", {"train.log_every: must be >= 1, got 0"}},
       {"[train]\ncheckpoint_every = -2\n", {"train.checkpoint_every: must be >= 0, got -2"}},
-      {"[workers]\ncount = 0\n", {"workers.count: must be >= 1, got 0"}},
+      {"[workers]\ncount = 0\n", {"workers.count: must be in [1, 1048576], got 0"}},
       {"[compression]\nmethod = \"ternary\"\n",
        {"compression.method: must be one of none, fp16, terngrad, qsgd, onebit",
         "got \"ternary\""}},
@@ -422,8 +422,18 @@ TEST(ConfigOverrides, Errors) {
   expect_set_error({"train.batch_size=1.5"},
                    {"train.batch_size: expected an integer, got float 1.5"});
   expect_set_error({"data.augment=yes"}, {"data.augment: expected a boolean, got string"});
-  expect_set_error({"train.batch_size=0"},
-                   {"--set 'train.batch_size=0'", "train.batch_size: must be >= 1, got 0"});
+  expect_set_error({"train.batch_size=0"}, {"--set 'train.batch_size=0'",
+                                            "train.batch_size: must be in [1, 16777216], got 0"});
+  // Sizes past what any run needs are refused by the key's range, not by an overflow deep in a
+  // library (a shape, a vector) that names no key.
+  expect_set_error({"model.num_classes=9223372036854775807"},
+                   {"--set 'model.num_classes=9223372036854775807'",
+                    "model.num_classes: must be in [0, 1048576], got 9223372036854775807"});
+  expect_set_error({"train.batch_size=9223372036854775807"},
+                   {"train.batch_size: must be in [1, 16777216]"});
+  expect_set_error({"data.synthetic_size=9223372036854775807"},
+                   {"data.synthetic_size: must be in [1, 1073741824]"});
+  expect_set_error({"workers.count=4294967296"}, {"workers.count: must be in [1, 1048576]"});
   expect_set_error({"device=tpu"}, {"--set 'device=tpu'", "device: must be cpu, cuda or cuda:N"});
   expect_set_error({"train.optimizer=rmsprop"}, {"train.optimizer: must be one of"});
   expect_set_error({"train.lr_boundaries=[3, 1]"}, {"train.lr_boundaries: must be strictly"});
