@@ -1,5 +1,6 @@
 #include "cmd/train_cmd.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "cmd/progress.h"
@@ -38,7 +39,25 @@ int launch(const TrainArgs& a, const config::Config& cfg, const std::vector<std:
   comm::resolve_backend(cfg.comm.group.backend, parse_device(cfg.device));
   comm::LaunchOptions lo;
   lo.plain_stdout_rank = 0;
-  return comm::launch_local(a.nproc, comm::worker_argv(argv), lo);
+  if (cfg.comm.max_restarts > 0) {
+    TG_CHECK(!a.out_dir.empty(), "comm.max_restarts = ", cfg.comm.max_restarts,
+             " needs --out: restarted ranks continue from the checkpoints written there");
+    lo.max_restarts = static_cast<int>(cfg.comm.max_restarts);
+    lo.restart_args = {"--resume"};
+  }
+  return comm::launch_local(a.nproc, comm::worker_argv(argv, {"--nproc", "--max-restarts"}), lo);
+}
+
+// TG_RESTARTS: how many times the launcher (or a Slurm/Open MPI loop) restarted this run.
+int64_t restarts_from(const comm::EnvMap& env) {
+  auto it = env.find("TG_RESTARTS");
+  if (it == env.end() || it->second.empty()) return 0;
+  const std::string& v = it->second;
+  const bool digits =
+      v.size() <= 9 && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+  TG_CHECK(digits, "TG_RESTARTS='", v,
+           "' is not a non-negative integer (the restarts before this start: 0, 1, 2, ...)");
+  return std::stoll(v);
 }
 
 }  // namespace
@@ -63,7 +82,9 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
       "-o,--out", a.out_dir,
       "Output directory: metrics.jsonl, checkpoint.tgckpt, summary.json, config.toml, "
       "events.out.tfevents.* (TensorBoard)");
-  train->add_flag("--resume", a.resume, "Continue the run in --out from its last checkpoint");
+  train->add_flag("--resume", a.resume,
+                  "Continue the run in --out from its newest intact checkpoint (none yet: start "
+                  "it), as a restart loop under Slurm or Open MPI needs");
   train->add_option("--device", a.device, "Shortcut for --set device=... (cpu, cuda, cuda:N)");
   train->add_flag("--progress", a.progress_on, "Force the live progress line");
   train->add_flag("--no-progress", a.progress_off, "Plain log lines even on a terminal");
@@ -79,6 +100,12 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
                    "or NCCL with one GPU each); their output is prefixed by rank, stdout is rank "
                    "0's")
       ->check(CLI::Range(1, 1024));
+  train
+      ->add_option("--max-restarts", a.max_restarts,
+                   "With --nproc: when a rank fails (dies, exits non-zero, loses a peer or hangs "
+                   "past comm.timeout), restart every rank from the newest intact checkpoint in "
+                   "--out, up to N times; shortcut for --set comm.max_restarts=N")
+      ->check(CLI::Range(0, 1000));
   train->add_option("--rank", a.rank, "This process's rank, 0 .. world size - 1 (multi-node)")
       ->check(CLI::NonNegativeNumber);
   train->add_option("--world-size", a.world_size, "Number of processes in the run (multi-node)")
@@ -95,10 +122,16 @@ CLI::App* add_train_command(CLI::App& app, TrainArgs& a) {
 int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
   std::vector<std::string> overrides = a.overrides;
   if (!a.device.empty()) overrides.push_back("device=" + a.device);
+  if (a.max_restarts) {
+    TG_CHECK(a.nproc >= 1,
+             "--max-restarts needs --nproc: only the local launcher restarts ranks "
+             "(under Slurm or Open MPI, loop with --resume; see the README)");
+    overrides.push_back("comm.max_restarts=" + std::to_string(*a.max_restarts));
+  }
   const config::Config cfg = a.config_path.empty()
                                  ? config::default_config(overrides)
                                  : config::load_config_file(a.config_path, overrides);
-  if (a.nproc > 1) return launch(a, cfg, argv);
+  if (a.nproc > 1 || (a.nproc == 1 && cfg.comm.max_restarts > 0)) return launch(a, cfg, argv);
 
   train::TrainOptions opt;
   opt.out_dir = a.out_dir;
@@ -108,6 +141,11 @@ int run_train(const TrainArgs& a, const std::vector<std::string>& argv) {
   opt.listener = &progress;
   opt.rank = comm::discover_rank({a.rank, a.world_size, a.rendezvous});
   const comm::EnvMap env = comm::current_environment();
+  opt.restarts = restarts_from(env);
+  if (cfg.comm.max_restarts > 0 && !env.count("TG_RESTARTS") && opt.rank.rank == 0)
+    progress.message("comm.max_restarts = " + std::to_string(cfg.comm.max_restarts) +
+                     " has no effect without --nproc (under Slurm or Open MPI, loop with "
+                     "--resume; see the README)");
   if (!a.job_id.empty())
     opt.job_id = a.job_id;
   else if (env.count("TG_JOB_ID") && !env.at("TG_JOB_ID").empty())

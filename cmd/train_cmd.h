@@ -17,7 +17,8 @@ struct TrainArgs {
   std::vector<std::string> overrides;
   bool resume = false, progress_on = false, progress_off = false;
   int threads = 0;  // 0 = the thread policy
-  int nproc = 0;    // > 1: launch that many ranks of this binary
+  int nproc = 0;    // > 1 (or >= 1 with restarts): launch that many ranks of this binary
+  std::optional<int> max_restarts;  // --max-restarts: comm.max_restarts
   std::optional<int> rank, world_size;
   std::optional<std::string> rendezvous;
   std::string job_id;  // "" = $TG_JOB_ID, else "run"

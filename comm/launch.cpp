@@ -401,6 +401,7 @@ struct Stream {
   int sink = -1;       // where its lines go
   std::string prefix;  // "[rank 3] "
   std::string partial;
+  std::string last_error;  // the last line holding "error:" (a restart's cause)
 };
 
 struct Rank {
@@ -435,6 +436,8 @@ void pump(Stream& s) {
     while (true) {
       const size_t nl = s.partial.find('\n', start);
       if (nl == std::string::npos) break;
+      const size_t err = s.partial.find("error:", start);
+      if (err != std::string::npos && err < nl) s.last_error = s.partial.substr(start, nl - start);
       lines += s.prefix;
       lines.append(s.partial, start, nl + 1 - start);
       start = nl + 1;
@@ -537,13 +540,14 @@ std::string format_seconds(double s) {
 }
 
 // The command line and environment of each rank: the launcher's environment, less any
-// TG_RANK/TG_WORLD_SIZE/TG_RENDEZVOUS of its own, plus the rank's.
+// TG_RANK/TG_WORLD_SIZE/TG_RENDEZVOUS/TG_RESTARTS of its own, plus the rank's.
 std::vector<ExecPlan> plan_ranks(int nproc, const std::string& path,
-                                 const std::vector<std::string>& argv, const std::string& url) {
+                                 const std::vector<std::string>& argv, const std::string& url,
+                                 int restarts) {
   std::vector<std::string> base_env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     if (has_prefix(*e, "TG_RANK=") || has_prefix(*e, "TG_WORLD_SIZE=") ||
-        has_prefix(*e, "TG_RENDEZVOUS="))
+        has_prefix(*e, "TG_RENDEZVOUS=") || has_prefix(*e, "TG_RESTARTS="))
       continue;
     base_env.emplace_back(*e);
   }
@@ -556,6 +560,7 @@ std::vector<ExecPlan> plan_ranks(int nproc, const std::string& path,
     p.env.push_back("TG_RANK=" + std::to_string(r));
     p.env.push_back("TG_WORLD_SIZE=" + std::to_string(nproc));
     p.env.push_back("TG_RENDEZVOUS=" + url);
+    p.env.push_back("TG_RESTARTS=" + std::to_string(restarts));
     p.finalize();
   }
   return plans;
@@ -634,17 +639,27 @@ void start_rank(Rank& rank, const ExecPlan& plan, int devnull, pid_t launcher_pi
   ::fcntl(rank.err.fd, F_SETFL, ::fcntl(rank.err.fd, F_GETFL) | O_NONBLOCK);
 }
 
+// How one start of the ranks ended.
+struct Outcome {
+  int status = 0;       // the first failed rank's exit status, else 128 + a forwarded signal
+  bool failed = false;  // a rank failed and no signal was forwarded: a restart may follow
+  std::string cause;    // "rank 1 was killed by signal 9 (SIGKILL)[: its last error line]"
+};
+
 // Watches the started ranks until all have exited and their output is drained: reaps them,
-// copies their lines, stops the others after the first failure (grace, SIGTERM, SIGKILL) and
-// forwards the launcher's signals.
+// copies their lines, stops the others after the first failure (grace, SIGTERM, SIGKILL; or,
+// when a restart follows, a short grace and SIGKILL) and forwards the launcher's signals.
 class Supervisor {
  public:
-  Supervisor(std::vector<Rank>& ranks, SignalScope& signals, const LaunchOptions& options)
-      : ranks_(ranks), signals_(signals), o_(options), live_(static_cast<int>(ranks.size())) {}
+  Supervisor(std::vector<Rank>& ranks, SignalScope& signals, const LaunchOptions& options,
+             bool restart_follows)
+      : ranks_(ranks),
+        signals_(signals),
+        o_(options),
+        restart_follows_(restart_follows),
+        live_(static_cast<int>(ranks.size())) {}
 
-  // Returns the exit status of the first rank that failed; else 128 + the first signal
-  // forwarded; else 0.
-  int run() {
+  Outcome run() {
     while (true) {
       // Reap first, then read: a rank's last words are in its pipe before waitpid reports it.
       const std::vector<int> reaped = reap();
@@ -660,13 +675,21 @@ class Supervisor {
       forward_signals();
     }
     pump_all();  // what arrived during the last poll
+    Outcome out;
     if (first_failed_ >= 0) {
-      say("rank " + std::to_string(first_failed_) + " failed first (" +
-          describe_status(ranks_[static_cast<size_t>(first_failed_)].wait_status) +
-          "); exiting with status " + std::to_string(first_status_));
-      return first_status_;
+      const Rank& r = ranks_[static_cast<size_t>(first_failed_)];
+      out.status = first_status_;
+      out.failed = forwarded_ == 0;
+      out.cause = "rank " + std::to_string(r.rank) + " " + describe_status(r.wait_status);
+      if (!r.err.last_error.empty()) out.cause += ": " + r.err.last_error;
+      if (!(out.failed && restart_follows_))
+        say("rank " + std::to_string(first_failed_) + " failed first (" +
+            describe_status(r.wait_status) + "); exiting with status " +
+            std::to_string(first_status_));
+      return out;
     }
-    return forwarded_ != 0 ? 128 + forwarded_ : 0;
+    out.status = forwarded_ != 0 ? 128 + forwarded_ : 0;
+    return out;
   }
 
  private:
@@ -718,6 +741,13 @@ class Supervisor {
     first_failed_ = r.rank;
     first_status_ = exit_code(r.wait_status);
     if (live_ == 0) return;
+    if (restart_follows_ && forwarded_ == 0) {
+      // A peer is gone: the others could only wait for it until their timeout.
+      say("rank " + std::to_string(r.rank) + " " + describe_status(r.wait_status) +
+          "; stopping ranks " + running_list() + " to restart");
+      kill_at_ = after(o_.restart_grace_seconds);
+      return;
+    }
     say("rank " + std::to_string(r.rank) + " " + describe_status(r.wait_status) +
         "; waiting up to " + format_seconds(o_.grace_seconds) + " s for ranks " + running_list() +
         " to stop");
@@ -731,8 +761,10 @@ class Supervisor {
       signal_running(SIGTERM);
       kill_at_ = after(o_.term_seconds);
     } else if (live_ > 0 && kill_at_ && now >= *kill_at_) {
-      say("ranks " + running_list() + " still running " + format_seconds(o_.term_seconds) +
-          " s after SIGTERM; sending SIGKILL");
+      say("ranks " + running_list() + " still running " +
+          (term_at_ ? format_seconds(o_.term_seconds) + " s after SIGTERM"
+                    : format_seconds(o_.restart_grace_seconds) + " s after the failure") +
+          "; sending SIGKILL");
       signal_running(SIGKILL);
       kill_at_ = Clock::time_point::max();  // sent; now only reaping remains
     }
@@ -784,6 +816,7 @@ class Supervisor {
   std::vector<Rank>& ranks_;
   SignalScope& signals_;
   const LaunchOptions& o_;
+  const bool restart_follows_;
   int live_;
   int first_failed_ = -1, first_status_ = 0;
   int forwarded_ = 0;  // the first signal forwarded, 0 if none
@@ -799,10 +832,11 @@ int launch_local(int nproc, const std::vector<std::string>& argv, const LaunchOp
            options.grace_seconds, " and term_seconds ", options.term_seconds,
            " must be non-negative");
 
-  const std::string path = resolve_executable(argv[0]);
-  RendezvousDir rendezvous(options.rendezvous_parent);
-  const std::vector<ExecPlan> plans = plan_ranks(nproc, path, argv, "file://" + rendezvous.path());
+  TG_CHECK(options.max_restarts >= 0 && options.restart_grace_seconds >= 0,
+           "launch_local: max_restarts ", options.max_restarts, " and restart_grace_seconds ",
+           options.restart_grace_seconds, " must be non-negative");
 
+  const std::string path = resolve_executable(argv[0]);
   const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   TG_CHECK(devnull >= 0, "launch_local: cannot open /dev/null: ", errno_text(errno));
   struct DevNull {
@@ -811,30 +845,55 @@ int launch_local(int nproc, const std::vector<std::string>& argv, const LaunchOp
   } devnull_guard{devnull};
 
   SignalScope signals;
-  RankSet set(nproc);
-  std::vector<Rank>& ranks = set.ranks();
   const pid_t launcher_pid = ::getpid();
-  for (int r = 0; r < nproc; ++r) {
-    ranks[static_cast<size_t>(r)].rank = r;
-    start_rank(ranks[static_cast<size_t>(r)], plans[static_cast<size_t>(r)], devnull, launcher_pid,
-               options);
+  std::vector<std::string> args = argv;
+  for (int restarts = 0;; ++restarts) {
+    // A fresh store per start: the stores take each key once.
+    RendezvousDir rendezvous(options.rendezvous_parent);
+    const std::vector<ExecPlan> plans =
+        plan_ranks(nproc, path, args, "file://" + rendezvous.path(), restarts);
+    RankSet set(nproc);
+    std::vector<Rank>& ranks = set.ranks();
+    for (int r = 0; r < nproc; ++r) {
+      ranks[static_cast<size_t>(r)].rank = r;
+      start_rank(ranks[static_cast<size_t>(r)], plans[static_cast<size_t>(r)], devnull,
+                 launcher_pid, options);
+    }
+    const bool restart_follows = restarts < options.max_restarts;
+    const Outcome out = Supervisor(ranks, signals, options, restart_follows).run();
+    if (!out.failed || !restart_follows) return out.status;
+    for (const std::string& extra : options.restart_args)
+      if (std::find(args.begin(), args.end(), extra) == args.end()) args.push_back(extra);
+    std::string again;
+    for (const std::string& extra : options.restart_args) again += " " + extra;
+    write_all(options.err_fd, "[launch] restart " + std::to_string(restarts + 1) + " of " +
+                                  std::to_string(options.max_restarts) + " after " + out.cause +
+                                  "; starting ranks 0-" + std::to_string(nproc - 1) + " again" +
+                                  (options.restart_args.empty() ? "" : " with" + again) + "\n");
   }
-  return Supervisor(ranks, signals, options).run();
 }
 
-std::vector<std::string> worker_argv(const std::vector<std::string>& argv) {
+std::vector<std::string> worker_argv(const std::vector<std::string>& argv,
+                                     const std::vector<std::string>& launcher_flags) {
   TG_CHECK(!argv.empty(), "worker_argv: the command line is empty");
   std::error_code ec;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
   TG_CHECK(!ec, "worker_argv: cannot resolve /proc/self/exe: ", ec.message());
   std::vector<std::string> out = {self.string()};
   for (size_t i = 1; i < argv.size(); ++i) {
-    if (argv[i] == "--nproc") {
-      ++i;  // and its value
-      continue;
+    bool dropped = false;
+    for (const std::string& flag : launcher_flags) {
+      if (argv[i] == flag) {
+        ++i;  // and its value
+        dropped = true;
+        break;
+      }
+      if (argv[i].rfind(flag + "=", 0) == 0) {
+        dropped = true;
+        break;
+      }
     }
-    if (argv[i].rfind("--nproc=", 0) == 0) continue;
-    out.push_back(argv[i]);
+    if (!dropped) out.push_back(argv[i]);
   }
   return out;
 }

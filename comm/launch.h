@@ -73,11 +73,20 @@ struct LaunchOptions {
   // This rank's stdout is copied to out_fd without the prefix (its stderr keeps it), so the
   // launcher's stdout is that rank's machine-readable output as if it ran alone; -1: none.
   int plain_stdout_rank = -1;
+  // Restarts (torchrun's --max-restarts): when a rank fails while restarts remain, the others
+  // get restart_grace_seconds to write their last words, then SIGKILL (a peer is gone: they
+  // could only wait for it until their timeout), and every rank starts again with restart_args
+  // appended to its command line (those not already on it; train passes --resume), up to
+  // max_restarts times. The last attempt stops its ranks as above (grace, SIGTERM, SIGKILL).
+  int max_restarts = 0;
+  std::vector<std::string> restart_args;
+  double restart_grace_seconds = 1.0;
 };
 
 // Starts `nproc` copies of `argv` (argv[0] a path, or a name looked up in PATH) as ranks 0..nproc-1
 // and supervises them until all have exited. Each child gets the launcher's environment plus
-// TG_RANK, TG_WORLD_SIZE=nproc and TG_RENDEZVOUS=file://<fresh directory, removed afterwards>,
+// TG_RANK, TG_WORLD_SIZE=nproc, TG_RESTARTS (the restarts before this start: 0, 1, ...) and
+// TG_RENDEZVOUS=file://<fresh directory per start, removed afterwards>,
 // stdin from /dev/null, and its own process group (so a terminal's Ctrl-C reaches only the
 // launcher, which forwards it once). Every line a rank writes is copied whole to out_fd (its
 // stdout) or err_fd (its stderr) as "[rank R] line"; a last line without a newline gets one.
@@ -89,18 +98,24 @@ struct LaunchOptions {
 // helper process it started outlives it; children also get SIGKILL if the launcher itself dies
 // (PR_SET_PDEATHSIG).
 //
-// Returns the exit status of the first rank that failed (128 + signal for a signal death); if
-// none failed but a signal was forwarded, 128 + that signal; otherwise 0. Ranks the launcher
-// itself terminates or kills after an interrupt do not count as failing ranks. Throws tg::Error
-// (after stopping any ranks already started) when nproc < 1, argv is empty, argv[0] is not
-// executable, or a pipe, fork or the rendezvous directory cannot be made. Not reentrant: it
+// With options.max_restarts > 0, a failure (not an interrupt) while restarts remain starts every
+// rank again (see LaunchOptions); each restart is announced on err_fd with its cause: the rank,
+// how it ended and the last "error:" line it wrote.
+//
+// Returns the exit status of the first rank that failed in the last start (128 + signal for a
+// signal death); if none failed but a signal was forwarded, 128 + that signal; otherwise 0. Ranks
+// the launcher itself terminates or kills after an interrupt do not count as failing ranks. Throws
+// tg::Error (after stopping any ranks already started) when nproc < 1, argv is empty, argv[0] is
+// not executable, or a pipe, fork or the rendezvous directory cannot be made. Not reentrant: it
 // installs signal handlers for its duration (restoring the previous ones), one launch per process
 // at a time.
 int launch_local(int nproc, const std::vector<std::string>& argv,
                  const LaunchOptions& options = {});
 
-// The command line for launched workers: `argv` with "--nproc N" / "--nproc=N" removed and
-// argv[0] replaced by this executable's absolute path (/proc/self/exe).
-std::vector<std::string> worker_argv(const std::vector<std::string>& argv);
+// The command line for launched workers: `argv` with each of the launcher's own options
+// `launcher_flags` ("--nproc N" / "--nproc=N", ...) removed and argv[0] replaced by this
+// executable's absolute path (/proc/self/exe).
+std::vector<std::string> worker_argv(const std::vector<std::string>& argv,
+                                     const std::vector<std::string>& launcher_flags = {"--nproc"});
 
 }  // namespace tg::comm

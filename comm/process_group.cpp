@@ -241,13 +241,18 @@ std::string ProcessGroup::describe() const {
 }
 
 bool ProcessGroup::any(bool flag) {
-  const int32_t v = flag ? 1 : 0;
-  const std::vector<char> r = through_device(&v, sizeof v, sizeof v, [&](const void*, void* out) {
-    comm_->allreduce(out, 1, DType::i32, ReduceOp::max);
-  });
-  int32_t any = 0;
-  std::memcpy(&any, r.data(), sizeof any);
-  return any != 0;
+  return max({flag ? 1 : 0})[0] != 0;
+}
+
+std::vector<int32_t> ProcessGroup::max(const std::vector<int32_t>& values) {
+  const size_t bytes = values.size() * sizeof(int32_t);
+  const std::vector<char> r =
+      through_device(values.data(), bytes, bytes, [&](const void*, void* out) {
+        comm_->allreduce(out, values.size(), DType::i32, ReduceOp::max);
+      });
+  std::vector<int32_t> out(values.size());
+  std::memcpy(out.data(), r.data(), bytes);
+  return out;
 }
 
 std::vector<double> ProcessGroup::sum(const std::vector<double>& values) {

@@ -92,6 +92,9 @@ class ProcessGroup {
 
   // True on every rank when `flag` is true on any rank (a max-allreduce of one int).
   bool any(bool flag);
+  // Elementwise maximum over ranks of `values` (the same length on every rank): several flags
+  // agreed in one collective.
+  std::vector<int32_t> max(const std::vector<int32_t>& values);
   // Elementwise sum over ranks of `values` (the same length on every rank), added in rank order
   // (the same bits on every rank).
   std::vector<double> sum(const std::vector<double>& values);

@@ -296,6 +296,12 @@ const std::vector<KeySpec>& key_specs() {
        "Decay of the parameters' moving average; 0 = no EMA, evaluate the raw weights"},
       {"train", "checkpoint_every", field<&C::train, &T::checkpoint_every>(at_least(0)),
        "Write a checkpoint every N iterations; 0 = only the final one"},
+      {"train", "checkpoint_minutes", field<&C::train, &T::checkpoint_minutes>(at_least(0)),
+       "Also write one when this many minutes have passed since the last (rank 0's clock decides "
+       "for every rank); 0 = by iterations only"},
+      {"train", "keep_checkpoints", field<&C::train, &T::keep_checkpoints>(limit(1, 1000)),
+       "Checkpoints kept: the newest as OUT/checkpoint.tgckpt, older ones as "
+       "checkpoint-<iteration>.tgckpt; --resume takes the newest intact one"},
       {"train", "tensorboard", field<&C::train, &T::tensorboard>(any()),
        "Also write metrics.jsonl's numbers as TensorBoard scalars to "
        "OUT/events.out.tfevents.* (view: tensorboard --logdir OUT); false = metrics.jsonl only"},
@@ -353,6 +359,9 @@ const std::vector<KeySpec>& key_specs() {
        "Seconds a collective or the rendezvous waits for a peer before the run fails"},
       {"comm", "interface", field<&C::comm, &K::group, &G::interface>(any()),
        "gloo: network interface to bind, e.g. eth0; empty = the address of the hostname"},
+      {"comm", "max_restarts", field<&C::comm, &K::max_restarts>(limit(0, 1000)),
+       "--nproc: when a rank fails, restart every rank from the newest intact checkpoint, up to "
+       "N times (needs --out; torchrun's --max-restarts)"},
   };
   return specs;
 }
@@ -996,6 +1005,8 @@ Config with_report_keys_of(Config c, const Config& from) {
   c.train.log_every = from.train.log_every;
   c.train.eval_every = from.train.eval_every;
   c.train.checkpoint_every = from.train.checkpoint_every;
+  c.train.checkpoint_minutes = from.train.checkpoint_minutes;
+  c.train.keep_checkpoints = from.train.keep_checkpoints;
   c.train.tensorboard = from.train.tensorboard;
   c.comm = from.comm;
   return c;

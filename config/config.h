@@ -63,6 +63,8 @@ struct TrainSection {
   int64_t eval_every = 0;           // test-set evaluation every N iterations; 0 = only at the end
   double ema_decay = 0.9999;        // 0 = no EMA; evaluation then uses the raw weights
   int64_t checkpoint_every = 1000;  // 0 = only the final checkpoint
+  double checkpoint_minutes = 0.0;  // also when this much time has passed (rank 0's clock); 0 = off
+  int64_t keep_checkpoints = 2;     // checkpoint.tgckpt + older ones, checkpoint-<step>.tgckpt
   bool tensorboard = true;          // TensorBoard event files beside metrics.jsonl
   bool operator==(const TrainSection&) const = default;
 };
@@ -82,6 +84,7 @@ struct CommSection {
   comm::GroupOptions group;         // backend, timeout, interface
   comm::ReducerOptions reducer;     // bucket_mb, overlap
   tern::AggregateOptions exchange;  // algorithm
+  int64_t max_restarts = 0;         // --nproc: restarts of every rank after one fails
   bool operator==(const CommSection&) const = default;
 };
 
@@ -115,8 +118,8 @@ std::string to_json(const Config& c);
 // `c` with the keys that may differ between a run and the checkpoint it resumes from (and between
 // the ranks of one run) taken from `from`: they change where and how a run reports or talks,
 // never the numbers it computes: device, data.path, data.prefetch, data.eval_batch_size,
-// train.log_every, train.eval_every, train.checkpoint_every, train.tensorboard and every [comm]
-// key.
+// train.log_every, train.eval_every, train.checkpoint_every, train.checkpoint_minutes,
+// train.keep_checkpoints, train.tensorboard and every [comm] key.
 Config with_report_keys_of(Config c, const Config& from);
 
 // The lines of TOML text `a` missing from `b` (labelled a_label) and of `b` missing from `a`

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -377,6 +378,97 @@ Checkpoint read_checkpoint(ByteSource& src, uint64_t size, const std::string& pa
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// CheckpointFiles
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+// The step of a name "checkpoint-<step>.tgckpt" (digits only, no sign, fits int64); else none.
+std::optional<int64_t> numbered_step(const std::string& name) {
+  constexpr std::string_view kPrefix = "checkpoint-", kSuffix = ".tgckpt";
+  if (name.size() <= kPrefix.size() + kSuffix.size() || name.rfind(kPrefix, 0) != 0 ||
+      name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0)
+    return std::nullopt;
+  const std::string digits =
+      name.substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
+  if (digits.size() > 18 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
+  return std::stoll(digits);
+}
+
+// The numbered checkpoints of `dir`, by decreasing step.
+std::vector<std::pair<int64_t, std::string>> numbered_files(const std::string& dir) {
+  std::vector<std::pair<int64_t, std::string>> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (auto step = numbered_step(e.path().filename().string()))
+      out.emplace_back(*step, e.path().string());
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  return out;
+}
+
+}  // namespace
+
+CheckpointFiles::CheckpointFiles(std::string dir, int64_t keep)
+    : dir_(std::move(dir)),
+      latest_((std::filesystem::path(dir_) / kLatest).string()),
+      keep_(std::max<int64_t>(keep, 1)) {}
+
+std::string CheckpointFiles::numbered(int64_t step) const {
+  return (std::filesystem::path(dir_) / ("checkpoint-" + std::to_string(step) + ".tgckpt"))
+      .string();
+}
+
+std::vector<std::string> CheckpointFiles::candidates() const {
+  std::vector<std::string> out;
+  std::error_code ec;
+  if (std::filesystem::exists(latest_, ec)) out.push_back(latest_);
+  for (auto& [step, path] : numbered_files(dir_)) out.push_back(std::move(path));
+  return out;
+}
+
+void CheckpointFiles::save(const Checkpoint& ckpt) {
+  std::error_code ec;
+  if (keep_ > 1 && latest_step_ && *latest_step_ != ckpt.step &&
+      std::filesystem::exists(latest_, ec)) {
+    // Linked under a temporary name, then renamed: an older file of that name (one set aside
+    // from a previous attempt's future) is replaced whole.
+    const std::string keep_as = numbered(*latest_step_);
+    const std::string tmp = keep_as + ".tmp";
+    ::unlink(tmp.c_str());
+    const bool linked = ::link(latest_.c_str(), tmp.c_str()) == 0;
+    TG_CHECK(linked ? ::rename(tmp.c_str(), keep_as.c_str()) == 0
+                    : ::rename(latest_.c_str(), keep_as.c_str()) == 0,
+             "cannot keep ", latest_, " as ", keep_as, ": ", std::strerror(errno));
+  }
+  save_checkpoint(latest_, ckpt);
+  latest_step_ = ckpt.step;
+  int64_t kept = 0;
+  for (const auto& [step, path] : numbered_files(dir_)) {
+    // A numbered file of the step just written is the same state: only the newest name stays.
+    if (step != ckpt.step && kept < keep_ - 1) {
+      ++kept;
+      continue;
+    }
+    TG_CHECK(::unlink(path.c_str()) == 0 || errno == ENOENT, "cannot remove ", path, ": ",
+             std::strerror(errno));
+  }
+}
+
+std::vector<std::string> CheckpointFiles::set_aside(const std::vector<std::string>& files) const {
+  std::vector<std::string> out;
+  for (const std::string& f : files) {
+    const std::string to = f + ".damaged";
+    TG_CHECK(::rename(f.c_str(), to.c_str()) == 0, "cannot rename ", f, " to ", to, ": ",
+             std::strerror(errno));
+    out.push_back(to);
+  }
+  return out;
+}
 
 void write_file_atomic(const std::string& path, const std::string& text) {
   write_pieces_atomic(path, {{text.data(), text.size()}});

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -80,6 +81,38 @@ void add_compressor_state(Checkpoint& ckpt, const tern::Compressor& compressor, 
 // The layout (names, worker count) is checked before anything is loaded; a worker whose entries
 // the method refuses throws after the workers before it were loaded (the run is abandoned then).
 void load_compressor_state(const Checkpoint& ckpt, tern::Compressor* compressor, int workers);
+
+// A run's checkpoints in its output directory. The newest is always checkpoint.tgckpt; with
+// keep > 1, writing a new one first keeps the one it replaces as checkpoint-<its step>.tgckpt (a
+// hard link, else a rename), then removes the numbered ones beyond the newest keep - 1. At every
+// instant the newest checkpoint is a complete file under one of the names, so a run killed
+// anywhere, or one whose newest file was torn by the storage, resumes from the newest intact one.
+class CheckpointFiles {
+ public:
+  static constexpr const char* kLatest = "checkpoint.tgckpt";
+
+  CheckpointFiles(std::string dir, int64_t keep);
+  const std::string& latest() const { return latest_; }
+  // checkpoint-<step>.tgckpt in the directory.
+  std::string numbered(int64_t step) const;
+  // The files a resume may read, newest first: checkpoint.tgckpt, then checkpoint-<step>.tgckpt
+  // by decreasing step (other names are ignored). Empty when the directory holds none.
+  std::vector<std::string> candidates() const;
+  // Writes `ckpt` as the newest (save_checkpoint), keeping and pruning as described above.
+  // Throws as save_checkpoint does; the files already there stay as they were then.
+  void save(const Checkpoint& ckpt);
+  // The step of the intact checkpoint now at latest() (the one a run resumed from), so the next
+  // save keeps it; a latest() not known intact is replaced without being kept.
+  void set_latest_step(int64_t step) { latest_step_ = step; }
+  // Renames each file to "<file>.damaged" (kept for inspection, never read again); returns the
+  // new names. Throws naming the file when a rename fails.
+  std::vector<std::string> set_aside(const std::vector<std::string>& files) const;
+
+ private:
+  std::string dir_, latest_;
+  int64_t keep_;
+  std::optional<int64_t> latest_step_;
+};
 
 // Writes `text` to `path` atomically (temp file + fsync + rename).
 void write_file_atomic(const std::string& path, const std::string& text);

@@ -42,6 +42,11 @@ std::string config_fingerprint(const Config& c) {
   n.data.prefetch = defaults.data.prefetch;
   n.comm.group.timeout = defaults.comm.group.timeout;
   n.comm.group.interface = defaults.comm.group.interface;
+  // Rank 0 alone decides these (time-based checkpoints through the per-step collective) or acts
+  // on them (which checkpoints stay), and the launcher alone restarts.
+  n.train.checkpoint_minutes = defaults.train.checkpoint_minutes;
+  n.train.keep_checkpoints = defaults.train.keep_checkpoints;
+  n.comm.max_restarts = defaults.comm.max_restarts;
   n.device = parse_device(c.device).is_cuda() ? "cuda" : "cpu";
   return config::to_toml(n);
 }

@@ -28,6 +28,7 @@ std::string to_json(const TrainSummary& s) {
   }
   if (s.interrupted) o.add("interrupted", true);
   o.add("iterations", s.iterations).add("start_iteration", s.start_iteration);
+  o.add("restarts", s.restarts);
   o.add("train_loss", s.train_loss);
   o.add("images_per_sec", s.images_per_sec);
   o.add("train_seconds", s.train_seconds).add("wall_seconds", s.wall_seconds);

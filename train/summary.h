@@ -36,6 +36,7 @@ struct TrainSummary {
   std::string eval_weights;        // "ema" or "raw"
   int64_t num_classes = 0;         // top-5 accuracy is reported when > 5
   int64_t iterations = 0, start_iteration = 0;
+  int64_t restarts = 0;   // times the run was restarted after a failure (TrainOptions::restarts)
   double train_loss = 0;  // mean over the last logged window (NaN before the first)
   double images_per_sec = 0, train_seconds = 0, wall_seconds = 0;
   int64_t workers = 0, processes = 1, workers_per_process = 0, threads_per_process = 1;

@@ -39,7 +39,6 @@ using comm::ProcessGroup;
 
 namespace {
 
-constexpr const char* kCheckpointName = "checkpoint.tgckpt";
 constexpr const char* kMetricsName = "metrics.jsonl";
 constexpr const char* kSummaryName = "summary.json";
 constexpr const char* kConfigName = "config.toml";
@@ -351,7 +350,15 @@ struct Trainer::State {
   int workers = 1, local_workers = 1, first_worker = 0;  // N over all processes; this rank's
   uint64_t seed = 0;
   bool distributed = false;
-  std::string ckpt_path, metrics_path;  // "" on ranks other than 0, and without out_dir
+  // The run's checkpoints (rank 0's writes them; absent without out_dir) and metrics file ("" on
+  // ranks other than 0, and without out_dir).
+  std::optional<CheckpointFiles> files;
+  std::string metrics_path;
+  // --resume: the checkpoints to try, newest first (every rank reads them), and those found
+  // unreadable on the way to the one restored (path, why), which rank 0 then sets aside.
+  std::vector<std::string> resume_candidates;
+  std::vector<std::pair<std::string, std::string>> damaged;
+  Clock::time_point last_save = Clock::now();
 
   std::unique_ptr<Net> net;
   std::unique_ptr<data::Dataset> train_ds, test_ds;
@@ -399,7 +406,10 @@ struct Trainer::State {
     if (listener) listener->message(line);
   }
   void open_output();
+  void check_resume_config();
   void build();
+  void resume();
+  void set_aside_damaged();
   void join_group();
   bool step_once();  // true when a stop was requested on any rank
   EvalResult evaluate();
@@ -415,7 +425,7 @@ void Trainer::State::open_output() {
              "continue)");
     return;
   }
-  ckpt_path = (fs::path(opt.out_dir) / kCheckpointName).string();
+  files.emplace(opt.out_dir, cfg.train.keep_checkpoints);
   metrics_path = (fs::path(opt.out_dir) / kMetricsName).string();
   if (lead) {
     std::error_code ec;
@@ -423,14 +433,42 @@ void Trainer::State::open_output() {
     TG_CHECK(!ec && fs::is_directory(opt.out_dir), "cannot create output directory ", opt.out_dir,
              ": ", ec.message());
   }
+  const std::vector<std::string> found = files->candidates();
   if (!opt.resume && lead)
-    TG_CHECK(!fs::exists(ckpt_path) && !fs::exists(metrics_path), "output directory ", opt.out_dir,
-             " already holds a run (", fs::exists(ckpt_path) ? ckpt_path : metrics_path,
+    TG_CHECK(found.empty() && !fs::exists(metrics_path), "output directory ", opt.out_dir,
+             " already holds a run (", found.empty() ? metrics_path : found.front(),
              "); pass --resume to continue it, or choose another --out");
-  if (opt.resume)
-    TG_CHECK(fs::exists(ckpt_path), "--resume: no checkpoint to resume from in ", opt.out_dir,
-             " (expected ", ckpt_path, ")",
-             world > 1 ? "; with several nodes, --out must be on storage every rank can read" : "");
+  // --resume without a checkpoint starts the run (a restart loop's first attempt, or one killed
+  // before its first checkpoint): whatever the directory holds of it is redone.
+  if (opt.resume) {
+    resume_candidates = found;
+    if (found.empty())
+      say("--resume: no checkpoint in " + opt.out_dir + " yet; starting from iteration 0");
+  }
+}
+
+// The embedded config of each checkpoint to try must be this run's (less the keys that may
+// change on resume): compared from the headers, before anything is built. A file whose header
+// cannot be read is damaged, not a mismatch.
+void Trainer::State::check_resume_config() {
+  std::vector<std::string> readable;
+  for (const std::string& path : resume_candidates) {
+    Checkpoint header;
+    try {
+      header = load_checkpoint_header(path);
+    } catch (const Error& e) {
+      damaged.emplace_back(path, e.what());
+      continue;
+    }
+    Config saved = config::parse_config(header.config_toml, path + " (embedded config)");
+    const std::string want = config::to_toml(config::with_report_keys_of(saved, cfg));
+    const std::string have = config::to_toml(cfg);
+    TG_CHECK(want == have, "--resume: the config differs from the one ", path,
+             " was written with; resuming would not reproduce the run. Differences:",
+             config::config_diff(have, want, "now:        ", "checkpoint: "));
+    readable.push_back(path);
+  }
+  resume_candidates = std::move(readable);
 }
 
 // Model, data, optimizer, schedule, compressor, EMA.
@@ -499,6 +537,53 @@ void Trainer::State::restore(const Checkpoint& ckpt) {
   if (lead && !metrics_path.empty()) truncate_metrics(metrics_path, step);
 }
 
+// --resume: restores the newest checkpoint that loads whole (digest verified), falling back past
+// damaged ones; none at all starts from iteration 0. Every rank reads the same files in the same
+// order, so all restore the same one (the rendezvous compares their start iterations).
+void Trainer::State::resume() {
+  if (resume_candidates.empty() && damaged.empty()) {
+    if (lead && !metrics_path.empty()) truncate_metrics(metrics_path, 0);
+    return;
+  }
+  for (const std::string& path : resume_candidates) {
+    // The parameters and the EMA shadow are read straight into the run's own tensors (on the
+    // CPU); everything else is restored from the loaded copy, which is then dropped. A file
+    // that fails its digest may have left part of itself in them: the next one overwrites it.
+    std::optional<Checkpoint> ckpt;
+    try {
+      ckpt = load_checkpoint(path, [&](const std::string& name, DType, const Shape&) -> Tensor {
+        if (name == "params") return params;
+        if (name == "ema" && ema) return ema->shadow();
+        return {};
+      });
+    } catch (const Error& e) {
+      damaged.emplace_back(path, e.what());
+      continue;
+    }
+    // The errors name the file already.
+    for (const auto& [bad, why] : damaged)
+      say("--resume: skipping " + (why.rfind(bad, 0) == 0 ? why : bad + ": " + why));
+    restore(*ckpt);
+    say("--resume: continuing from " + path + " (iteration " + std::to_string(step) + ")");
+    if (files && path == files->latest()) files->set_latest_step(step);
+    return;
+  }
+  std::string why;
+  for (const auto& [bad, what] : damaged) why += "; " + what;
+  TG_THROW("--resume: no intact checkpoint in ", opt.out_dir, why);
+}
+
+// Rank 0 renames the checkpoints a resume skipped to "<name>.damaged", after the rendezvous (so
+// every rank has read what it needed): newer than the run's state, they would otherwise be kept
+// or tried again.
+void Trainer::State::set_aside_damaged() {
+  if (!lead || !files || damaged.empty()) return;
+  std::vector<std::string> paths;
+  for (const auto& [path, why] : damaged) paths.push_back(path);
+  for (const std::string& moved : files->set_aside(paths)) say("--resume: set aside " + moved);
+  damaged.clear();
+}
+
 // A process group for P > 1, and for P = 1 when a rendezvous is named (--rank 0 --world-size 1
 // --rendezvous URL): the one-rank run then goes through the real communicator (NCCL on a
 // one-GPU machine), which one process otherwise never touches. Then the thread count: one that
@@ -553,7 +638,8 @@ EvalResult Trainer::State::evaluate() {
 }
 
 void Trainer::State::save() {
-  if (!group && ckpt_path.empty()) return;
+  last_save = Clock::now();
+  if (!group && !files) return;
   Checkpoint c;
   // Collective parts first, on every rank, whether or not this rank writes.
   if (compressor)
@@ -563,7 +649,7 @@ void Trainer::State::save() {
     const double l = group->sum({static_cast<double>(loss_sum.item<float>())})[0];
     window_loss = Tensor::from_vector(std::vector<float>{static_cast<float>(l)}, {});
   }
-  if (ckpt_path.empty()) return;
+  if (!lead || !files) return;
   c.step = step;
   c.net = cfg.model.name;
   c.config_toml = to_toml(cfg);
@@ -574,7 +660,7 @@ void Trainer::State::save() {
   c.tensors.emplace_back("log/loss_sum", window_loss);
   c.tensors.emplace_back("log/window_steps",
                          Tensor::from_vector(std::vector<int64_t>{window_steps}, {1}));
-  save_checkpoint(ckpt_path, c);
+  files->save(c);
 }
 
 bool Trainer::State::step_once() {
@@ -598,8 +684,16 @@ bool Trainer::State::step_once() {
       last_route = route;
     }
   }
-  // Every rank stops at the same step: a signal on any rank stops them all.
-  const bool stop_now = group ? group->any(g_stop.load()) : g_stop.load();
+  // Every rank stops at the same step: a signal on any rank stops them all. A checkpoint that is
+  // due by time is rank 0's call (one clock for all), carried by the same collective.
+  const bool time_due =
+      lead && tc.checkpoint_minutes > 0 && seconds_since(last_save) >= tc.checkpoint_minutes * 60.0;
+  bool stop_now = g_stop.load(), save_by_time = time_due;
+  if (group) {
+    const std::vector<int32_t> any = group->max({stop_now, time_due});
+    stop_now = any[0] != 0;
+    save_by_time = any[1] != 0;
+  }
   const comm::WireBytes wire1 = group ? group->comm().wire() : comm::WireBytes{};
   for (StepTotals* t : {&window_totals, &run_totals}) {
     t->add_step(wire1.sent - wire0.sent, wire1.received - wire0.received);
@@ -634,7 +728,8 @@ bool Trainer::State::step_once() {
     window_totals = StepTotals{};
   }
   if (tc.eval_every > 0 && done % tc.eval_every == 0 && done != tc.iterations) evaluate();
-  if (tc.checkpoint_every > 0 && done % tc.checkpoint_every == 0 && done != tc.iterations) save();
+  const bool save_by_count = tc.checkpoint_every > 0 && done % tc.checkpoint_every == 0;
+  if ((save_by_count || save_by_time) && done != tc.iterations && !stop_now) save();
   return stop_now;
 }
 
@@ -663,34 +758,16 @@ Trainer::Trainer(const Config& config, const TrainOptions& options)
   if (s.distributed) comm::resolve_backend(s.cfg.comm.group.backend, s.device);  // before any work
 
   s.open_output();
-  if (options.resume) {  // the config is compared before anything is built
-    const Checkpoint header = load_checkpoint_header(s.ckpt_path);
-    Config saved = config::parse_config(header.config_toml, s.ckpt_path + " (embedded config)");
-    const std::string want = config::to_toml(config::with_report_keys_of(saved, s.cfg));
-    const std::string have = config::to_toml(s.cfg);
-    TG_CHECK(want == have, "--resume: the config differs from the one ", s.ckpt_path,
-             " was written with; resuming would not reproduce the run. Differences:",
-             config::config_diff(have, want, "now:        ", "checkpoint: "));
-  }
-  const std::string resume_from = s.ckpt_path;               // every rank reads it
-  if (!s.lead) s.ckpt_path.clear(), s.metrics_path.clear();  // only rank 0 writes
+  if (options.resume) s.check_resume_config();           // before anything is built
+  if (!s.lead) s.files.reset(), s.metrics_path.clear();  // only rank 0 writes
   s.build();
   const bool resumed = options.resume;
-  if (resumed) {
-    // The parameters and the EMA shadow are read straight into the run's own tensors (on the
-    // CPU); everything else is restored from the loaded copy, which is then dropped.
-    const Checkpoint ckpt =
-        load_checkpoint(resume_from, [&](const std::string& name, DType, const Shape&) -> Tensor {
-          if (name == "params") return s.params;
-          if (name == "ema" && s.ema) return s.ema->shadow();
-          return {};
-        });
-    s.restore(ckpt);
-  }
+  if (resumed) s.resume();
   s.join_group();
   s.post_mortem_window = std::chrono::milliseconds(
       static_cast<int64_t>(std::clamp(s.cfg.comm.group.timeout / 4.0, 1.0, 10.0) * 1000.0));
   s.guarded([&] {
+    s.set_aside_damaged();
     if (s.lead && !options.out_dir.empty()) {
       write_file_atomic((fs::path(options.out_dir) / kConfigName).string(), to_toml(s.cfg));
       s.metrics.open(options.out_dir, s.cfg.train.tensorboard, resumed ? s.start_step : -1);
@@ -735,6 +812,7 @@ TrainSummary Trainer::run() {
     sum.num_classes = s.net->info().num_classes;
     sum.iterations = s.step;
     sum.start_iteration = s.start_step;
+    sum.restarts = s.opt.restarts;
     sum.train_loss = s.last_loss;
     sum.images_per_sec = s.images / std::max(s.train_seconds, 1e-9);
     sum.train_seconds = s.train_seconds;

@@ -12,8 +12,10 @@
 // to an uninterrupted one, for any number of processes and threads.
 //
 // Output directory (optional; rank 0 writes it): metrics.jsonl (one JSON object per logged step,
-// per evaluation), checkpoint.tgckpt (every train.checkpoint_every iterations and at the end,
-// atomic), summary.json (at the end, atomic), config.toml (the resolved config), and with
+// per evaluation), checkpoint.tgckpt (every train.checkpoint_every iterations, every
+// train.checkpoint_minutes minutes and at the end, atomic; the train.keep_checkpoints - 1 before
+// it as checkpoint-<iteration>.tgckpt), summary.json (at the end, atomic), config.toml (the
+// resolved config), and with
 // train.tensorboard an events.out.tfevents.* file per start (train/tensorboard.h: every number of
 // metrics.jsonl as the scalar "<type>/<key>" at the record's step).
 #pragma once
@@ -47,13 +49,18 @@ class TrainListener {
 
 struct TrainOptions {
   std::string out_dir;  // "" = write nothing
-  bool resume = false;  // continue from out_dir/checkpoint.tgckpt
+  // Continue from the newest intact checkpoint of out_dir (train/checkpoint.h CheckpointFiles);
+  // with none there yet, start from iteration 0.
+  bool resume = false;
   // This process's place in a multi-process run (comm/launch.h discover_rank); the default is a
   // world of one. In a world of P, this rank hosts workers.count / P of the workers; rank 0 alone
   // writes out_dir; every rank reads out_dir's checkpoint on resume.
   comm::RankEnv rank;
   std::string job_id = "run";  // the rendezvous store's key prefix (comm/process_group.h)
   int threads = 0;             // CPU threads of this process; 0 = the thread policy
+  // How many times this run was restarted after a failure (the launcher's TG_RESTARTS), for
+  // summary.json.
+  int64_t restarts = 0;
   // Sees every local worker's gradient of every step (TrainStep::set_gradient_hook).
   TrainStep::GradientHook gradient_hook;
   TrainListener* listener = nullptr;  // not owned; null = silent

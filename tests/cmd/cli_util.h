@@ -1,13 +1,16 @@
 // Runs the real `terngrad` binary from tests: fork/exec with stdout and stderr captured.
 #pragma once
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -119,6 +122,51 @@ inline std::vector<json::Value> json_lines(const std::string& text) {
 
 inline bool contains(const std::string& text, const std::string& what) {
   return text.find(what) != std::string::npos;
+}
+
+// Whether process `pid` exists and is not a zombie.
+inline bool running(pid_t pid) {
+  const std::string stat = read_text("/proc/" + std::to_string(pid) + "/stat");
+  const size_t close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
+}
+
+// Waits until `path` has a line containing `text` (polling), up to `limit` and while process
+// `pid` runs.
+inline bool wait_for_line(const std::string& path, const std::string& text,
+                          std::chrono::seconds limit, pid_t pid) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline && running(pid)) {
+    if (std::filesystem::exists(path) && read_text(path).find(text) != std::string::npos)
+      return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+// The pid of the child of `launcher` whose environment says TG_RANK=rank, or -1.
+inline pid_t rank_pid(pid_t launcher, int rank) {
+  DIR* d = ::opendir("/proc");
+  if (!d) return -1;
+  pid_t found = -1;
+  while (dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string stat = read_text("/proc/" + name + "/stat");
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    int ppid = -1;
+    char state = 0;
+    if (std::sscanf(stat.c_str() + close + 1, " %c %d", &state, &ppid) != 2 || ppid != launcher)
+      continue;
+    std::string env = read_text("/proc/" + name + "/environ");
+    for (char& c : env)
+      if (c == '\0') c = '\n';
+    if (("\n" + env).find("\nTG_RANK=" + std::to_string(rank) + "\n") != std::string::npos)
+      found = std::stoi(name);
+  }
+  ::closedir(d);
+  return found;
 }
 
 }  // namespace tg::testing

@@ -241,24 +241,6 @@ TEST(TrainDistributed, RingAllreduceIsOptIn) {
 }
 
 // True while `pid` runs (not exited, not a zombie waiting to be reaped).
-bool running(pid_t pid) {
-  const std::string stat = read_text("/proc/" + std::to_string(pid) + "/stat");
-  const size_t close = stat.rfind(')');
-  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
-}
-
-// Waits until `path` has a line containing `text` (polling), up to `limit` and while process
-// `pid` runs.
-bool wait_for_line(const std::string& path, const std::string& text, std::chrono::seconds limit,
-                   pid_t pid) {
-  const auto deadline = Clock::now() + limit;
-  while (Clock::now() < deadline && running(pid)) {
-    if (fs::exists(path) && read_text(path).find(text) != std::string::npos) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
-}
-
 TEST(TrainDistributed, InterruptedRunResumesAcrossProcessesBitIdentically) {
   // onebit keeps a residual per worker: the checkpoint must hold every rank's, gathered by rank
   // 0, for the resumed run to end bit-identical to an uninterrupted one-process run.
@@ -284,31 +266,6 @@ TEST(TrainDistributed, InterruptedRunResumesAcrossProcessesBitIdentically) {
   expect_ok(r, "resume");
   EXPECT_EQ(sha_of(out), want);
   EXPECT_EQ(summary_of(out)["start_iteration"].as_number(), static_cast<double>(ck.step));
-}
-
-// The pid of the child of `launcher` whose environment says TG_RANK=rank, or -1.
-pid_t rank_pid(pid_t launcher, int rank) {
-  DIR* d = ::opendir("/proc");
-  if (!d) return -1;
-  pid_t found = -1;
-  while (dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name;
-    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-    const std::string stat = read_text("/proc/" + name + "/stat");
-    const size_t close = stat.rfind(')');
-    if (close == std::string::npos) continue;
-    int ppid = -1;
-    char state = 0;
-    if (std::sscanf(stat.c_str() + close + 1, " %c %d", &state, &ppid) != 2 || ppid != launcher)
-      continue;
-    std::string env = read_text("/proc/" + name + "/environ");
-    for (char& c : env)
-      if (c == '\0') c = '\n';
-    if (("\n" + env).find("\nTG_RANK=" + std::to_string(rank) + "\n") != std::string::npos)
-      found = std::stoi(name);
-  }
-  ::closedir(d);
-  return found;
 }
 
 TEST(TrainDistributed, KilledWorkerStopsTheOthersNamingIt) {

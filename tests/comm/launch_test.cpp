@@ -723,6 +723,117 @@ TEST(LaunchLocal, InvalidArgumentsAreErrors) {
   expect_error_with([&] { launch_local(1, {"/bin/true"}, opt); }, {"must be non-negative"});
 }
 
+// ---------------------------------------------------------------------------------------------
+// Restarts
+// ---------------------------------------------------------------------------------------------
+
+TEST(LaunchLocal, AFailedRankRestartsEveryRankWithTheRestartArguments) {
+  // Rank 1 fails on the first start; rank 0 would sleep a minute (a rank waiting on a lost peer).
+  // The restart kills rank 0 after the short grace, and every rank starts again with --resume
+  // and TG_RESTARTS=1, in a fresh rendezvous directory.
+  TempDir parent;
+  LaunchOptions opt;
+  opt.rendezvous_parent = parent.str();
+  opt.max_restarts = 2;
+  opt.restart_args = {"--resume"};
+  opt.restart_grace_seconds = 0.5;
+  const LaunchRun run = run_ranks(
+      2,
+      "echo \"start $TG_RESTARTS args=${0##*/} url=$TG_RENDEZVOUS\"\n"
+      "if [ \"$TG_RESTARTS\" = 0 ]; then\n"
+      "  if [ \"$TG_RANK\" = 1 ]; then echo 'terngrad: error: disk on fire' >&2; exit 4; fi\n"
+      "  sleep 60\n"
+      "fi\n",
+      opt);
+  EXPECT_EQ(run.status, 0) << run.err;
+  EXPECT_LT(run.seconds, kGenerousSeconds) << "rank 0 was not stopped at once";
+  for (int r = 0; r < 2; ++r) {
+    const std::vector<std::string> lines = rank_lines(run.out, r);
+    ASSERT_EQ(lines.size(), 2u) << run.out;
+    // sh -c takes the first argument after the script as $0: the added --resume.
+    EXPECT_EQ(lines[0].rfind("start 0 args=sh url=", 0), 0u) << lines[0];
+    EXPECT_EQ(lines[1].rfind("start 1 args=--resume url=", 0), 0u) << lines[1];
+    EXPECT_NE(lines[0].substr(lines[0].find("url=")), lines[1].substr(lines[1].find("url=")))
+        << "each start gets its own rendezvous store";
+  }
+  EXPECT_TRUE(contains(run.err,
+                       "[launch] rank 1 exited with status 4; stopping ranks 0 to "
+                       "restart"))
+      << run.err;
+  EXPECT_TRUE(contains(run.err,
+                       "[launch] restart 1 of 2 after rank 1 exited with status 4: terngrad: "
+                       "error: disk on fire; starting ranks 0-1 again with --resume\n"))
+      << run.err;
+  EXPECT_FALSE(contains(run.err, "SIGTERM")) << "a restart kills, it does not ask" << run.err;
+  EXPECT_TRUE(dir_is_empty(parent.str())) << "every start's rendezvous directory is removed";
+}
+
+TEST(LaunchLocal, RestartsStopAtTheLimitWithTheLastFailure) {
+  LaunchOptions opt;
+  opt.max_restarts = 2;
+  opt.restart_args = {"--resume"};
+  opt.restart_grace_seconds = 0.2;
+  opt.grace_seconds = 0.5;
+  opt.term_seconds = 0.5;
+  const LaunchRun run = run_ranks(
+      2,
+      "echo \"start $TG_RESTARTS ${0##*/}\"; if [ \"$TG_RANK\" = 0 ]; then exit 5; fi; sleep 60\n",
+      opt);
+  EXPECT_EQ(run.status, 5);
+  EXPECT_LT(run.seconds, kGenerousSeconds);
+  const std::vector<std::string> lines = rank_lines(run.out, 0);
+  ASSERT_EQ(lines.size(), 3u) << run.out;
+  EXPECT_EQ(lines[0], "start 0 sh");
+  EXPECT_EQ(lines[1], "start 1 --resume");
+  EXPECT_EQ(lines[2], "start 2 --resume") << "the restart argument is added once";
+  EXPECT_TRUE(contains(run.err, "restart 2 of 2 after rank 0 exited with status 5;")) << run.err;
+  EXPECT_FALSE(contains(run.err, "restart 3")) << run.err;
+  // The last start stops its ranks as a launch without restarts does.
+  EXPECT_TRUE(contains(run.err,
+                       "rank 0 failed first (exited with status 5); exiting with status "
+                       "5"))
+      << run.err;
+}
+
+TEST(LaunchLocal, ASignalDeathIsACauseToRestart) {
+  LaunchOptions opt;
+  opt.max_restarts = 1;
+  opt.restart_grace_seconds = 0.2;
+  const LaunchRun run = run_ranks(
+      2, "if [ \"$TG_RESTARTS$TG_RANK\" = 01 ]; then kill -9 $$; fi; echo done $TG_RESTARTS\n",
+      opt);
+  EXPECT_EQ(run.status, 0) << run.err;
+  EXPECT_TRUE(contains(run.err, "restart 1 of 1 after rank 1 was killed by signal 9 (SIGKILL);"))
+      << run.err;
+  EXPECT_TRUE(contains(run.out, "[rank 1] done 1\n")) << run.out;
+}
+
+TEST(LaunchLocal, AnInterruptIsNeverRestarted) {
+  LaunchOptions opt;
+  opt.max_restarts = 3;
+  opt.grace_seconds = 5.0;
+  const LaunchRun run = run_ranks(
+      2, "trap 'exit 130' INT; echo \"start $TG_RESTARTS\"; while :; do sleep 0.1; done\n", opt,
+      [](const std::string& out_path) {
+        wait_for_text(out_path, "start 0", 2);
+        ::kill(::getpid(), SIGINT);
+      });
+  EXPECT_EQ(run.status, 130) << run.err;
+  EXPECT_FALSE(contains(run.out, "start 1")) << run.out;
+  EXPECT_FALSE(contains(run.err, "restart")) << run.err;
+}
+
+TEST(WorkerArgv, DropsTheLauncherFlagsItIsGiven) {
+  const std::vector<std::string> out =
+      worker_argv({"terngrad", "train", "--nproc", "2", "--max-restarts", "3", "--out", "o",
+                   "--max-restarts=1"},
+                  {"--nproc", "--max-restarts"});
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(out[1], "train");
+  EXPECT_EQ(out[2], "--out");
+  EXPECT_EQ(out[3], "o");
+}
+
 TEST(WorkerArgv, DropsNprocAndReexecutesThisBinary) {
   const std::vector<std::string> in = {"terngrad", "train",     "--nproc", "4", "--config",
                                        "x.toml",   "--nproc=2", "--steps", "3"};

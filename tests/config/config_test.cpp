@@ -491,6 +491,8 @@ Config unusual_config() {
   c.train.eval_every = 17;
   c.train.ema_decay = 0.0;
   c.train.checkpoint_every = 0;
+  c.train.checkpoint_minutes = 1.0 / 3.0;
+  c.train.keep_checkpoints = 1000;
   c.workers.count = 8;
   c.compression.method = tern::Method::qsgd;
   c.compression.clip = 1.0 / 7.0;
@@ -511,6 +513,7 @@ Config unusual_config() {
   c.comm.reducer.bucket_mb = 1.0 / 3.0;
   c.comm.reducer.overlap = false;
   c.comm.exchange.algorithm = tern::Algorithm::ring;
+  c.comm.max_restarts = 7;
   return c;
 }
 

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <vector>
 
 #include "nn/core/hash.h"
@@ -295,6 +296,87 @@ TEST(CheckpointStream, DamageInTheHeaderIsReportedAsTheChecksumMismatch) {
     write_text(path, bad);
     expect_error_with([&] { train::load_checkpoint(path); }, {path, "SHA-256 mismatch"});
   }
+}
+
+// ---- CheckpointFiles: the newest K of a run's checkpoints --------------------------------------
+
+Checkpoint at_step(int64_t step) {
+  Checkpoint c;
+  c.step = step;
+  c.net = "lenet";
+  c.tensors = {{"params", Tensor::full({8}, static_cast<float>(step))}};
+  return c;
+}
+
+std::vector<std::string> names(const std::vector<std::string>& paths) {
+  std::vector<std::string> out;
+  for (const auto& p : paths) out.push_back(std::filesystem::path(p).filename().string());
+  return out;
+}
+
+TEST(CheckpointFiles, KeepsTheNewestKAndListsThemNewestFirst) {
+  TempDir dir;
+  train::CheckpointFiles files(dir.str(), 3);
+  EXPECT_TRUE(files.candidates().empty());
+  for (int64_t step : {10, 20, 30, 40}) files.save(at_step(step));
+  // Names that only look like checkpoints are left alone and never tried.
+  for (const char* other :
+       {"checkpoint-x.tgckpt", "checkpoint--5.tgckpt", "checkpoint-7.tgckpt.tmp",
+        "checkpoint-9.tgckpt.damaged", "my-checkpoint-99.tgckpt"})
+    write_text(dir / other, "not a checkpoint");
+  EXPECT_EQ(names(files.candidates()),
+            (std::vector<std::string>{"checkpoint.tgckpt", "checkpoint-30.tgckpt",
+                                      "checkpoint-20.tgckpt"}));
+  EXPECT_EQ(train::load_checkpoint(files.latest()).step, 40);
+  EXPECT_EQ(
+      train::load_checkpoint(dir / "checkpoint-30.tgckpt").get("params").to_vector<float>()[0],
+      30.0f);
+  EXPECT_EQ(train::load_checkpoint(dir / "checkpoint-20.tgckpt").step, 20);
+  EXPECT_TRUE(std::filesystem::exists(dir / "checkpoint-x.tgckpt"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "checkpoint-9.tgckpt.damaged"));
+}
+
+TEST(CheckpointFiles, OneKeptIsTheLatestAlone) {
+  TempDir dir;
+  train::CheckpointFiles files(dir.str(), 1);
+  for (int64_t step : {5, 10, 15}) files.save(at_step(step));
+  EXPECT_EQ(names(files.candidates()), (std::vector<std::string>{"checkpoint.tgckpt"}));
+  EXPECT_EQ(train::load_checkpoint(files.latest()).step, 15);
+}
+
+TEST(CheckpointFiles, ALatestNotKnownIntactIsReplacedNotKept) {
+  TempDir dir;
+  write_text(dir / "checkpoint.tgckpt", "torn");
+  train::CheckpointFiles files(dir.str(), 3);
+  files.save(at_step(7));  // the run never said the torn file was intact
+  EXPECT_EQ(names(files.candidates()), (std::vector<std::string>{"checkpoint.tgckpt"}));
+  // A run resumed from the latest file says so; its next save keeps it.
+  train::CheckpointFiles again(dir.str(), 3);
+  again.set_latest_step(7);
+  again.save(at_step(9));
+  EXPECT_EQ(names(again.candidates()),
+            (std::vector<std::string>{"checkpoint.tgckpt", "checkpoint-7.tgckpt"}));
+  // Saving the same step again (an interrupt right after a periodic checkpoint) keeps no copy.
+  again.save(at_step(9));
+  EXPECT_EQ(names(again.candidates()),
+            (std::vector<std::string>{"checkpoint.tgckpt", "checkpoint-7.tgckpt"}));
+}
+
+TEST(CheckpointFiles, SetAsideRenamesAndAFailedSaveKeepsWhatWasThere) {
+  TempDir dir;
+  train::CheckpointFiles files(dir.str(), 2);
+  files.save(at_step(1));
+  files.save(at_step(2));
+  const std::vector<std::string> moved = files.set_aside({files.latest()});
+  EXPECT_EQ(names(moved), (std::vector<std::string>{"checkpoint.tgckpt.damaged"}));
+  EXPECT_EQ(names(files.candidates()), (std::vector<std::string>{"checkpoint-1.tgckpt"}));
+  expect_error_with([&] { files.set_aside({dir / "absent.tgckpt"}); },
+                    {"cannot rename", "absent.tgckpt"});
+  // A tensor that cannot be written fails the save; the older checkpoint stays.
+  Checkpoint bad = at_step(3);
+  bad.tensors.emplace_back("undefined", Tensor());
+  expect_error_with([&] { files.save(bad); }, {"undefined"});
+  EXPECT_EQ(train::load_checkpoint(dir / "checkpoint-1.tgckpt").step, 1);
 }
 
 }  // namespace
