@@ -30,7 +30,10 @@
 #include <gloo/gather.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
+#include <gloo/transport/context.h>
+#include <gloo/transport/pair.h>
 #include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
 
 #include "comm/store.h"
 #include "nn/core/error.h"
@@ -230,6 +233,133 @@ std::string wildcard_address(const std::string& host) {
   return found;
 }
 
+// ---- fail-fast transport: every connection closed before a failed collective unwinds ---------
+//
+// When a peer dies mid-collective, the transfer that notices throws while the collective's other
+// transfers are still posted on the healthy peers' connections, and Gloo's TCP device thread may
+// still complete one of them: read a segment into its buffer (the caller's memory, or scratch such
+// as the ring allreduce's tmp, which gloo::allreduce allocates and frees itself) and signal the
+// unbound buffer's condition variable. Meanwhile the throwing thread unwinds and frees those
+// buffers. Gloo's only guard is ~UnboundBuffer spinning until the device thread drops its
+// weak_ptr-derived reference (gloo/common/memory.h): a relaxed load that orders nothing, so in
+// the memory model (and for ThreadSanitizer, which reported it in those tests: RELIABILITY.md)
+// the destruction races with the device thread's last signal and writes.
+//
+// Keeping a failed collective's buffers alive until the communicator dies (a graveyard) cannot
+// fix that: the ring's tmp is destroyed inside gloo::allreduce before any of our code runs; a
+// kept unbound buffer over the caller's memory would let the device thread write into memory the
+// caller has reused; and each TCP unbound buffer owns the transport context, which owns the
+// device thread, so that thread cannot be stopped before the buffers are freed. Instead every
+// unbound buffer (ours, and those Gloo's algorithms create through the context) is a
+// FailFastBuffer: the first of its operations that throws closes all of this rank's connections
+// before the exception leaves it, so before any frame above it unwinds. Pair::close takes the
+// pair's mutex, under which the device thread does all its work on that pair (every read into a
+// buffer, every completion signal), and unregisters the socket from the device loop: once all
+// pairs are closed, the device thread never touches those buffers again, and everything it did
+// to them happens-before the unwinding that frees them. Gloo does the same on a timed-out wait
+// (tcp::Context::signalException closes every pair); this extends it to every transport error.
+// The communicator is broken after such a failure anyway (guarded), and the peers see their
+// connections to this rank close at once rather than at their own timeout. Success path: one
+// small allocation per unbound buffer and one more indirect call per operation; nothing copied.
+class FailFastTransport;
+
+class FailFastBuffer final : public gloo::transport::UnboundBuffer {
+ public:
+  FailFastBuffer(std::unique_ptr<gloo::transport::UnboundBuffer> inner,
+                 std::shared_ptr<FailFastTransport> transport)
+      : gloo::transport::UnboundBuffer(inner->ptr, inner->size),
+        inner_(std::move(inner)),
+        transport_(std::move(transport)) {}
+
+  using gloo::transport::UnboundBuffer::waitRecv;
+  using gloo::transport::UnboundBuffer::waitSend;
+
+  bool waitRecv(int* rank, std::chrono::milliseconds timeout) override {
+    return guard([&] { return inner_->waitRecv(rank, timeout); });
+  }
+  bool waitSend(int* rank, std::chrono::milliseconds timeout) override {
+    return guard([&] { return inner_->waitSend(rank, timeout); });
+  }
+  void abortWaitRecv() override { inner_->abortWaitRecv(); }
+  void abortWaitSend() override { inner_->abortWaitSend(); }
+  void send(int dst, uint64_t slot, size_t offset, size_t nbytes) override {
+    guard([&] { inner_->send(dst, slot, offset, nbytes); });
+  }
+  void recv(int src, uint64_t slot, size_t offset, size_t nbytes) override {
+    guard([&] { inner_->recv(src, slot, offset, nbytes); });
+  }
+  void recv(std::vector<int> srcs, uint64_t slot, size_t offset, size_t nbytes) override {
+    guard([&] { inner_->recv(std::move(srcs), slot, offset, nbytes); });
+  }
+
+ private:
+  template <typename F>
+  auto guard(F&& op) -> decltype(op());
+
+  std::unique_ptr<gloo::transport::UnboundBuffer> inner_;
+  std::shared_ptr<FailFastTransport> transport_;
+};
+
+// The transport context every collective sees: Gloo's own (TCP) context, its unbound buffers
+// wrapped in FailFastBuffer.
+class FailFastTransport final : public gloo::transport::Context,
+                                public std::enable_shared_from_this<FailFastTransport> {
+ public:
+  explicit FailFastTransport(std::shared_ptr<gloo::transport::Context> inner)
+      : gloo::transport::Context(inner->rank, inner->size), inner_(std::move(inner)) {
+    setTimeout(inner_->getTimeout());
+  }
+
+  std::unique_ptr<gloo::transport::Pair>& getPair(int peer) override {
+    return inner_->getPair(peer);
+  }
+  std::unique_ptr<gloo::transport::Pair>& createPair(int peer) override {
+    return inner_->createPair(peer);
+  }
+  std::unique_ptr<gloo::transport::UnboundBuffer> createUnboundBuffer(void* ptr,
+                                                                      size_t size) override {
+    return std::make_unique<FailFastBuffer>(inner_->createUnboundBuffer(ptr, size),
+                                            shared_from_this());
+  }
+
+  // Closes every connection (see above). Pair::close is idempotent and takes the pair's lock; it
+  // returns once the device loop no longer watches the socket.
+  void close_all() noexcept {
+    for (int r = 0; r < size; ++r) {
+      if (r == rank) continue;
+      try {
+        if (auto& pair = inner_->getPair(r)) pair->close();
+      } catch (...) {  // keep the collective's own error; close what can be closed
+      }
+    }
+  }
+
+ private:
+  const std::shared_ptr<gloo::transport::Context> inner_;
+};
+
+template <typename F>
+auto FailFastBuffer::guard(F&& op) -> decltype(op()) {
+  try {
+    return op();
+  } catch (...) {
+    transport_->close_all();
+    throw;
+  }
+}
+
+// Gloo's rendezvous context, its transport context swapped for the fail-fast one once the full
+// mesh is connected (gloo::Context creates every unbound buffer through it).
+class FailFastContext final : public gloo::rendezvous::Context {
+ public:
+  using gloo::rendezvous::Context::Context;
+
+  void connect(gloo::rendezvous::Store& store, std::shared_ptr<gloo::transport::Device>& device) {
+    connectFullMesh(store, device);
+    transportContext_ = std::make_shared<FailFastTransport>(std::move(transportContext_));
+  }
+};
+
 class GlooCommunicator final : public Communicator {
  public:
   GlooCommunicator(const CommOptions& options, Store& store, const std::string& prefix)
@@ -282,10 +412,10 @@ class GlooCommunicator final : public Communicator {
           " (set the comm interface or hostname to an address the other ranks can reach)");
     }
     try {
-      auto context = std::make_shared<gloo::rendezvous::Context>(rank_, size_);
+      auto context = std::make_shared<FailFastContext>(rank_, size_);
       context->setTimeout(timeout_);
       RendezvousStore rendezvous(store, prefix + "/gloo/addr/", timeout_);
-      context->connectFullMesh(rendezvous, device);
+      context->connect(rendezvous, device);
       context_ = std::move(context);
     } catch (const std::exception& e) {
       TG_THROW("gloo rendezvous failed", where, ": ", e.what());

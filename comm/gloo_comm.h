@@ -39,6 +39,12 @@
 // layout, is named in the error. Every listening socket is
 // bound to the one address of CommOptions::interface, else of CommOptions::hostname, else of this
 // host's name; a name that resolves to the wildcard address is refused.
+// Failure: a collective whose transfer fails in Gloo's transport (a peer died, closed its
+// connection, or did not take part within the timeout) closes all of this rank's connections
+// before it throws, so Gloo's transport thread touches none of that collective's buffers (the
+// caller's memory included) once the error reaches the caller (gloo_comm.cpp says why); the
+// communicator then refuses every later call, and the peers' pending transfers with this rank
+// fail at once instead of at their own timeout.
 // Security model: the transport is unauthenticated and unencrypted, for trusted networks only
 // (as torch.distributed's Gloo backend): anyone who can reach a rank's ports, or write to the
 // rendezvous store, can join, stall or corrupt a run; the checks above catch mistakes and
