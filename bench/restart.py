@@ -14,6 +14,8 @@ they arrive):
   caught_up_s    until the iteration killed at is done again
   step_s         one iteration's time before the kill (median), so first_step_s - step_s is what
                  the restart itself took
+and, for reference, start_s: from starting the launcher to the first iteration done (what a
+fresh start costs; the restart adds reading the checkpoint).
 Target (LeNet): first_step_s <= 10 s (redone iterations are on top: caught_up_s).
 
   lenet    LeNet on MNIST (../shared/data/mnist), TernGrad, 2 workers, batch 64, a checkpoint
@@ -107,6 +109,7 @@ def measure(binary, name, spec, workdir):
            "--set", "workers.count=2", "--set", "compression.method=terngrad",
            "--set", f"train.iterations={spec['iterations']}", "--set", "train.log_every=1",
            *spec["args"], "--out", out]
+    t_start = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     lines = []  # (seconds, line)
     t_kill = None
@@ -159,6 +162,7 @@ def measure(binary, name, spec, workdir):
         "resumed_at_iteration": resumed,
         "redone": killed_at_step - resumed,
         "step_s": round(statistics.median(gaps), 3) if gaps else None,
+        "start_s": round(steps_before[0][0] - t_start, 3),
         "detect_s": round(t_detect - t_kill, 3),
         "stop_s": round(t_stop - t_kill, 3),
         "resume_s": round(t_resume - t_kill, 3),
@@ -198,11 +202,12 @@ def main():
             print(json.dumps(r), flush=True)
             rows.append(r)
     print(f"\nrestart after SIGKILL of rank 1 of 2, {rows[0]['machine']}", file=sys.stderr)
-    print("| model | checkpoint MB | step s | detect s | stop s | resume s | first step s | redone "
-          "| caught up s |", file=sys.stderr)
-    print("|---|---|---|---|---|---|---|---|---|", file=sys.stderr)
+    print("| model | checkpoint MB | step s | start s | detect s | stop s | resume s | first step s "
+          "| redone | caught up s |", file=sys.stderr)
+    print("|---|---|---|---|---|---|---|---|---|---|", file=sys.stderr)
     for r in rows:
-        print(f"| {r['model']} | {r['checkpoint_mb']} | {r['step_s']} | {r['detect_s']} | "
+        print(f"| {r['model']} | {r['checkpoint_mb']} | {r['step_s']} | {r['start_s']} | "
+              f"{r['detect_s']} | "
               f"{r['stop_s']} | {r['resume_s']} | {r['first_step_s']} | {r['redone']} | "
               f"{r['caught_up_s']} |", file=sys.stderr)
     return 0

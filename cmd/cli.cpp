@@ -133,7 +133,8 @@ int run(int argc, char** argv) {
       "Exit status: 0 success; 1 error (bad input: config, --set value, flag, data file, "
       "checkpoint, cluster file; out of memory; a failed run); 2 convergence-check: a claim does "
       "not hold; 130 interrupted (SIGINT/SIGTERM; checkpoint saved); --nproc: the status of the "
-      "rank that failed first (128 + N if killed by signal N).");
+      "rank that failed first (128 + N if killed by signal N), in the last start when "
+      "--max-restarts restarted it.");
   Args args;
   const std::vector<Action> actions =
       add_commands(app, args, std::vector<std::string>(argv, argv + argc));

@@ -288,6 +288,10 @@ TEST(Faults, DiskFullDuringACheckpointKeepsThePreviousOne) {
   const CliResult clean = run_cli(quick_train_args(dir / "clean", 10));
   ASSERT_EQ(clean.exit_code, 0) << clean.err;
   const auto size = fs::file_size(dir / "clean/checkpoint.tgckpt");
+  const CliResult whole = run_cli(quick_train_args(dir / "whole", 40));
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  const std::string want =
+      json::parse(read_text(dir / "whole/summary.json"))["params_sha256"].as_string();
   for (const std::string kind : {"enospc", "eio"}) {
     SCOPED_TRACE(kind);
     const std::string out = dir / kind;
@@ -308,6 +312,15 @@ TEST(Faults, DiskFullDuringACheckpointKeepsThePreviousOne) {
     EXPECT_EQ(ck.step, 10);
     EXPECT_FALSE(fs::exists(out + "/checkpoint.tgckpt.tmp"));
     EXPECT_FALSE(fs::exists(out + "/summary.json"));
+    // Once there is room again, --resume continues from that checkpoint and ends where the run
+    // never interrupted ends.
+    std::vector<std::string> resume = quick_train_args(out, 40);
+    resume.push_back("--resume");
+    const CliResult r = run_cli(resume);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const json::Value s = json::parse(read_text(out + "/summary.json"));
+    EXPECT_EQ(s["start_iteration"].as_number(), 10);
+    EXPECT_EQ(s["params_sha256"].as_string(), want);
   }
 }
 
