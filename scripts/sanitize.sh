@@ -40,19 +40,21 @@ supp=$here/tests/sanitize
 
 # The tests each mode runs (ctest -R), and the test executables that hold them (built alone:
 # a sanitized build of the whole tree is not needed for them).
-ASAN_TESTS='Checkpoint|Config|Json|Launch|Idx|Cifar|ImageFolder|Registry|Sampler|Store|Gloo|LocalComm|Aggregate|Reducer|CompressionHook|Ternary|Compressor|Baseline|ErrorFeedback|Grid|Rescale|fuzz_|TrainDistributed|TrainCli|Cli|HostilePeer|Faults'
+ASAN_TESTS='Checkpoint|Config|Json|Launch|Idx|Cifar|ImageFolder|Registry|Sampler|Store|Gloo|LocalComm|Aggregate|Reducer|CompressionHook|Ternary|Compressor|Baseline|ErrorFeedback|Grid|Rescale|fuzz_|TrainDistributed|TrainCli|Cli|HostilePeer|Faults|TrainRestart'
 # ... less the end-to-end training runs and the ternarizer's statistical tests, which check
 # numerics rather than input handling (minutes under ASan; the plain ctest run has them; --tests
 # all runs them too): the error paths of the CLI,
-# the launcher, lost, hostile and stopped peers and the disk faults stay in.
-ASAN_EXCLUDE='TernaryStats|InterruptedRunResumes|ResumeAfterKill9|FourWorkersAgree|SigtermSaves|BucketsOverlapAndFp16|Fp32ReduceScatterMatches|SlurmEnvironment|RanksMeetThroughRedis|TwoProcessesMatch|OneRankWithARendezvous|EmulatedTernGradWorkers|RingAllreduceIsOptIn|WritesSummaryMetrics|EvalReproduces'
+# the launcher (its restarts too), lost, hostile and stopped peers, the disk faults and the
+# checkpoint fallbacks stay in.
+ASAN_EXCLUDE='TernaryStats|InterruptedRunResumes|ResumeAfterKill9|FourWorkersAgree|SigtermSaves|BucketsOverlapAndFp16|Fp32ReduceScatterMatches|SlurmEnvironment|RanksMeetThroughRedis|TwoProcessesMatch|OneRankWithARendezvous|EmulatedTernGradWorkers|RingAllreduceIsOptIn|WritesSummaryMetrics|EvalReproduces|RestartsAndEndsBitIdentical|CheckpointsByTheClock'
 ASAN_TARGETS=(terngrad train_checkpoint_test config_config_test nn_core_json_test comm_launch_test
   datasets_idx_test datasets_cifar10_test datasets_image_folder_test datasets_registry_test
   datasets_sampler_test comm_store_test comm_gloo_comm_test comm_local_comm_test
   comm_reducer_test terngrad_aggregate_test terngrad_comm_hook_test
   terngrad_ternary_collectives_test terngrad_ternary_test
   terngrad_compressor_test terngrad_compressor_state_test terngrad_baseline_test
-  terngrad_error_feedback_test terngrad_grid_test terngrad_rescale_test cmd_train_distributed_test cmd_train_test cmd_faults_test)
+  terngrad_error_feedback_test terngrad_grid_test terngrad_rescale_test cmd_train_distributed_test cmd_train_test cmd_faults_test
+  cmd_restart_test)
 TSAN_TESTS='Reducer|CompressionHook|LocalComm|Gloo|Aggregate|TernaryBucket|TernaryCollectives|TernaryAggregate'
 TSAN_TARGETS=(comm_reducer_test comm_local_comm_test comm_gloo_comm_test terngrad_aggregate_test
   terngrad_comm_hook_test terngrad_ternary_collectives_test)
