@@ -253,7 +253,11 @@ const std::vector<KeySpec>& key_specs() {
       {"data", "eval_limit", field<&C::data, &D::eval_limit>(at_least(0)),
        "Evaluate on the first N test examples only; 0 = all"},
       {"data", "prefetch", field<&C::data, &D::prefetch>(limit(0, 1024)),
-       "Batches loaded ahead by a background thread; 0 = none"},
+       "Steps of batches loaded ahead while a step computes (memory: that many batches more); 0 "
+       "= each step's when it starts"},
+      {"data", "loader_threads", field<&C::data, &D::loader_threads>(limit(0, 1024)),
+       "Threads that decode and augment the batches; 0 = the CPUs this process may use, divided "
+       "among the ranks sharing them; the batches do not depend on it"},
 
       {"train", "iterations", field<&C::train, &T::iterations>(at_least(1)),
        "Training iterations, i.e. global steps"},
@@ -1001,6 +1005,7 @@ Config with_report_keys_of(Config c, const Config& from) {
   c.device = from.device;
   c.data.dataset.path = from.data.dataset.path;
   c.data.prefetch = from.data.prefetch;
+  c.data.loader_threads = from.data.loader_threads;
   c.data.eval_batch_size = from.data.eval_batch_size;
   c.train.log_every = from.train.log_every;
   c.train.eval_every = from.train.eval_every;

@@ -45,8 +45,9 @@ struct ModelSection {
 struct DataSection {
   data::DataOptions dataset;  // name, path, augment, preprocess, image_size, label_offset, ...
   int64_t eval_batch_size = 500;
-  int64_t eval_limit = 0;  // evaluate on the first N test examples only; 0 = all
-  int64_t prefetch = 2;    // batches loaded ahead by a background thread; 0 = none
+  int64_t eval_limit = 0;      // evaluate on the first N test examples only; 0 = all
+  int64_t prefetch = 2;        // steps of batches loaded ahead (datasets/pipeline.h); 0 = none
+  int64_t loader_threads = 0;  // threads that load them; 0 = the CPUs this rank may use
   bool operator==(const DataSection&) const = default;
 };
 
@@ -117,7 +118,8 @@ std::string to_json(const Config& c);
 
 // `c` with the keys that may differ between a run and the checkpoint it resumes from (and between
 // the ranks of one run) taken from `from`: they change where and how a run reports or talks,
-// never the numbers it computes: device, data.path, data.prefetch, data.eval_batch_size,
+// never the numbers it computes: device, data.path, data.prefetch, data.loader_threads,
+// data.eval_batch_size,
 // train.log_every, train.eval_every, train.checkpoint_every, train.checkpoint_minutes,
 // train.keep_checkpoints, train.tensorboard and every [comm] key.
 Config with_report_keys_of(Config c, const Config& from);

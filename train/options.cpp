@@ -40,6 +40,7 @@ std::string config_fingerprint(const Config& c) {
   const Config defaults;
   n.data.dataset.path = defaults.data.dataset.path;
   n.data.prefetch = defaults.data.prefetch;
+  n.data.loader_threads = defaults.data.loader_threads;
   n.comm.group.timeout = defaults.comm.group.timeout;
   n.comm.group.interface = defaults.comm.group.interface;
   // Rank 0 alone decides these (time-based checkpoints through the per-step collective) or acts

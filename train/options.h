@@ -34,11 +34,11 @@ LrScheduleOptions lr_schedule_options(const Config& c, int64_t train_size);
 
 // The config as every rank of a run must see it, TOML text: the keys that neither change the
 // numbers nor decide when collectives run may differ between ranks and are left out (data.path,
-// e.g. per node; data.prefetch; comm.timeout; comm.interface; train.checkpoint_minutes and
-// train.keep_checkpoints, which rank 0 alone acts on; comm.max_restarts, the launcher's), and the
-// device is reduced to its kind ("cuda:1" and "cuda:0" are the same run). Everything else must
-// match: the logging, evaluation and checkpoint intervals too, since each of them is a
-// collective step.
+// e.g. per node; data.prefetch; data.loader_threads; comm.timeout; comm.interface;
+// train.checkpoint_minutes and train.keep_checkpoints, which rank 0 alone acts on;
+// comm.max_restarts, the launcher's), and the device is reduced to its kind ("cuda:1" and "cuda:0"
+// are the same run). Everything else must match: the logging, evaluation and checkpoint intervals
+// too, since each of them is a collective step.
 std::string config_fingerprint(const Config& c);
 
 // One compressor slot per parameter tensor of the net, in arena order.

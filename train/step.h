@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "comm/reducer.h"
+#include "datasets/pipeline.h"
 #include "nn/autograd/tape.h"
 #include "nn/core/tensor.h"
 #include "nn/nets/net.h"
@@ -44,9 +45,7 @@
 namespace tg::train {
 
 // One worker's slice of a global batch, on the host: images [B, C, H, W] f32, labels [B] i32.
-struct HostBatch {
-  Tensor x, y;
-};
+using data::HostBatch;  // datasets/pipeline.h
 
 // Wall-clock seconds of one step (device synchronized between phases). The phases on the step's
 // own thread: transfer, forward, backward, reduce_wait (after backward, waiting for the gradient

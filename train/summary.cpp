@@ -36,6 +36,7 @@ std::string to_json(const TrainSummary& s) {
   o.add("processes", s.processes);
   o.add("workers_per_process", s.workers_per_process);
   o.add("threads_per_process", s.threads_per_process).add("threads_from", s.threads_from);
+  o.add("loader_threads", s.loader_threads).add("loader_threads_from", s.loader_threads_from);
   if (s.distributed) {
     o.add("comm_backend", s.comm_backend).add("comm_algorithm", s.comm_algorithm);
     o.add("rendezvous", s.rendezvous);

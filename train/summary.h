@@ -41,6 +41,8 @@ struct TrainSummary {
   double images_per_sec = 0, train_seconds = 0, wall_seconds = 0;
   int64_t workers = 0, processes = 1, workers_per_process = 0, threads_per_process = 1;
   std::string compression, threads_from;
+  int64_t loader_threads = 1;  // the input pipeline's (datasets/pipeline.h)
+  std::string loader_threads_from;
   bool distributed = false;  // the fields below are set
   std::string comm_backend, comm_algorithm, rendezvous;
   int64_t buckets = 0;   // the reducer's gradient buckets

@@ -12,7 +12,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <future>
 #include <optional>
 #include <type_traits>
 
@@ -67,67 +66,6 @@ class StopSignals {
  private:
   struct sigaction old_int_ {
   }, old_term_{};
-};
-
-HostBatch load_batch(const data::Dataset& ds, const data::BatchSampler& sampler, int64_t step,
-                     int worker, int workers, bool augment, uint64_t seed) {
-  const auto idx = sampler.indices(step, worker, workers);
-  const auto& in = ds.info();
-  HostBatch b;
-  const int64_t n = static_cast<int64_t>(idx.size());
-  b.x = Tensor::empty({n, in.channels, in.height, in.width});
-  b.y = Tensor::empty({n}, DType::i32);
-  ds.load(idx, augment, seed, sampler.first_position(step, worker, workers), b.x.data<float>(),
-          b.y.data<int32_t>());
-  return b;
-}
-
-// Loads the next step's batches on a background thread while the current step computes.
-class Prefetcher {
- public:
-  // Loads the batches of workers first .. first + count - 1 of `workers` in all.
-  Prefetcher(const data::Dataset& ds, const data::BatchSampler& sampler, int first, int count,
-             int workers, bool augment, uint64_t seed, bool enabled)
-      : ds_(ds),
-        sampler_(sampler),
-        first_(first),
-        count_(count),
-        workers_(workers),
-        augment_(augment),
-        seed_(seed),
-        enabled_(enabled) {}
-  ~Prefetcher() {
-    if (pending_.valid()) pending_.wait();
-  }
-
-  std::vector<HostBatch> get(int64_t step, int64_t last_step) {
-    std::vector<HostBatch> out;
-    if (pending_.valid() && pending_step_ == step)
-      out = pending_.get();
-    else
-      out = load(step);
-    if (enabled_ && step + 1 < last_step) {
-      pending_step_ = step + 1;
-      pending_ = std::async(std::launch::async, [this, s = step + 1] { return load(s); });
-    }
-    return out;
-  }
-
- private:
-  std::vector<HostBatch> load(int64_t step) const {
-    std::vector<HostBatch> v;
-    for (int w = first_; w < first_ + count_; ++w)
-      v.push_back(load_batch(ds_, sampler_, step, w, workers_, augment_, seed_));
-    return v;
-  }
-  const data::Dataset& ds_;
-  const data::BatchSampler& sampler_;
-  int first_, count_, workers_;
-  bool augment_;
-  uint64_t seed_;
-  bool enabled_;
-  int64_t pending_step_ = -1;
-  std::future<std::vector<HostBatch>> pending_;
 };
 
 std::string params_sha256(const Tensor& params) {
@@ -333,6 +271,17 @@ ThreadChoice choose_threads(int flag, int sharing) {
                  "; --threads N or OMP_NUM_THREADS to change"};
 }
 
+// The input pipeline's threads: the CPUs this process may use, divided among the ranks of the run
+// on the same host that share them (the compute threads' policy, without OMP_NUM_THREADS, which
+// is the compute's).
+ThreadChoice choose_loader_threads(int sharing) {
+  const int cpus = affinity_cpus();
+  const int n = std::max(1, cpus / std::max(sharing, 1));
+  return {n, std::to_string(cpus) + " CPU" + (cpus > 1 ? "s" : "") +
+                 (sharing > 1 ? " shared by " + std::to_string(sharing) + " processes" : "") +
+                 "; data.loader_threads to change"};
+}
+
 std::string plural(int64_t n, const std::string& word) {
   return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
 }
@@ -379,7 +328,8 @@ struct Trainer::State {
   ThreadChoice threads;
   std::chrono::milliseconds post_mortem_window{1000};
   RunLog metrics;
-  std::optional<Prefetcher> prefetch;
+  std::optional<data::BatchPipeline> input;
+  ThreadChoice loader_threads;
   std::optional<TrainStep> train_step;
   // Phase times need the device synchronized between phases: always on the CPU (free) and in a
   // group (the collectives synchronize anyway); one process on a GPU times only logged steps,
@@ -411,6 +361,7 @@ struct Trainer::State {
   void resume();
   void set_aside_damaged();
   void join_group();
+  void open_input();
   bool step_once();  // true when a stop was requested on any rank
   EvalResult evaluate();
   void save();
@@ -611,6 +562,31 @@ void Trainer::State::join_group() {
         plural(local_workers, "worker") + " each");
 }
 
+// The training batches: this rank's workers' slices of each global batch, loaded by the input
+// pipeline's threads data.prefetch steps ahead.
+void Trainer::State::open_input() {
+  const int64_t flag = cfg.data.loader_threads;
+  loader_threads = flag > 0 ? ThreadChoice{static_cast<int>(flag),
+                                           "data.loader_threads = " + std::to_string(flag)}
+                            : choose_loader_threads(group ? group->local_sharing() : 1);
+  data::PipelineOptions po;
+  po.threads = loader_threads.count;
+  po.depth = static_cast<int>(cfg.data.prefetch);
+  po.augment = cfg.data.dataset.augment;
+  po.seed = seed;
+  input.emplace(
+      *train_ds,
+      [this](int64_t s) {
+        std::vector<data::BatchRequest> r;
+        for (int w = first_worker; w < first_worker + local_workers; ++w)
+          r.push_back({sampler->indices(s, w, workers), sampler->first_position(s, w, workers)});
+        return r;
+      },
+      po);
+  say(plural(loader_threads.count, "loader thread") + ", " + plural(cfg.data.prefetch, "step") +
+      " ahead (" + loader_threads.why + ")");
+}
+
 EvalResult Trainer::State::evaluate() {
   // Batch-norm moving statistics follow rank 0's (each rank updates them with its own workers'
   // batches; as PyTorch DDP's broadcast_buffers, rank 0's are the model's).
@@ -669,7 +645,7 @@ bool Trainer::State::step_once() {
   const double lr = (*schedule)(step);
   const int64_t done = step + 1;
   const bool log_now = done % tc.log_every == 0 || done == tc.iterations;
-  std::vector<HostBatch> batches = prefetch->get(step, tc.iterations);
+  std::vector<HostBatch> batches = input->get(step, tc.iterations);
   const comm::WireBytes wire0 = group ? group->comm().wire() : comm::WireBytes{};
   StepTimes times;
   const bool timed = time_every_step || log_now;
@@ -772,8 +748,7 @@ Trainer::Trainer(const Config& config, const TrainOptions& options)
       write_file_atomic((fs::path(options.out_dir) / kConfigName).string(), to_toml(s.cfg));
       s.metrics.open(options.out_dir, s.cfg.train.tensorboard, resumed ? s.start_step : -1);
     }
-    s.prefetch.emplace(*s.train_ds, *s.sampler, s.first_worker, s.local_workers, s.workers,
-                       s.cfg.data.dataset.augment, s.seed, s.cfg.data.prefetch > 0);
+    s.open_input();
     s.train_step.emplace(*s.net, *s.optimizer, s.ema ? &*s.ema : nullptr, s.cfg.train.weight_decay,
                          s.seed, s.compressor.get(), s.step_comm ? &*s.step_comm : nullptr,
                          s.cfg.comm.reducer, s.cfg.comm.exchange);
@@ -822,6 +797,8 @@ TrainSummary Trainer::run() {
     sum.workers_per_process = s.local_workers;
     sum.threads_per_process = s.threads.count;
     sum.threads_from = s.threads.why;
+    sum.loader_threads = s.loader_threads.count;
+    sum.loader_threads_from = s.loader_threads.why;
     if (s.group) {
       sum.distributed = true;
       sum.comm_backend = s.group->comm().backend();

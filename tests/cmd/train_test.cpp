@@ -425,5 +425,29 @@ TEST(TrainCli, EmulatedTernGradWorkersReportExactPayloadAndAreReproducible) {
   EXPECT_NE(summary_sha(dir / "a"), summary_sha(dir / "c"));
 }
 
+// The input pipeline's threads and depth change when batches are ready, never their bytes: the
+// same parameters for 1 thread loading nothing ahead and 3 threads loading 4 steps ahead, and
+// summary.json says which ran.
+TEST(TrainCli, LoaderThreadsAndDepthKeepTheParameters) {
+  TempDir dir;
+  auto args = [&](const std::string& out, int threads, int depth) {
+    std::vector<std::string> a = quick_args(out, 20);
+    a.insert(a.end(), {"--set", "data.loader_threads=" + std::to_string(threads), "--set",
+                       "data.prefetch=" + std::to_string(depth), "--set", "workers.count=2"});
+    return a;
+  };
+  const CliResult one = run_cli(args(dir / "one", 1, 0));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const CliResult three = run_cli(args(dir / "three", 3, 4));
+  ASSERT_EQ(three.exit_code, 0) << three.err;
+  EXPECT_EQ(summary_sha(dir / "one"), summary_sha(dir / "three"));
+  const json::Value s = parse_file(dir / "three/summary.json");
+  EXPECT_EQ(s["loader_threads"].as_number(), 3);
+  EXPECT_EQ(s["loader_threads_from"].as_string(), "data.loader_threads = 3");
+  EXPECT_TRUE(contains(three.err, "3 loader threads, 4 steps ahead")) << three.err;
+  // The default: the CPUs this process may use.
+  EXPECT_NE(parse_file(dir / "one/summary.json")["loader_threads_from"].as_string(), "");
+}
+
 }  // namespace
 }  // namespace tg::testing

@@ -469,6 +469,7 @@ Config unusual_config() {
   c.data.eval_batch_size = 13;
   c.data.eval_limit = 99;
   c.data.prefetch = 5;
+  c.data.loader_threads = 3;
   c.train.iterations = 123456789012;
   c.train.batch_size = 96;
   c.train.optimizer.name = "sgd";
