@@ -1,11 +1,18 @@
 // Data-loading cost per training batch, beside the step it feeds (bench_train): Dataset::load()
-// of one batch with the recipe's augmentation, single-threaded (the trainer prefetches on one
-// background thread).
+// of one batch with the recipe's augmentation, on one thread.
 //   mnist       batch 64, the real files (--mnist DIR, default ../shared/data/mnist)   budget 0.5
 //   ms cifar10     batch 128, augmented, on a CIFAR-10 binary set generated in a temp directory in
 //               the real format (random pixels cost the same as real ones)             budget ~3 ms
 //   synthetic   batch 64 at 28x28x1 (generated on the fly; tests and benchmarks only)
 // Output: one JSON line per dataset (median/p10/p90 ms, images/s); a note on stderr.
+//
+// bench_data --image-folder DIR [--preprocess alexnet|inception] [--threads T] [--depth D]
+//            [--batch B] [--steps S]
+// times the trainer's own input path instead: the train split of an image folder (e.g. written by
+// `terngrad data synth-folder`) through datasets/pipeline.h's BatchPipeline with T loader threads
+// (default: every CPU), D steps ahead (default 2), batches of B (default 128) from the shuffled
+// BatchSampler, S steps (default 20) after one of warm-up, consumed as fast as they come. One JSON
+// line: images_per_sec, images_per_sec_per_thread, threads, cpus.
 #include <unistd.h>
 
 #include <cstdio>
@@ -17,6 +24,10 @@
 
 #include "bench/harness.h"
 #include "datasets/dataset.h"
+#include "datasets/pipeline.h"
+#include "datasets/sampler.h"
+#include "nn/core/clock.h"
+#include "nn/core/cpu_env.h"
 #include "nn/core/error.h"
 
 namespace tg::bench {
@@ -70,15 +81,92 @@ void run(const std::string& label, const data::DataOptions& o, int64_t batch, do
   std::fprintf(stderr, "\n");
 }
 
+struct FolderArgs {
+  std::string dir;
+  data::Preprocess preprocess = data::Preprocess::alexnet;
+  int threads = 0, depth = 2;
+  int64_t batch = 128, steps = 20;
+};
+
+// The trainer's input path on an image folder: batches from the BatchPipeline as fast as it
+// serves them.
+void run_folder(const FolderArgs& a) {
+  data::DataOptions o;
+  o.name = "image-folder";
+  o.path = a.dir;
+  o.preprocess = a.preprocess;
+  auto ds = data::open_dataset(o, data::Split::train);
+  const int cpus = affinity_cpus();
+  data::PipelineOptions po;
+  po.threads = a.threads > 0 ? a.threads : cpus;
+  po.depth = a.depth;
+  po.augment = true;
+  po.seed = 1;
+  const data::BatchSampler sampler(ds->info().size, a.batch, 1);
+  data::BatchPipeline pipe(
+      *ds,
+      [&](int64_t s) {
+        return std::vector<data::BatchRequest>{{sampler.indices(s), sampler.first_position(s)}};
+      },
+      po);
+  const int64_t end = a.steps + 1;
+  pipe.get(0, end);  // warm-up: threads started, files opened, caches warm
+  const auto t0 = Clock::now();
+  for (int64_t s = 1; s < end; ++s) pipe.get(s, end);
+  const double secs = seconds_since(t0);
+  const double ips = static_cast<double>(a.steps * a.batch) / secs;
+  JsonLine j;
+  j.add("bench", "data_pipeline").add("dataset", "image-folder").add("path", a.dir);
+  j.add("preprocess", std::string(enum_name(data::kPreprocesses, a.preprocess)));
+  j.add("images", static_cast<long long>(ds->info().size));
+  j.add("batch", static_cast<long long>(a.batch)).add("steps", static_cast<long long>(a.steps));
+  j.add("threads", static_cast<long long>(po.threads))
+      .add("depth", static_cast<long long>(a.depth));
+  j.add("cpus", static_cast<long long>(cpus)).add("seconds", secs);
+  j.add("images_per_sec", ips).add("images_per_sec_per_thread", ips / po.threads);
+  j.print();
+  std::fprintf(stderr, "image-folder (%s), %d thread%s, %d ahead: %.0f img/s (%.0f per thread)\n",
+               std::string(enum_name(data::kPreprocesses, a.preprocess)).c_str(), po.threads,
+               po.threads == 1 ? "" : "s", a.depth, ips, ips / po.threads);
+}
+
 int main_impl(int argc, char** argv) {
   std::string mnist = "../shared/data/mnist";
+  FolderArgs folder;
+  auto number = [&](int& i) {
+    const std::string flag = argv[i];
+    TG_CHECK(i + 1 < argc, flag, " needs a value");
+    const std::string v = argv[++i];
+    TG_CHECK(!v.empty() && v.find_first_not_of("0123456789") == std::string::npos && v.size() < 10,
+             flag, ": expected a whole number, got '", v, "'");
+    return std::stoll(v);
+  };
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--mnist") && i + 1 < argc) {
       mnist = argv[++i];
+    } else if (!std::strcmp(argv[i], "--image-folder") && i + 1 < argc) {
+      folder.dir = argv[++i];
+    } else if (!std::strcmp(argv[i], "--preprocess") && i + 1 < argc) {
+      folder.preprocess = parse_enum(data::kPreprocesses, argv[++i], "--preprocess");
+    } else if (!std::strcmp(argv[i], "--threads")) {
+      folder.threads = static_cast<int>(number(i));
+    } else if (!std::strcmp(argv[i], "--depth")) {
+      folder.depth = static_cast<int>(number(i));
+    } else if (!std::strcmp(argv[i], "--batch")) {
+      folder.batch = std::max<int64_t>(1, number(i));
+    } else if (!std::strcmp(argv[i], "--steps")) {
+      folder.steps = std::max<int64_t>(1, number(i));
     } else {
-      std::fprintf(stderr, "usage: bench_data [--mnist DIR]\n");
+      std::fprintf(stderr,
+                   "usage: bench_data [--mnist DIR] | --image-folder DIR [--preprocess "
+                   "alexnet|inception] [--threads T] [--depth D] [--batch B] [--steps S]\n");
       return 2;
     }
+  }
+  if (!folder.dir.empty()) {
+    std::fprintf(stderr, "machine: %s\n", cpu_model().c_str());
+    run_folder(folder);
+    return 0;
   }
   std::fprintf(stderr, "machine: %s\n", cpu_model().c_str());
   if (fs::exists(mnist)) {

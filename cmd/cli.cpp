@@ -73,10 +73,14 @@ struct Action {
 };
 
 std::vector<Action> add_commands(CLI::App& app, Args& a, const std::vector<std::string>& argv) {
+  CLI::App* train = add_train_command(app, a.train);
+  CLI::App* eval = add_eval_command(app, a.eval);
+  const DataCommands data = add_data_command(app, a.data);
   return {
-      {add_train_command(app, a.train), [&a, argv] { return run_train(a.train, argv); }},
-      {add_eval_command(app, a.eval), [&a] { return run_eval(a.eval); }},
-      {add_data_command(app, a.data), [&a] { return run_data_fetch(a.data); }},
+      {train, [&a, argv] { return run_train(a.train, argv); }},
+      {eval, [&a] { return run_eval(a.eval); }},
+      {data.fetch, [&a] { return run_data_fetch(a.data); }},
+      {data.synth_folder, [&a] { return run_data_synth_folder(a.data); }},
       {add_config_command(app, a.config), [&a] { return run_config(a.config); }},
       {add_perf_model_command(app, a.perf_model), [&a] { return run_perf_model(a.perf_model); }},
       {add_convergence_check_command(app, a.convergence_check),

@@ -19,6 +19,7 @@ TEST(Help, EveryHelpFitsIn100Columns) {
                                                           {"eval", "--help"},
                                                           {"data", "--help"},
                                                           {"data", "fetch", "--help"},
+                                                          {"data", "synth-folder", "--help"},
                                                           {"config", "--help"},
                                                           {"perf-model", "--help"},
                                                           {"convergence-check", "--help"},
