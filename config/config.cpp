@@ -237,6 +237,10 @@ const std::vector<KeySpec>& key_specs() {
        "image-folder preprocessing recipe"},
       {"data", "image_size", field<&C::data, &D::dataset, &Ds::image_size>(limit(0, 1 << 16)),
        "Output image side H = W; 0 = the dataset's default"},
+      {"data", "skip_bad_files", field<&C::data, &D::dataset, &Ds::skip_bad_files>(any()),
+       "image-folder: an unreadable image (truncated, corrupt, not a JPEG, empty, gone) is "
+       "replaced by the next readable one and counted (summary.json bad_files) instead of "
+       "stopping the run"},
       {"data", "label_offset", field<&C::data, &D::dataset, &Ds::label_offset>(limit(0, 1 << 20)),
        "Added to image-folder class indices; 1 for 1001-class ImageNet nets"},
       {"data", "synthetic_size",
@@ -1006,6 +1010,7 @@ Config with_report_keys_of(Config c, const Config& from) {
   c.data.dataset.path = from.data.dataset.path;
   c.data.prefetch = from.data.prefetch;
   c.data.loader_threads = from.data.loader_threads;
+  c.data.dataset.skip_bad_files = from.data.dataset.skip_bad_files;
   c.data.eval_batch_size = from.data.eval_batch_size;
   c.train.log_every = from.train.log_every;
   c.train.eval_every = from.train.eval_every;

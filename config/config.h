@@ -119,6 +119,7 @@ std::string to_json(const Config& c);
 // `c` with the keys that may differ between a run and the checkpoint it resumes from (and between
 // the ranks of one run) taken from `from`: they change where and how a run reports or talks,
 // never the numbers it computes: device, data.path, data.prefetch, data.loader_threads,
+// data.skip_bad_files (a run that stopped on a bad file may continue skipping it),
 // data.eval_batch_size,
 // train.log_every, train.eval_every, train.checkpoint_every, train.checkpoint_minutes,
 // train.keep_checkpoints, train.tensorboard and every [comm] key.

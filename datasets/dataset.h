@@ -25,6 +25,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nn/core/enum_names.h"
@@ -48,12 +49,21 @@ struct DataOptions {
                              // or "inception" (distorted crop, flip, jitter, [-1,1])
   int64_t image_size = 0;    // output H = W; 0 = the dataset's default (28, 24, 224)
   int64_t label_offset = 0;  // added to folder class indices (1 for 1001-class ImageNet nets)
+  // An image that cannot be read (truncated, corrupt, not a JPEG, empty, gone) is an error naming
+  // it (false), or is replaced by the next readable image of the split, counted (true).
+  bool skip_bad_files = false;
   // synthetic only
   int64_t synthetic_size = 1024;  // examples per split
   int64_t synthetic_channels = 1;
   int64_t synthetic_classes = 10;
   uint64_t synthetic_seed = 1;
   bool operator==(const DataOptions&) const = default;
+};
+
+// The unreadable files a dataset replaced so far (DataOptions::skip_bad_files).
+struct BadFiles {
+  int64_t replaced = 0;                                    // examples served by another image
+  std::vector<std::pair<std::string, std::string>> files;  // each bad file once: path, why
 };
 
 struct DatasetInfo {
@@ -72,9 +82,12 @@ class Dataset {
 
   // Fills `images` (indices.size() x C x H x W floats, contiguous) and `labels` for the given
   // example indices (each in [0, size)). `augment` is honoured on the train split only.
-  // Thread-safe (const, no shared mutable state), so batches can be prefetched.
+  // Thread-safe (const; the only shared state is bad_files()'s record, behind a lock), so
+  // batches can be loaded on several threads.
   virtual void load(std::span<const int64_t> indices, bool augment, uint64_t aug_seed,
                     uint64_t key_base, float* images, int32_t* labels) const = 0;
+  // What skip_bad_files replaced so far (datasets that read one file per example).
+  virtual BadFiles bad_files() const { return {}; }
 
  protected:
   DatasetInfo info_;

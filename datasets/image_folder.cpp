@@ -40,6 +40,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iterator>
+#include <mutex>
 #include <new>
 
 // jpeglib.h needs FILE and size_t declared first.
@@ -363,6 +364,7 @@ class ImageFolderDataset final : public Dataset {
              "/<class>/ (expected at least one)");
 
     augment_ = options.augment;
+    skip_bad_ = options.skip_bad_files;
     info_.name = "image-folder";
     info_.path = options.path;
     info_.split = split;
@@ -378,9 +380,10 @@ class ImageFolderDataset final : public Dataset {
     const int64_t s = info_.height, plane = s * s;
     const bool distort = augment && augment_ && info_.split == Split::train;
     for (size_t k = 0; k < indices.size(); ++k) {
-      const Image img = decode_jpeg_file(files_[indices[k]]);
+      Image img;
+      const int64_t used = decode_or_replace(indices[k], img);
       float* dst = images + static_cast<int64_t>(k) * 3 * plane;
-      labels[k] = labels_[indices[k]];
+      labels[k] = labels_[used];
       AugRng rng(aug_seed, key_base + k);
       const Box whole{0, 0, img.height, img.width};
       if (!inception_) {
@@ -418,11 +421,52 @@ class ImageFolderDataset final : public Dataset {
     }
   }
 
+  BadFiles bad_files() const override {
+    std::lock_guard<std::mutex> lock(bad_mu_);
+    return bad_;
+  }
+
  private:
+  // Decodes example `index` into `img` and returns it; with skip_bad_files, an unreadable file
+  // is recorded and replaced by the next readable one of the split (index + 1, + 2, ...,
+  // wrapping): the same one for the same bad files, whatever the threads or the order.
+  int64_t decode_or_replace(int64_t index, Image& img) const {
+    try {
+      img = decode_jpeg_file(files_[index]);
+      return index;
+    } catch (const Error& e) {
+      TG_CHECK(skip_bad_, e.what(),
+               " (data.skip_bad_files = true replaces unreadable images and goes on)");
+      note_bad(index, e.what(), true);
+    }
+    for (int64_t step = 1; step < info_.size; ++step) {
+      const int64_t j = (index + step) % info_.size;
+      try {
+        img = decode_jpeg_file(files_[j]);
+        return j;
+      } catch (const Error& e) {
+        note_bad(j, e.what(), false);
+      }
+    }
+    TG_THROW("image-folder: no readable image left in ", info_.path, " (", info_.size,
+             " files, every one unreadable; data.skip_bad_files = true)");
+  }
+
+  void note_bad(int64_t index, const std::string& why, bool replaced) const {
+    std::lock_guard<std::mutex> lock(bad_mu_);
+    if (replaced) ++bad_.replaced;
+    for (const auto& [file, w] : bad_.files)
+      if (file == files_[index]) return;
+    bad_.files.emplace_back(files_[index], why);
+  }
+
   std::vector<std::string> files_;
   std::vector<int32_t> labels_;
   bool inception_ = false;
   bool augment_ = true;
+  bool skip_bad_ = false;
+  mutable std::mutex bad_mu_;
+  mutable BadFiles bad_;
 };
 
 }  // namespace

@@ -53,6 +53,14 @@ std::string to_json(const TrainSummary& s) {
   o.add("model", s.model).add("num_params", s.num_params);
   o.add("peak_rss_mb", s.peak_rss_mb);
   o.add("params_sha256", s.params_sha256);
+  if (s.skip_bad_files) {
+    o.add("bad_files_replaced", s.bad_files_replaced);
+    std::string list = "[";
+    for (const auto& [file, why] : s.bad_files)
+      list +=
+          (list.size() > 1 ? "," : "") + json::Object().add("file", file).add("error", why).str();
+    o.add_raw("bad_files", list + "]");
+  }
   if (!s.ema_sha256.empty()) o.add("ema_sha256", s.ema_sha256);
   o.add_raw("config", to_json(s.config));
   return o.str();

@@ -53,6 +53,11 @@ struct TrainSummary {
   int64_t num_params = 0;
   double peak_rss_mb = 0;
   std::string params_sha256, ema_sha256;  // ema_sha256: "" without an EMA
+  // data.skip_bad_files: examples served by another image (all ranks), and the unreadable files
+  // rank 0 met, with why.
+  bool skip_bad_files = false;
+  int64_t bad_files_replaced = 0;
+  std::vector<std::pair<std::string, std::string>> bad_files;
   Config config;
 
   double compression_ratio() const {

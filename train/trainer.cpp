@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -339,6 +340,7 @@ struct Trainer::State {
   int64_t images = 0;
   double last_loss = NAN;
   StepTotals window_totals, run_totals;
+  size_t bad_said = 0;  // unreadable files already named in the log
   std::string last_route;
 
   // Runs f; in a group, an error on this rank becomes the group's post-mortem (which ranks were
@@ -362,6 +364,7 @@ struct Trainer::State {
   void set_aside_damaged();
   void join_group();
   void open_input();
+  int64_t note_bad_files();
   bool step_once();  // true when a stop was requested on any rank
   EvalResult evaluate();
   void save();
@@ -587,6 +590,25 @@ void Trainer::State::open_input() {
       " ahead (" + loader_threads.why + ")");
 }
 
+// data.skip_bad_files: names the unreadable files this rank met since the last call (rank 0 in
+// the run's log, the others on their stderr) and returns how many examples every rank has served
+// from another image so far (collective in a group).
+int64_t Trainer::State::note_bad_files() {
+  std::vector<std::pair<std::string, std::string>> files = train_ds->bad_files().files;
+  for (auto& f : test_ds->bad_files().files) files.push_back(std::move(f));
+  for (; bad_said < files.size(); ++bad_said) {
+    const std::string line = "data: replacing unreadable " + files[bad_said].second;
+    if (lead)
+      say(line);
+    else
+      std::fprintf(stderr, "rank %d: %s\n", rank, line.c_str());
+  }
+  double replaced =
+      static_cast<double>(train_ds->bad_files().replaced + test_ds->bad_files().replaced);
+  if (group) replaced = group->sum({replaced})[0];
+  return static_cast<int64_t>(replaced);
+}
+
 EvalResult Trainer::State::evaluate() {
   // Batch-norm moving statistics follow rank 0's (each rank updates them with its own workers'
   // batches; as PyTorch DDP's broadcast_buffers, rank 0's are the model's).
@@ -697,6 +719,7 @@ bool Trainer::State::step_once() {
     o.add("images_per_sec", ips);
     for (const auto& [key, value] : iteration_cost_fields(cost)) o.add(key, value);
     o.add("wall_seconds", seconds_since(t_start));
+    if (cfg.data.dataset.skip_bad_files) o.add("bad_files_replaced", note_bad_files());
     metrics.write(o);
     if (listener) listener->logged(done, last_loss, lr, ips);
     loss_sum.zero_();
@@ -823,6 +846,12 @@ TrainSummary Trainer::run() {
     getrusage(RUSAGE_SELF, &ru);
     sum.peak_rss_mb = static_cast<double>(ru.ru_maxrss) / 1024.0;  // Linux: KiB
     sum.params_sha256 = params_sha256(s.params);
+    sum.skip_bad_files = s.cfg.data.dataset.skip_bad_files;
+    if (sum.skip_bad_files) {
+      sum.bad_files_replaced = s.note_bad_files();
+      sum.bad_files = s.train_ds->bad_files().files;
+      for (auto& f : s.test_ds->bad_files().files) sum.bad_files.push_back(std::move(f));
+    }
     if (s.ema) sum.ema_sha256 = params_sha256(s.ema->shadow());
     sum.config = s.cfg;
     sum.wall_seconds = seconds_since(s.t_start);
