@@ -150,8 +150,29 @@ bool decode_raw(const uint8_t* data, size_t size, int64_t max_pixels, Image* out
   return true;
 }
 
-Image decode_jpeg_file(const std::string& file) {
-  return decode_jpeg(read_file(file), file);
+void decode_into(std::span<const uint8_t> bytes, const std::string& file, int64_t max_pixels,
+                 Image& img) {
+  ErrorManager em;
+  em.message[0] = '\0';
+  bool ok = false;
+  try {
+    ok = decode_raw(bytes.data(), bytes.size(), max_pixels, &img, &em);
+  } catch (const std::bad_alloc&) {
+    TG_THROW(file, ": out of memory decoding a ", img.height, " x ", img.width, " JPEG");
+  }
+  if (!ok) {
+    TG_THROW(file, ": cannot decode JPEG (libjpeg: ", em.message,
+             "; expected a valid baseline or progressive JPEG)");
+  }
+  TG_CHECK(img.height > 0 && img.width > 0, file, ": decoded an empty image");
+}
+
+// Decodes `file` into `img`, reusing this thread's file buffer and img's pixel memory: a loader
+// thread allocates (and the kernel zero-fills) them once, not once per image.
+void decode_jpeg_file(const std::string& file, Image& img) {
+  thread_local std::vector<uint8_t> bytes;
+  read_file(file, bytes);
+  decode_into(bytes, file, kMaxImagePixels, img);
 }
 
 // ---- geometry and colour -----------------------------------------------------------------------
@@ -162,6 +183,12 @@ struct Box {
 
 // Output pixel (i, j) of an S x S result samples pixel (oy + i, ox + jj) of the box resized to
 // rh x rw, jj = S - 1 - j when flipped; writes 3 x S x S floats on the 0..255 scale.
+//
+// Separable: each source row an output row needs is interpolated across once (into one of two
+// cached rows, as consecutive output rows share source rows), then output rows are blends of two
+// such rows, a loop the compiler vectorizes. Every value is computed by the same float operations
+// in the same order as the direct formula top + fy * (bot - top), with top and bot the
+// horizontal lerps of the two source rows, so the pixels are bit for bit those of that formula.
 void resample(const Image& img, const Box& box, int64_t rh, int64_t rw, int64_t oy, int64_t ox,
               int64_t s, bool flip, float* dst) {
   struct Tap {
@@ -180,18 +207,46 @@ void resample(const Image& img, const Box& box, int64_t rh, int64_t rw, int64_t 
     return t;
   };
   const std::vector<Tap> ty = taps(oy, rh, box.h, box.y), tx = taps(ox, rw, box.w, box.x);
+  // Column taps in output order (flip applied), as byte offsets into a row.
+  std::vector<int64_t> col_lo(s), col_hi(s);
+  std::vector<float> col_f(s);
+  for (int64_t j = 0; j < s; ++j) {
+    const Tap& t = tx[flip ? s - 1 - j : j];
+    col_lo[j] = t.lo * 3;
+    col_hi[j] = t.hi * 3;
+    col_f[j] = t.f;
+  }
+  std::vector<float> rows(2 * 3 * s);
+  int64_t cached[2] = {-1, -1};
+  auto fill = [&](int slot, int64_t y) {
+    const uint8_t* r = img.rgb.data() + y * img.width * 3;
+    float* out = rows.data() + slot * 3 * s;
+    for (int64_t c = 0; c < 3; ++c, out += s) {
+      for (int64_t j = 0; j < s; ++j) {
+        const int lo = r[col_lo[j] + c], hi = r[col_hi[j] + c];
+        out[j] = static_cast<float>(lo) + col_f[j] * static_cast<float>(hi - lo);
+      }
+    }
+    cached[slot] = y;
+  };
+  // The slot holding source row y, filled if needed without evicting row `keep`.
+  auto slot_of = [&](int64_t y, int64_t keep) {
+    for (int k = 0; k < 2; ++k)
+      if (cached[k] == y) return k;
+    const int k = cached[0] == keep ? 1 : 0;
+    fill(k, y);
+    return k;
+  };
   const int64_t plane = s * s;
   for (int64_t i = 0; i < s; ++i) {
-    const uint8_t* r0 = img.rgb.data() + ty[i].lo * img.width * 3;
-    const uint8_t* r1 = img.rgb.data() + ty[i].hi * img.width * 3;
+    const int a = slot_of(ty[i].lo, ty[i].hi);
+    const int b = slot_of(ty[i].hi, ty[i].lo);
     const float fy = ty[i].f;
-    for (int64_t j = 0; j < s; ++j) {
-      const Tap& t = tx[flip ? s - 1 - j : j];
-      for (int64_t c = 0; c < 3; ++c) {
-        const float top = r0[t.lo * 3 + c] + t.f * (r0[t.hi * 3 + c] - r0[t.lo * 3 + c]);
-        const float bot = r1[t.lo * 3 + c] + t.f * (r1[t.hi * 3 + c] - r1[t.lo * 3 + c]);
-        dst[c * plane + i * s + j] = top + fy * (bot - top);
-      }
+    for (int64_t c = 0; c < 3; ++c) {
+      const float* top = rows.data() + a * 3 * s + c * s;
+      const float* bot = rows.data() + b * 3 * s + c * s;
+      float* o = dst + c * plane + i * s;
+      for (int64_t j = 0; j < s; ++j) o[j] = top[j] + fy * (bot[j] - top[j]);
     }
   }
 }
@@ -380,7 +435,10 @@ class ImageFolderDataset final : public Dataset {
     const int64_t s = info_.height, plane = s * s;
     const bool distort = augment && augment_ && info_.split == Split::train;
     for (size_t k = 0; k < indices.size(); ++k) {
-      Image img;
+      // Each loader thread keeps its decoded pixels' memory for the next image, unless the last
+      // image was unusually large (over 32 MB, 3600 x 3000): that is given back.
+      thread_local Image img;
+      if (img.rgb.capacity() > (size_t{32} << 20)) img = Image{};
       const int64_t used = decode_or_replace(indices[k], img);
       float* dst = images + static_cast<int64_t>(k) * 3 * plane;
       labels[k] = labels_[used];
@@ -432,7 +490,7 @@ class ImageFolderDataset final : public Dataset {
   // wrapping): the same one for the same bad files, whatever the threads or the order.
   int64_t decode_or_replace(int64_t index, Image& img) const {
     try {
-      img = decode_jpeg_file(files_[index]);
+      decode_jpeg_file(files_[index], img);
       return index;
     } catch (const Error& e) {
       TG_CHECK(skip_bad_, e.what(),
@@ -442,7 +500,7 @@ class ImageFolderDataset final : public Dataset {
     for (int64_t step = 1; step < info_.size; ++step) {
       const int64_t j = (index + step) % info_.size;
       try {
-        img = decode_jpeg_file(files_[j]);
+        decode_jpeg_file(files_[j], img);
         return j;
       } catch (const Error& e) {
         note_bad(j, e.what(), false);
@@ -473,19 +531,7 @@ class ImageFolderDataset final : public Dataset {
 
 RgbImage decode_jpeg(std::span<const uint8_t> bytes, const std::string& file, int64_t max_pixels) {
   Image img;
-  ErrorManager em;
-  em.message[0] = '\0';
-  bool ok = false;
-  try {
-    ok = decode_raw(bytes.data(), bytes.size(), max_pixels, &img, &em);
-  } catch (const std::bad_alloc&) {
-    TG_THROW(file, ": out of memory decoding a ", img.height, " x ", img.width, " JPEG");
-  }
-  if (!ok) {
-    TG_THROW(file, ": cannot decode JPEG (libjpeg: ", em.message,
-             "; expected a valid baseline or progressive JPEG)");
-  }
-  TG_CHECK(img.height > 0 && img.width > 0, file, ": decoded an empty image");
+  decode_into(bytes, file, max_pixels, img);
   return img;
 }
 

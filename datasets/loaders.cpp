@@ -13,16 +13,27 @@
 namespace tg::data::detail {
 
 std::vector<uint8_t> read_file(const std::string& path) {
+  std::vector<uint8_t> bytes;
+  read_file(path, bytes);
+  return bytes;
+}
+
+void read_file(const std::string& path, std::vector<uint8_t>& bytes) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   TG_CHECK(f != nullptr, path, ": cannot open (", std::strerror(errno), ")");
-  std::vector<uint8_t> bytes;
-  uint8_t buf[1 << 16];
+  bytes.clear();
+  // Read in pieces until the end rather than trusting the size seen at open: the file may be
+  // growing or shrinking under us.
   size_t got;
-  while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0) bytes.insert(bytes.end(), buf, buf + got);
+  do {
+    const size_t have = bytes.size();
+    bytes.resize(std::max<size_t>(have * 2, have + (size_t{1} << 16)));
+    got = std::fread(bytes.data() + have, 1, bytes.size() - have, f);
+    bytes.resize(have + got);
+  } while (got > 0);
   const bool failed = std::ferror(f) != 0;
   std::fclose(f);
   TG_CHECK(!failed, path, ": read error after ", bytes.size(), " bytes");
-  return bytes;
 }
 
 bool file_exists(const std::string& path) {

@@ -54,6 +54,8 @@ RgbImage decode_jpeg(std::span<const uint8_t> bytes, const std::string& file,
 
 // The whole file as bytes. Throws naming the file when it is missing or unreadable.
 std::vector<uint8_t> read_file(const std::string& path);
+// The same into `bytes` (its memory reused).
+void read_file(const std::string& path, std::vector<uint8_t>& bytes);
 bool file_exists(const std::string& path);
 std::string join_path(const std::string& dir, const std::string& name);
 

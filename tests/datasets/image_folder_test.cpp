@@ -323,6 +323,83 @@ TEST(ImageFolder, HeaderOverThePixelCapIsRefusedBeforeDecoding) {
                     {"big.jpg", "8192 x 8193 pixels", "limit of 67108864"});
 }
 
+// The loader's bilinear sampling is bit for bit the direct formula on the decoded bytes: per
+// output pixel, lerp across each of the two source rows, then between them (float arithmetic in
+// that order), at half-pixel centres. Noise images, so every tap matters; one smaller than the
+// output (rows repeat: source rows shared and clamped) and one larger (downscaled), odd sizes.
+float direct_bilinear(const detail::RgbImage& img, int64_t by, int64_t bx, int64_t bh, int64_t bw,
+                      int64_t resized, int64_t offset, int64_t i, int64_t j, int c) {
+  auto tap = [&](int64_t k, int64_t extent, int64_t start, int64_t* lo, int64_t* hi, float* f) {
+    // scale = extent / resized first, as the loader does (src_coord's order rounds differently).
+    const double scale = static_cast<double>(extent) / static_cast<double>(resized);
+    const double src = std::clamp((static_cast<double>(offset + k) + 0.5) * scale - 0.5, 0.0,
+                                  static_cast<double>(extent - 1));
+    const int64_t l = static_cast<int64_t>(std::floor(src));
+    *lo = start + l;
+    *hi = start + std::min(l + 1, extent - 1);
+    *f = static_cast<float>(src - l);
+  };
+  int64_t y0, y1, x0, x1;
+  float fy, fx;
+  tap(i, bh, by, &y0, &y1, &fy);
+  tap(j, bw, bx, &x0, &x1, &fx);
+  auto px = [&](int64_t y, int64_t x) {
+    return static_cast<int>(img.rgb[(y * img.width + x) * 3 + c]);
+  };
+  const float top =
+      static_cast<float>(px(y0, x0)) + fx * static_cast<float>(px(y0, x1) - px(y0, x0));
+  const float bot =
+      static_cast<float>(px(y1, x0)) + fx * static_cast<float>(px(y1, x1) - px(y1, x0));
+  return top + fy * (bot - top);
+}
+
+TEST(ImageFolder, SamplingIsBitForBitTheDirectFormula) {
+  TempDir root;
+  uint32_t state = 12345;
+  const Fill noise = [&state](int, int, uint8_t* p) {
+    for (int c = 0; c < 3; ++c) {
+      state = state * 1664525u + 1013904223u;
+      p[c] = static_cast<uint8_t>(state >> 24);
+    }
+  };
+  for (const char* split : {"train", "val"}) {
+    write_jpeg(root / (std::string(split) + "/a/small.jpg"), 157, 101, 3, noise);
+    write_jpeg(root / (std::string(split) + "/a/large.jpg"), 613, 389, 3, noise);
+  }
+  for (const char* pre : {"alexnet", "inception"}) {
+    SCOPED_TRACE(pre);
+    auto val = open_dataset(folder(root.str(), pre), Split::test);
+    for (int64_t k = 0; k < 2; ++k) {
+      const detail::RgbImage img = detail::decode_jpeg(
+          read_bytes(root / (k == 0 ? "val/a/large.jpg" : "val/a/small.jpg")), "x");
+      std::vector<int32_t> labels;
+      const std::vector<float> x = load(*val, {k}, false, 0, &labels);
+      int64_t mismatches = 0;
+      for (int c = 0; c < 3; ++c) {
+        for (int64_t i = 0; i < kS; ++i) {
+          for (int64_t j = 0; j < kS; ++j) {
+            float want;
+            if (std::string(pre) == "alexnet") {
+              want = direct_bilinear(img, 0, 0, img.height, img.width, 256, 16, i, j, c) -
+                     static_cast<float>(kMean[c]);
+            } else {
+              const int64_t by = static_cast<int64_t>((img.height - img.height * 0.875) / 2);
+              const int64_t bx = static_cast<int64_t>((img.width - img.width * 0.875) / 2);
+              want = direct_bilinear(img, by, bx, img.height - 2 * by, img.width - 2 * bx, kS, 0, i,
+                                     j, c);
+              // Two passes in the loader, so never fused into one multiply-add there.
+              const volatile float unit = want * (1.0f / 255.0f);
+              want = 2.0f * (unit - 0.5f);
+            }
+            mismatches += x[c * kPlane + i * kS + j] != want;
+          }
+        }
+      }
+      EXPECT_EQ(mismatches, 0) << "image " << k;
+    }
+  }
+}
+
 TEST(ImageFolder, LayoutErrors) {
   TempDir root;
   write_tree(root);
