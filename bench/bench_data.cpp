@@ -7,14 +7,18 @@
 // Output: one JSON line per dataset (median/p10/p90 ms, images/s); a note on stderr.
 //
 // bench_data --image-folder DIR [--preprocess alexnet|inception] [--threads T] [--depth D]
-//            [--batch B] [--steps S]
+//            [--batch B] [--steps S] [--fast-decode]
 // times the trainer's own input path instead: the train split of an image folder (e.g. written by
 // `terngrad data synth-folder`) through datasets/pipeline.h's BatchPipeline with T loader threads
 // (default: every CPU), D steps ahead (default 2), batches of B (default 128) from the shuffled
 // BatchSampler, S steps (default 20) after one of warm-up, consumed as fast as they come. One JSON
-// line: images_per_sec, images_per_sec_per_thread, threads, cpus.
+// line: images_per_sec, images_per_sec_per_thread, threads, cpus. --fast-decode sets
+// data.fast_decode and adds how far its pixels are from the full decode's on the first batch
+// (pixel_mean_abs_diff, pixel_max_abs_diff on the 0..255 scale, pixel_psnr_db).
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -86,7 +90,36 @@ struct FolderArgs {
   data::Preprocess preprocess = data::Preprocess::alexnet;
   int threads = 0, depth = 2;
   int64_t batch = 128, steps = 20;
+  bool fast_decode = false;
 };
+
+// How far data.fast_decode's pixels are from the full decode's on one batch, on the 0..255 scale
+// (both recipes end in an affine map of it: alexnet x - mean, inception 2 x / 255 - 1).
+void add_pixel_difference(const FolderArgs& a, const data::DataOptions& fast, JsonLine& j) {
+  data::DataOptions exact = fast;
+  exact.fast_decode = false;
+  auto a_ds = data::open_dataset(fast, data::Split::train);
+  auto b_ds = data::open_dataset(exact, data::Split::train);
+  const data::BatchSampler sampler(a_ds->info().size, a.batch, 1);
+  const std::vector<int64_t> idx = sampler.indices(0);
+  const data::DatasetInfo& in = a_ds->info();
+  const size_t n = idx.size() * static_cast<size_t>(in.channels * in.height * in.width);
+  std::vector<float> x(n), y(n);
+  std::vector<int32_t> lx(idx.size()), ly(idx.size());
+  a_ds->load(idx, true, 1, sampler.first_position(0), x.data(), lx.data());
+  b_ds->load(idx, true, 1, sampler.first_position(0), y.data(), ly.data());
+  const double unit = a.preprocess == data::Preprocess::inception ? 255.0 / 2.0 : 1.0;
+  double sum = 0.0, sq = 0.0, most = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    const double d = std::fabs(static_cast<double>(x[i]) - y[i]) * unit;
+    sum += d;
+    sq += d * d;
+    most = std::max(most, d);
+  }
+  const double mse = sq / static_cast<double>(n);
+  j.add("pixel_mean_abs_diff", sum / static_cast<double>(n)).add("pixel_max_abs_diff", most);
+  j.add("pixel_psnr_db", mse > 0 ? 10.0 * std::log10(255.0 * 255.0 / mse) : 999.0);
+}
 
 // The trainer's input path on an image folder: batches from the BatchPipeline as fast as it
 // serves them.
@@ -95,6 +128,7 @@ void run_folder(const FolderArgs& a) {
   o.name = "image-folder";
   o.path = a.dir;
   o.preprocess = a.preprocess;
+  o.fast_decode = a.fast_decode;
   auto ds = data::open_dataset(o, data::Split::train);
   const int cpus = affinity_cpus();
   data::PipelineOptions po;
@@ -124,10 +158,13 @@ void run_folder(const FolderArgs& a) {
       .add("depth", static_cast<long long>(a.depth));
   j.add("cpus", static_cast<long long>(cpus)).add("seconds", secs);
   j.add("images_per_sec", ips).add("images_per_sec_per_thread", ips / po.threads);
+  j.add("fast_decode", a.fast_decode);
+  if (a.fast_decode) add_pixel_difference(a, o, j);
   j.print();
-  std::fprintf(stderr, "image-folder (%s), %d thread%s, %d ahead: %.0f img/s (%.0f per thread)\n",
-               std::string(enum_name(data::kPreprocesses, a.preprocess)).c_str(), po.threads,
-               po.threads == 1 ? "" : "s", a.depth, ips, ips / po.threads);
+  std::fprintf(stderr, "image-folder (%s%s), %d thread%s, %d ahead: %.0f img/s (%.0f per thread)\n",
+               std::string(enum_name(data::kPreprocesses, a.preprocess)).c_str(),
+               a.fast_decode ? ", fast decode" : "", po.threads, po.threads == 1 ? "" : "s",
+               a.depth, ips, ips / po.threads);
 }
 
 int main_impl(int argc, char** argv) {
@@ -154,12 +191,15 @@ int main_impl(int argc, char** argv) {
       folder.depth = static_cast<int>(number(i));
     } else if (!std::strcmp(argv[i], "--batch")) {
       folder.batch = std::max<int64_t>(1, number(i));
+    } else if (!std::strcmp(argv[i], "--fast-decode")) {
+      folder.fast_decode = true;
     } else if (!std::strcmp(argv[i], "--steps")) {
       folder.steps = std::max<int64_t>(1, number(i));
     } else {
       std::fprintf(stderr,
                    "usage: bench_data [--mnist DIR] | --image-folder DIR [--preprocess "
-                   "alexnet|inception] [--threads T] [--depth D] [--batch B] [--steps S]\n");
+                   "alexnet|inception] [--threads T] [--depth D] [--batch B] [--steps S] "
+                   "[--fast-decode]\n");
       return 2;
     }
   }

@@ -93,8 +93,25 @@ void on_emit_message(j_common_ptr cinfo, int level) {
 
 // No C++ object with a destructor lives in this frame, so the longjmp skips nothing; `out` is
 // owned by the caller.
-bool decode_raw(const uint8_t* data, size_t size, int64_t max_pixels, Image* out,
-                ErrorManager* em) {
+// A reduced, partial decode (data.fast_decode): libjpeg-turbo's DCT-domain scaling to scale/8 of
+// the full size (each 8 x 8 block's inverse DCT computed at scale x scale), then only the rows
+// [y0, y1) and columns [x0, x1) of that scaled image. The planner sees the header's size first.
+struct Plan {
+  bool fast = false;
+  int scale = 8;
+  int64_t y0 = 0, y1 = -1, x0 = 0, x1 = -1;  // -1: to the end
+};
+// What was decoded: `out` holds rows from y0 and columns from x0 (libjpeg moves x0 down to its
+// block boundary) of the scaled image.
+struct Decoded {
+  int64_t full_h = 0, full_w = 0;  // the header's size
+  int scale = 8;
+  int64_t y0 = 0, x0 = 0;
+};
+using Planner = Plan (*)(void* context, int64_t height, int64_t width);
+
+bool decode_raw(const uint8_t* data, size_t size, int64_t max_pixels, Planner planner,
+                void* context, Image* out, Decoded* got, ErrorManager* em) {
   jpeg_decompress_struct cinfo;
   cinfo.err = jpeg_std_error(&em->pub);
   em->pub.error_exit = on_error_exit;
@@ -117,8 +134,28 @@ bool decode_raw(const uint8_t* data, size_t size, int64_t max_pixels, Image* out
   }
   const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
   cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+  got->full_h = cinfo.image_height;
+  got->full_w = cinfo.image_width;
+  const Plan plan = planner ? planner(context, got->full_h, got->full_w) : Plan{};
+  got->scale = plan.scale;
+  cinfo.scale_num = static_cast<unsigned>(plan.scale);
+  cinfo.scale_denom = 8;
+  if (plan.fast) {
+    cinfo.dct_method = JDCT_IFAST;
+    cinfo.do_fancy_upsampling = FALSE;
+  }
   jpeg_start_decompress(&cinfo);
-  const int64_t h = cinfo.output_height, w = cinfo.output_width;
+  const int64_t scaled_h = cinfo.output_height, scaled_w = cinfo.output_width;
+  const int64_t y0 = std::clamp<int64_t>(plan.y0, 0, scaled_h - 1);
+  const int64_t y1 = plan.y1 < 0 ? scaled_h : std::clamp<int64_t>(plan.y1, y0 + 1, scaled_h);
+  const int64_t x0 = std::clamp<int64_t>(plan.x0, 0, scaled_w - 1);
+  const int64_t x1 = plan.x1 < 0 ? scaled_w : std::clamp<int64_t>(plan.x1, x0 + 1, scaled_w);
+  JDIMENSION xoff = static_cast<JDIMENSION>(x0), cw = static_cast<JDIMENSION>(x1 - x0);
+  if (x0 > 0 || x1 < scaled_w) jpeg_crop_scanline(&cinfo, &xoff, &cw);
+  got->x0 = xoff;
+  got->y0 = y0;
+  if (y0 > 0) jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(y0));
+  const int64_t h = y1 - y0, w = cinfo.output_width;
   out->height = h;
   out->width = w;
   // Grown row by row rather than sized from the header, so a truncated file that declares a
@@ -130,9 +167,10 @@ bool decode_raw(const uint8_t* data, size_t size, int64_t max_pixels, Image* out
            : nullptr;
   // Adobe CMYK JPEGs store inverted values (as PIL/stb assume when the Adobe marker is present).
   const bool inverted = cinfo.saw_Adobe_marker;
-  while (cinfo.output_scanline < cinfo.output_height) {
-    out->rgb.resize(static_cast<size_t>((cinfo.output_scanline + 1) * w * 3));
-    uint8_t* dst = out->rgb.data() + static_cast<int64_t>(cinfo.output_scanline) * w * 3;
+  while (cinfo.output_scanline < y1) {
+    const int64_t row_index = cinfo.output_scanline - y0;
+    out->rgb.resize(static_cast<size_t>((row_index + 1) * w * 3));
+    uint8_t* dst = out->rgb.data() + row_index * w * 3;
     JSAMPROW row = cmyk ? cmyk_row[0] : dst;
     jpeg_read_scanlines(&cinfo, &row, 1);
     if (cmyk) {
@@ -145,18 +183,20 @@ bool decode_raw(const uint8_t* data, size_t size, int64_t max_pixels, Image* out
       }
     }
   }
-  jpeg_finish_decompress(&cinfo);
+  // A partial decode stops here: libjpeg would refuse to finish with rows unread.
+  if (y1 == scaled_h) jpeg_finish_decompress(&cinfo);
   jpeg_destroy_decompress(&cinfo);
   return true;
 }
 
-void decode_into(std::span<const uint8_t> bytes, const std::string& file, int64_t max_pixels,
-                 Image& img) {
+Decoded decode_into(std::span<const uint8_t> bytes, const std::string& file, int64_t max_pixels,
+                    Image& img, Planner planner = nullptr, void* context = nullptr) {
   ErrorManager em;
   em.message[0] = '\0';
   bool ok = false;
+  Decoded got;
   try {
-    ok = decode_raw(bytes.data(), bytes.size(), max_pixels, &img, &em);
+    ok = decode_raw(bytes.data(), bytes.size(), max_pixels, planner, context, &img, &got, &em);
   } catch (const std::bad_alloc&) {
     TG_THROW(file, ": out of memory decoding a ", img.height, " x ", img.width, " JPEG");
   }
@@ -165,14 +205,15 @@ void decode_into(std::span<const uint8_t> bytes, const std::string& file, int64_
              "; expected a valid baseline or progressive JPEG)");
   }
   TG_CHECK(img.height > 0 && img.width > 0, file, ": decoded an empty image");
+  return got;
 }
 
 // Decodes `file` into `img`, reusing this thread's file buffer and img's pixel memory: a loader
 // thread allocates (and the kernel zero-fills) them once, not once per image.
-void decode_jpeg_file(const std::string& file, Image& img) {
+Decoded decode_jpeg_file(const std::string& file, Image& img, Planner planner, void* context) {
   thread_local std::vector<uint8_t> bytes;
   read_file(file, bytes);
-  decode_into(bytes, file, kMaxImagePixels, img);
+  return decode_into(bytes, file, kMaxImagePixels, img, planner, context);
 }
 
 // ---- geometry and colour -----------------------------------------------------------------------
@@ -181,32 +222,62 @@ struct Box {
   int64_t y = 0, x = 0, h = 0, w = 0;  // in source pixels
 };
 
-// Output pixel (i, j) of an S x S result samples pixel (oy + i, ox + jj) of the box resized to
-// rh x rw, jj = S - 1 - j when flipped; writes 3 x S x S floats on the 0..255 scale.
+// Where output pixel i of one axis samples: between source pixels lo and hi (indices into the
+// decoded buffer), weight f on hi.
+struct Tap {
+  int64_t lo, hi;
+  float f;
+};
+
+// Output pixel (i, j) of an S x S result samples pixel (oy + i, ox + j) of the box resized to
+// rh x rw. The taps of one axis, from a full decode: half-pixel centres, src = (offset + i + 0.5)
+// * extent / resized - 0.5, clamped to the box.
+std::vector<Tap> exact_taps(int64_t s, int64_t offset, int64_t resized, int64_t extent,
+                            int64_t start) {
+  std::vector<Tap> t(s);
+  const double scale = static_cast<double>(extent) / static_cast<double>(resized);
+  for (int64_t i = 0; i < s; ++i) {
+    double src = (static_cast<double>(offset + i) + 0.5) * scale - 0.5;
+    src = std::clamp(src, 0.0, static_cast<double>(extent - 1));
+    const int64_t lo = static_cast<int64_t>(std::floor(src));
+    t[i] = {start + lo, start + std::min(lo + 1, extent - 1), static_cast<float>(src - lo)};
+  }
+  return t;
+}
+
+// The same from a decode at ratio = scale / 8 of the full size holding n pixels from `origin`:
+// the same continuous position (start + (offset + i + 0.5) * extent / resized) * ratio, at the
+// scaled image's pixel centres, clamped to the box there and to the pixels decoded.
+std::vector<Tap> scaled_taps(int64_t s, int64_t offset, int64_t resized, int64_t extent,
+                             int64_t start, double ratio, int64_t origin, int64_t n) {
+  std::vector<Tap> t(s);
+  const double first = static_cast<double>(start) * ratio - static_cast<double>(origin);
+  const double last =
+      static_cast<double>(start + extent) * ratio - 1.0 - static_cast<double>(origin);
+  const double lo_edge = std::max(0.0, std::min(first, last)),
+               hi_edge = std::max(lo_edge, std::min(last, static_cast<double>(n - 1)));
+  for (int64_t i = 0; i < s; ++i) {
+    const double pos = (static_cast<double>(start) + (static_cast<double>(offset + i) + 0.5) *
+                                                         static_cast<double>(extent) /
+                                                         static_cast<double>(resized)) *
+                       ratio;
+    const double src = std::clamp(pos - 0.5 - static_cast<double>(origin), lo_edge, hi_edge);
+    const int64_t lo = static_cast<int64_t>(std::floor(src));
+    t[i] = {lo, std::min(lo + 1, n - 1), static_cast<float>(src - static_cast<double>(lo))};
+  }
+  return t;
+}
+
+// Writes 3 x S x S floats on the 0..255 scale: row i blends source rows ty[i], column j samples
+// columns tx[j] (tx[S - 1 - j] when flipped).
 //
 // Separable: each source row an output row needs is interpolated across once (into one of two
 // cached rows, as consecutive output rows share source rows), then output rows are blends of two
 // such rows, a loop the compiler vectorizes. Every value is computed by the same float operations
 // in the same order as the direct formula top + fy * (bot - top), with top and bot the
 // horizontal lerps of the two source rows, so the pixels are bit for bit those of that formula.
-void resample(const Image& img, const Box& box, int64_t rh, int64_t rw, int64_t oy, int64_t ox,
-              int64_t s, bool flip, float* dst) {
-  struct Tap {
-    int64_t lo, hi;
-    float f;
-  };
-  auto taps = [s](int64_t offset, int64_t resized, int64_t extent, int64_t start) {
-    std::vector<Tap> t(s);
-    const double scale = static_cast<double>(extent) / static_cast<double>(resized);
-    for (int64_t i = 0; i < s; ++i) {
-      double src = (static_cast<double>(offset + i) + 0.5) * scale - 0.5;
-      src = std::clamp(src, 0.0, static_cast<double>(extent - 1));
-      const int64_t lo = static_cast<int64_t>(std::floor(src));
-      t[i] = {start + lo, start + std::min(lo + 1, extent - 1), static_cast<float>(src - lo)};
-    }
-    return t;
-  };
-  const std::vector<Tap> ty = taps(oy, rh, box.h, box.y), tx = taps(ox, rw, box.w, box.x);
+void resample(const Image& img, const std::vector<Tap>& ty, const std::vector<Tap>& tx, int64_t s,
+              bool flip, float* dst) {
   // Column taps in output order (flip applied), as byte offsets into a row.
   std::vector<int64_t> col_lo(s), col_hi(s);
   std::vector<float> col_f(s);
@@ -420,6 +491,7 @@ class ImageFolderDataset final : public Dataset {
 
     augment_ = options.augment;
     skip_bad_ = options.skip_bad_files;
+    fast_decode_ = options.fast_decode;
     info_.name = "image-folder";
     info_.path = options.path;
     info_.split = split;
@@ -439,42 +511,34 @@ class ImageFolderDataset final : public Dataset {
       // image was unusually large (over 32 MB, 3600 x 3000): that is given back.
       thread_local Image img;
       if (img.rgb.capacity() > (size_t{32} << 20)) img = Image{};
-      const int64_t used = decode_or_replace(indices[k], img);
+      // The geometry needs only the header's size; it is drawn first so a reduced decode can
+      // be planned from it (and drawn again from the start for a replacement image).
+      Planning p{this, AugRng(aug_seed, key_base + k), aug_seed, key_base + k, s, distort, {}};
+      Decoded got;
+      const int64_t used = decode_or_replace(indices[k], img, p, got);
       float* dst = images + static_cast<int64_t>(k) * 3 * plane;
       labels[k] = labels_[used];
-      AugRng rng(aug_seed, key_base + k);
-      const Box whole{0, 0, img.height, img.width};
+      const Sample& g = p.sample;
+      if (got.scale == 8 && got.y0 == 0 && got.x0 == 0 && img.height == got.full_h &&
+          img.width == got.full_w) {
+        resample(img, exact_taps(s, g.oy, g.rh, g.box.h, g.box.y),
+                 exact_taps(s, g.ox, g.rw, g.box.w, g.box.x), s, g.flip, dst);
+      } else {
+        const double ratio = got.scale / 8.0;
+        resample(img, scaled_taps(s, g.oy, g.rh, g.box.h, g.box.y, ratio, got.y0, img.height),
+                 scaled_taps(s, g.ox, g.rw, g.box.w, g.box.x, ratio, got.x0, img.width), s, g.flip,
+                 dst);
+      }
+      AugRng& rng = p.rng;  // after the geometry's draws
       if (!inception_) {
-        int64_t oy = (kAlexResize - s) / 2, ox = oy;
-        bool flip = false;
-        if (distort) {
-          oy = rng.below(kAlexResize - s + 1);
-          ox = rng.below(kAlexResize - s + 1);
-          flip = rng.uniform() < 0.5f;
-        }
-        resample(img, whole, kAlexResize, kAlexResize, oy, ox, s, flip, dst);
         for (int64_t c = 0; c < 3; ++c) {
-          float* p = dst + c * plane;
-          for (int64_t i = 0; i < plane; ++i) p[i] -= kAlexMean[c];
+          float* q = dst + c * plane;
+          for (int64_t i = 0; i < plane; ++i) q[i] -= kAlexMean[c];
         }
         continue;
       }
-      if (distort) {
-        const Box box = distorted_box(rng, img.height, img.width);
-        const bool flip = rng.uniform() < 0.5f;
-        resample(img, box, s, s, 0, 0, s, flip, dst);
-        for (int64_t i = 0; i < 3 * plane; ++i) dst[i] *= 1.0f / 255.0f;
-        color_jitter(rng, dst, plane);
-      } else {
-        // tf.image.central_crop: start = int((H - H * fraction) / 2), size = H - 2 * start.
-        Box box;
-        box.y = static_cast<int64_t>((img.height - img.height * kCentralFraction) / 2);
-        box.x = static_cast<int64_t>((img.width - img.width * kCentralFraction) / 2);
-        box.h = img.height - 2 * box.y;
-        box.w = img.width - 2 * box.x;
-        resample(img, box, s, s, 0, 0, s, false, dst);
-        for (int64_t i = 0; i < 3 * plane; ++i) dst[i] *= 1.0f / 255.0f;
-      }
+      for (int64_t i = 0; i < 3 * plane; ++i) dst[i] *= 1.0f / 255.0f;
+      if (distort) color_jitter(rng, dst, plane);
       for (int64_t i = 0; i < 3 * plane; ++i) dst[i] = 2.0f * (dst[i] - 0.5f);
     }
   }
@@ -485,12 +549,87 @@ class ImageFolderDataset final : public Dataset {
   }
 
  private:
+  // Where one example's pixels come from: the box of the source image, resized to rh x rw, the
+  // S x S output at (oy, ox) of that, flipped or not.
+  struct Sample {
+    Box box;
+    int64_t rh = 0, rw = 0, oy = 0, ox = 0;
+    bool flip = false;
+  };
+
+  // Random numbers in the order the file's opening comment gives: alexnet crop y, crop x, flip;
+  // inception box attempts, box y, box x, flip.
+  Sample sample(AugRng& rng, int64_t height, int64_t width, int64_t s, bool distort) const {
+    Sample g;
+    if (!inception_) {
+      g.box = {0, 0, height, width};
+      g.rh = g.rw = kAlexResize;
+      g.oy = g.ox = (kAlexResize - s) / 2;
+      if (distort) {
+        g.oy = rng.below(kAlexResize - s + 1);
+        g.ox = rng.below(kAlexResize - s + 1);
+        g.flip = rng.uniform() < 0.5f;
+      }
+      return g;
+    }
+    g.rh = g.rw = s;
+    if (distort) {
+      g.box = distorted_box(rng, height, width);
+      g.flip = rng.uniform() < 0.5f;
+    } else {
+      // tf.image.central_crop: start = int((H - H * fraction) / 2), size = H - 2 * start.
+      g.box.y = static_cast<int64_t>((height - height * kCentralFraction) / 2);
+      g.box.x = static_cast<int64_t>((width - width * kCentralFraction) / 2);
+      g.box.h = height - 2 * g.box.y;
+      g.box.w = width - 2 * g.box.x;
+    }
+    return g;
+  }
+
+  // One example's decode, planned from the header: its geometry, and with fast_decode the
+  // smallest DCT scale M / 8 that still gives the box at least the resized resolution (so the
+  // resampling still only shrinks), and only the rows and columns its taps reach.
+  struct Planning {
+    const ImageFolderDataset* self;
+    AugRng rng;
+    uint64_t seed, key;
+    int64_t s;
+    bool distort;
+    Sample sample;
+  };
+  static Plan plan(void* context, int64_t height, int64_t width) {
+    auto* p = static_cast<Planning*>(context);
+    p->rng = AugRng(p->seed, p->key);
+    p->sample = p->self->sample(p->rng, height, width, p->s, p->distort);
+    if (!p->self->fast_decode_) return Plan{};
+    const Sample& g = p->sample;
+    Plan out;
+    out.fast = true;
+    out.scale = 8;
+    for (int m = 1; m < 8; ++m) {
+      if (g.box.h * m >= 8 * g.rh && g.box.w * m >= 8 * g.rw) {
+        out.scale = m;
+        break;
+      }
+    }
+    const double ratio = out.scale / 8.0;
+    // jdiv_round_up(size * M, 8): the scaled image's size in libjpeg.
+    const int64_t sh = (height * out.scale + 7) / 8, sw = (width * out.scale + 7) / 8;
+    const std::vector<Tap> ty = scaled_taps(p->s, g.oy, g.rh, g.box.h, g.box.y, ratio, 0, sh);
+    const std::vector<Tap> tx = scaled_taps(p->s, g.ox, g.rw, g.box.w, g.box.x, ratio, 0, sw);
+    out.y0 = ty.front().lo;
+    out.y1 = ty.back().hi + 1;
+    out.x0 = tx.front().lo;
+    out.x1 = tx.back().hi + 1;
+    return out;
+  }
+
   // Decodes example `index` into `img` and returns it; with skip_bad_files, an unreadable file
   // is recorded and replaced by the next readable one of the split (index + 1, + 2, ...,
   // wrapping): the same one for the same bad files, whatever the threads or the order.
-  int64_t decode_or_replace(int64_t index, Image& img) const {
+  int64_t decode_or_replace(int64_t index, Image& img, Planning& p, Decoded& got) const {
     try {
-      decode_jpeg_file(files_[index], img);
+      got = decode_jpeg_file(files_[index], img, &plan, &p);
       return index;
     } catch (const Error& e) {
       TG_CHECK(skip_bad_, e.what(),
@@ -500,7 +639,7 @@ class ImageFolderDataset final : public Dataset {
     for (int64_t step = 1; step < info_.size; ++step) {
       const int64_t j = (index + step) % info_.size;
       try {
-        decode_jpeg_file(files_[j], img);
+        got = decode_jpeg_file(files_[j], img, &plan, &p);
         return j;
       } catch (const Error& e) {
         note_bad(j, e.what(), false);
@@ -523,6 +662,7 @@ class ImageFolderDataset final : public Dataset {
   bool inception_ = false;
   bool augment_ = true;
   bool skip_bad_ = false;
+  bool fast_decode_ = false;
   mutable std::mutex bad_mu_;
   mutable BadFiles bad_;
 };

@@ -400,6 +400,62 @@ TEST(ImageFolder, SamplingIsBitForBitTheDirectFormula) {
   }
 }
 
+// data.fast_decode: a 1201 x 1103 ramp decoded at a reduced DCT scale (alexnet needs 256 rows:
+// 1103 * 2 / 8 >= 256, so scale 2/8) and only the crop's rows and columns. The geometry is the
+// full decode's: the same crop of the same ramp, to within the JPEG error plus the reduced
+// decode's (an 8 x 8 block's IDCT at 2 x 2 averages the ramp over the block: 1.5 levels).
+TEST(ImageFolder, FastDecodeKeepsTheGeometryAtAReducedScale) {
+  TempDir root;
+  constexpr int W = 1201, H = 1103;
+  const Fill big_ramp = [](int x, int y, uint8_t* p) {
+    p[0] = static_cast<uint8_t>(std::lround(x * 255.0 / (W - 1)));
+    p[1] = static_cast<uint8_t>(std::lround(y * 255.0 / (H - 1)));
+    p[2] = kRampB;
+  };
+  write_jpeg(root / "train/a/r.jpg", W, H, 3, big_ramp);
+  write_jpeg(root / "val/a/r.jpg", W, H, 3, big_ramp);
+  constexpr double kTol = kJpegTol + 1.5;
+  for (const char* pre : {"alexnet", "inception"}) {
+    SCOPED_TRACE(pre);
+    DataOptions fast = folder(root.str(), pre), exact = folder(root.str(), pre);
+    fast.fast_decode = true;
+    // On 0..255 from either recipe's output.
+    auto level = [&](float v) {
+      return std::string(pre) == "alexnet" ? static_cast<double>(v) : (v + 1.0) * 255.0 / 2.0;
+    };
+    for (Split split : {Split::test, Split::train}) {
+      auto f = open_dataset(fast, split), e = open_dataset(exact, split);
+      for (uint64_t key = 0; key < (split == Split::train ? 6u : 1u); ++key) {
+        std::vector<int32_t> labels;
+        const std::vector<float> xf = load(*f, {0}, true, key, &labels);
+        const std::vector<float> xe = load(*e, {0}, true, key, &labels);
+        // Inception's colour jitter acts alike on both; comparing the two outputs covers it.
+        double sum = 0.0, most = 0.0;
+        for (size_t i = 0; i < xf.size(); ++i) {
+          const double d = std::fabs(level(xf[i]) - level(xe[i]));
+          sum += d;
+          most = std::max(most, d);
+        }
+        EXPECT_LT(sum / static_cast<double>(xf.size()), 1.5) << "key " << key;
+        EXPECT_LT(most, 2 * kTol) << "key " << key;
+      }
+      if (split == Split::test && std::string(pre) == "alexnet") {
+        // Against the analytic ramp: the central 224 of the 256 x 256 resize.
+        std::vector<int32_t> labels;
+        const std::vector<float> x = load(*f, {0}, false, 0, &labels);
+        for (int64_t i = 0; i < kS; i += 7) {
+          for (int64_t j = 0; j < kS; j += 5) {
+            const double sx = src_coord(j, 16, 256, W), sy = src_coord(i, 16, 256, H);
+            ASSERT_NEAR(x[i * kS + j], sx * 255.0 / (W - 1) - kMean[0], kTol) << i << "," << j;
+            ASSERT_NEAR(x[kPlane + i * kS + j], sy * 255.0 / (H - 1) - kMean[1], kTol)
+                << i << "," << j;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(ImageFolder, LayoutErrors) {
   TempDir root;
   write_tree(root);
