@@ -71,8 +71,9 @@ void expect_checkpoints_intact(const std::string& out) {
   for (const auto& e : fs::directory_iterator(out)) {
     const std::string name = e.path().filename().string();
     if (name.rfind("checkpoint", 0) == 0 && name.size() > 7 &&
-        name.substr(name.size() - 7) == ".tgckpt")
+        name.substr(name.size() - 7) == ".tgckpt") {
       EXPECT_NO_THROW(train::load_checkpoint(e.path().string())) << name;
+    }
   }
 }
 
