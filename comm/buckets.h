@@ -25,6 +25,11 @@ namespace tg::comm {
 struct GradSlot {
   std::string name;
   int64_t offset = 0, numel = 0;
+  // The slot's tensor index in the compressors' random streams (rng_stream(ternarize, step,
+  // worker, index)); -1: its position in the layout. A caller whose layouts hold a changing
+  // subset of the parameters (python/src/terngrad_torch.cpp: DDP's buckets) gives each
+  // parameter a fixed index, so its random numbers do not depend on the bucket it is in.
+  int64_t rng_index = -1;
 };
 
 // A contiguous run of slots [first, last) of a layout.

@@ -85,6 +85,11 @@ void check_buffers(const Compressor& c, const Tensor& g, const Tensor& msg, size
            msg.str());
 }
 
+// Slot t's tensor index in the random streams: its own fixed one, else its position.
+uint64_t rng_index(const GradSlot& sl, size_t t) {
+  return sl.rng_index >= 0 ? static_cast<uint64_t>(sl.rng_index) : t;
+}
+
 // "'a', 'b'" for error messages; "nothing" when empty.
 std::string entry_names(const NamedTensors& state) {
   if (state.empty()) return "nothing";
@@ -353,7 +358,7 @@ class TernGradCompressor final : public Compressor {
           x = e;
         }
         const uint64_t stream = rng_stream(RngPurpose::ternarize, static_cast<uint64_t>(step),
-                                           static_cast<uint64_t>(worker), t);
+                                           static_cast<uint64_t>(worker), rng_index(sl, t));
         if (grid())
           grid_pack(d, x, sl.numel, s, o_.levels, o_.seed, stream, codes);
         else
@@ -497,7 +502,7 @@ class BaselineCompressor final : public Compressor {
                     fp16_pack_cuda(gs, sl.numel, m));
       } else if (o_.method == Method::qsgd) {
         const uint64_t stream = rng_stream(RngPurpose::ternarize, static_cast<uint64_t>(step),
-                                           static_cast<uint64_t>(worker), t);
+                                           static_cast<uint64_t>(worker), rng_index(sl, t));
         TG_DISPATCH(
             d, "qsgd_pack",
             qsgd_pack_cpu(gs, sl.numel, o_.qsgd_levels, o_.qsgd_bucket, o_.seed, stream, m),

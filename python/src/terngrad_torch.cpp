@@ -3,9 +3,17 @@
 // Nothing of TernGrad is reimplemented here. A torch c10d::ProcessGroup (Gloo or NCCL) is adapted
 // to the library's Communicator interface (comm/communicator.h), and each DDP bucket is aggregated
 // by tern::aggregate (terngrad/aggregate.h) with the library's own compressor
-// (terngrad/compressor.h): the same shared scalers, ternarize + pack kernels, exact integer sums
-// and byte-cost choice of collective as the `terngrad train` data-parallel step. The bucket's
-// memory is used in place (Tensor::borrow); the result goes into a fresh tensor.
+// (terngrad/compressor.h): the same shared scalers, ternarize + pack kernels, exact integer sums,
+// error feedback and byte-cost choice of collective as the `terngrad train` data-parallel step.
+// An f32 bucket's memory is used in place (Tensor::borrow); an fp16 or bf16 bucket is widened to
+// f32 (exactly) first, and the f32 average is rounded to the bucket's dtype at the end.
+//
+// Each parameter carries a fixed index (the hook's parameter id: its position in the model's
+// parameter list, or in the order DDP first hands it over), which is its slot's random stream
+// (GradSlot::rng_index) and the key of its error-feedback residual. DDP rebuilds its buckets after
+// the first step, so a bucket's parameters change; with the index fixed, a parameter's random
+// numbers and residual do not (per parameter, the aggregation never depends on the bucket: its
+// scaler, codes and sums are its own).
 //
 // Python side: terngrad_torch/__init__.py (TernGradState, terngrad_hook).
 #include <torch/cuda.h>
@@ -15,7 +23,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -159,12 +169,21 @@ tg::tern::PackFormat parse_pack(const std::string& s) {
   return tg::parse_enum(tg::tern::kPackFormats, s, "terngrad_torch: pack");
 }
 
-std::vector<tg::tern::GradSlot> layout_of(const std::vector<int64_t>& numels) {
+// Slots of the given sizes back to back; slot i draws the random stream of parameter ids[i]
+// (empty ids: of its position, as `terngrad train`'s layout does).
+std::vector<tg::tern::GradSlot> layout_of(const std::vector<int64_t>& numels,
+                                          const std::vector<int64_t>& ids) {
+  TG_CHECK(ids.empty() || ids.size() == numels.size(), "terngrad_torch: ", numels.size(),
+           " parameter sizes but ", ids.size(), " parameter ids");
   std::vector<tg::tern::GradSlot> layout;
   int64_t offset = 0;
   for (size_t i = 0; i < numels.size(); ++i) {
     TG_CHECK(numels[i] >= 0, "terngrad_torch: parameter ", i, " has a negative size");
-    layout.push_back({"p" + std::to_string(i), offset, numels[i]});
+    const int64_t id = ids.empty() ? static_cast<int64_t>(i) : ids[i];
+    TG_CHECK(id >= 0, "terngrad_torch: parameter ids must be >= 0, got ", id);
+    std::string name = "p";  // (not "p" + to_string: GCC 12's false -Wrestrict, PR 105329)
+    name += std::to_string(id);
+    layout.push_back({std::move(name), offset, numels[i], ids.empty() ? -1 : id});
     offset += numels[i];
   }
   return layout;
@@ -178,6 +197,11 @@ tg::Tensor borrow_flat(const at::Tensor& t, const char* what) {
   return tg::Tensor::borrow(t.data_ptr(), {t.numel()}, tg::DType::f32, tg_device(t));
 }
 
+// A bucket's dtype: f32, or fp16 / bf16 (AMP), aggregated in f32.
+bool low_precision(const at::Tensor& t) {
+  return t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
+}
+
 // The hook's options, in the library's terms.
 struct HookOptions {
   double clip = 2.5;
@@ -186,6 +210,7 @@ struct HookOptions {
   std::string algorithm = "auto";
   int64_t chunk_bytes = int64_t{2} << 20;
   int64_t min_size = 1;
+  bool error_feedback = false;
 };
 
 tg::tern::CompressionOptions compression(const HookOptions& h, uint64_t seed) {
@@ -195,16 +220,8 @@ tg::tern::CompressionOptions compression(const HookOptions& h, uint64_t seed) {
   o.pack = parse_pack(h.pack);
   o.seed = seed;
   o.min_size = h.min_size;
+  o.error_feedback = h.error_feedback;
   return o;
-}
-
-// Bucket b's Philox seed: the state's seed mixed with the bucket index (SplitMix64), so two
-// buckets' tensors at the same position never draw the same random stream.
-uint64_t bucket_seed(uint64_t seed, int64_t bucket) {
-  uint64_t z = seed + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(bucket + 1);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
 }
 
 // What one bucket's aggregation did on this rank.
@@ -216,8 +233,23 @@ struct BucketResult {
   double encode_s = 0, comm_s = 0, reduce_s = 0;  // AggregateStats' phases
 };
 
+// A host f32 copy of a library tensor (any device).
+at::Tensor to_torch(const tg::Tensor& t) {
+  const tg::Tensor host = t.to(tg::Device::cpu());
+  at::Tensor out = at::empty({host.numel()}, at::kFloat);
+  std::memcpy(out.data_ptr(), host.raw_data(), host.numel() * sizeof(float));
+  return out;
+}
+
 // One rank's TernGrad reducer for DDP buckets: a compressor per bucket layout, reused while the
-// bucket's parameter sizes stay the same (DDP rebuilds its buckets once, after the first step).
+// bucket's parameters stay the same (DDP rebuilds its buckets once, after the first step).
+//
+// Error feedback: the library keeps a residual per compressor, f32 [bucket] (terngrad/
+// compressor.h). A parameter's residual lives in the compressor of the bucket that holds it, or,
+// between buckets (after a rebuild, or when loaded), in pending_ under the parameter's id. When
+// a bucket's parameters change, every compressor gives its residuals back to pending_ (a rebuild
+// can move a parameter from any bucket to any other), and a new compressor starts from those of
+// its parameters (zeros for a parameter never seen).
 class Engine {
  public:
   Engine(c10::intrusive_ptr<c10d::ProcessGroup> pg, HookOptions options)
@@ -229,31 +261,47 @@ class Engine {
     agg_.chunk_bytes = options_.chunk_bytes;
     // Refuse bad options here, by name, rather than at the first bucket: pack is parsed by
     // compression(), clip and min_size are checked by make_compressor.
-    tg::tern::make_compressor(compression(options_, 0), layout_of({1}));
+    tg::tern::make_compressor(compression(options_, options_.seed), layout_of({1}, {}));
   }
 
   int rank() const { return pg_->getRank(); }
   int size() const { return pg_->getSize(); }
 
+  // ids: each parameter's fixed id (its random stream and residual key), in bucket order.
   BucketResult reduce(int64_t bucket, const at::Tensor& buffer, const std::vector<int64_t>& numels,
-                      int64_t step) {
+                      const std::vector<int64_t>& ids, int64_t step) {
     TG_CHECK(bucket >= 0, "terngrad_torch: negative bucket index");
     TG_CHECK(step >= 0, "terngrad_torch: negative step");
+    TG_CHECK(ids.size() == numels.size(), "terngrad_torch: bucket ", bucket, " has ", numels.size(),
+             " parameter sizes but ", ids.size(), " parameter ids");
     int64_t total = 0;
     for (const int64_t n : numels) total += n;
     TG_CHECK(total == buffer.numel(), "terngrad_torch: bucket ", bucket, " holds ", buffer.numel(),
              " elements but its parameters have ", total);
-    const tg::Tensor grad = borrow_flat(buffer, "the bucket's buffer");
-    Slot& slot = slot_for(bucket, numels, grad.device());
-    BucketResult res;
-    // The bucket's output tensor is reused from step to step: DDP has copied the last one into
+    TG_CHECK(buffer.scalar_type() == at::kFloat || low_precision(buffer),
+             "terngrad_torch: the bucket's buffer must be float32, float16 or bfloat16, not ",
+             std::string(c10::toString(buffer.scalar_type())));
+    TG_CHECK(buffer.is_contiguous(), "terngrad_torch: the bucket's buffer must be contiguous");
+    std::lock_guard<std::mutex> lock(mu_);
+    Slot& slot = slot_for(bucket, numels, ids, tg_device(buffer));
+    // The bucket's output tensors are reused from step to step: DDP has copied the last one into
     // the gradients before it hands this bucket to the hook again (it waits for every future at
     // the end of backward), and a fresh tensor of a large bucket costs its page faults each step.
-    if (!slot.out.defined() || slot.out.sizes() != buffer.sizes() ||
-        slot.out.device() != buffer.device())
-      slot.out = at::empty_like(buffer);
-    res.out = slot.out;
-    tg::Tensor out = borrow_flat(res.out, "the output");
+    auto reuse = [&](at::Tensor& t, at::ScalarType dtype) {
+      if (!t.defined() || t.sizes() != buffer.sizes() || t.device() != buffer.device() ||
+          t.scalar_type() != dtype)
+        t = at::empty(buffer.sizes(), buffer.options().dtype(dtype));
+      return t;
+    };
+    const bool low = low_precision(buffer);
+    BucketResult res;
+    res.out = reuse(slot.out, buffer.scalar_type());
+    // fp16 / bf16: widening to f32 is exact, so the codes are drawn from the bucket's own values;
+    // scalers, sums and the residual stay f32, and only the average is rounded to the dtype.
+    at::Tensor in32 = low ? reuse(slot.in32, at::kFloat).copy_(buffer) : buffer;
+    at::Tensor out32 = low ? reuse(slot.out32, at::kFloat) : res.out;
+    const tg::Tensor grad = borrow_flat(in32, "the bucket's buffer");
+    tg::Tensor out = borrow_flat(out32, "the output");
     const tg::Tensor locals[] = {grad};
     // On CUDA, DDP filled the bucket on torch's stream and will read the result on it, while
     // the library's kernels run on the library's own stream: the device is idle at both ends.
@@ -262,6 +310,7 @@ class Engine {
     const tg::tern::AggregateStats st = tg::tern::aggregate(*slot.compressor, *slot.comm, locals,
                                                             step, out, agg_, {}, &collectives_);
     if (cuda) torch::cuda::synchronize(grad.device().index);
+    if (low) res.out.copy_(out32);
     res.sent = st.wire.sent;
     res.received = st.wire.received;
     res.scalers = st.shared_meta;
@@ -272,24 +321,85 @@ class Engine {
     return res;
   }
 
+  // Every parameter's error-feedback residual, {id: host f32 [numel]} (copies). Between steps.
+  std::map<int64_t, at::Tensor> residuals() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::map<int64_t, at::Tensor> all;
+    if (!options_.error_feedback) return all;
+    for (const auto& [id, r] : pending_) all[id] = r.clone();
+    for (const Slot& s : slots_)
+      if (s.compressor) split_residual(s, all);
+    return all;
+  }
+
+  // Replaces every residual by `residuals` ({id: f32 tensor of the parameter's numel}); the
+  // compressors are rebuilt at their next bucket and start from them. Between steps.
+  void load_residuals(const std::map<int64_t, at::Tensor>& residuals) {
+    TG_CHECK(options_.error_feedback, "terngrad_torch: residuals loaded without error_feedback");
+    std::map<int64_t, at::Tensor> loaded;
+    for (const auto& [id, r] : residuals) {
+      TG_CHECK(id >= 0, "terngrad_torch: residual of parameter id ", id, " (ids are >= 0)");
+      loaded[id] = r.detach().to(at::kCPU, at::kFloat).contiguous().reshape({-1}).clone();
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    for (Slot& s : slots_) s.compressor.reset();
+    pending_ = std::move(loaded);
+  }
+
  private:
   struct Slot {
-    std::vector<int64_t> numels;
+    std::vector<int64_t> numels, ids;
     tg::Device device;
     std::unique_ptr<tg::tern::Compressor> compressor;
     std::unique_ptr<ProcessGroupCommunicator> comm;
-    at::Tensor out;
+    at::Tensor out, in32, out32;  // the result (bucket dtype); fp16/bf16: f32 staging
   };
 
-  Slot& slot_for(int64_t bucket, const std::vector<int64_t>& numels, const tg::Device& device) {
+  // Slot s's residual, cut into its parameters' entries of `into`.
+  void split_residual(const Slot& s, std::map<int64_t, at::Tensor>& into) const {
+    const tg::tern::NamedTensors st = s.compressor->state(rank());
+    const at::Tensor flat = to_torch(st.at(0).second);
+    int64_t offset = 0;
+    for (size_t i = 0; i < s.ids.size(); ++i) {
+      into[s.ids[i]] = flat.narrow(0, offset, s.numels[i]).clone();
+      offset += s.numels[i];
+    }
+  }
+
+  Slot& slot_for(int64_t bucket, const std::vector<int64_t>& numels,
+                 const std::vector<int64_t>& ids, const tg::Device& device) {
     if (static_cast<size_t>(bucket) >= slots_.size()) slots_.resize(bucket + 1);
     Slot& s = slots_[bucket];
-    if (!s.compressor || s.numels != numels || !(s.device == device)) {
-      s.numels = numels;
-      s.device = device;
-      s.compressor = tg::tern::make_compressor(
-          compression(options_, bucket_seed(options_.seed, bucket)), layout_of(numels));
-      s.comm = std::make_unique<ProcessGroupCommunicator>(pg_, device);
+    if (s.compressor && s.numels == numels && s.ids == ids && s.device == device) return s;
+    if (options_.error_feedback) {
+      for (Slot& other : slots_) {
+        if (!other.compressor) continue;
+        split_residual(other, pending_);
+        other.compressor.reset();
+      }
+    }
+    s.numels = numels;
+    s.ids = ids;
+    s.device = device;
+    s.compressor =
+        tg::tern::make_compressor(compression(options_, options_.seed), layout_of(numels, ids));
+    s.comm = std::make_unique<ProcessGroupCommunicator>(pg_, device);
+    if (options_.error_feedback) {
+      at::Tensor flat = at::zeros({s.compressor->total()}, at::kFloat);
+      int64_t offset = 0;
+      for (size_t i = 0; i < ids.size(); ++i) {
+        if (const auto it = pending_.find(ids[i]); it != pending_.end()) {
+          TG_CHECK(it->second.numel() == numels[i], "terngrad_torch: the residual of parameter ",
+                   ids[i], " has ", it->second.numel(), " elements but the parameter has ",
+                   numels[i], " (a state of another model?)");
+          flat.narrow(0, offset, numels[i]).copy_(it->second);
+          pending_.erase(it);
+        }
+        offset += numels[i];
+      }
+      s.compressor->load_state(
+          rank(), {{"residual", tg::Tensor::borrow(flat.data_ptr(), {flat.numel()}, tg::DType::f32,
+                                                   tg::Device::cpu())}});
     }
     return s;
   }
@@ -297,25 +407,44 @@ class Engine {
   c10::intrusive_ptr<c10d::ProcessGroup> pg_;
   HookOptions options_;
   tg::tern::AggregateOptions agg_;
+  std::mutex
+      mu_;  // slots_ and pending_: reduce runs on the hook's thread, the rest on the caller's
   std::vector<Slot> slots_;
+  std::map<int64_t, at::Tensor> pending_;  // error feedback: residuals no compressor holds
   tg::WorkerThread collectives_;  // the ternary path's chunk collectives, for the hook's lifetime
 };
 
-// The library's own aggregation of N workers' bucket gradients in one process
-// (tern::aggregate_local): the reference the hook must equal bit for bit.
+// The library's own aggregation of N workers' gradients in one process (tern::aggregate_local,
+// what `terngrad train` runs for emulated workers), with one compressor kept from call to call
+// (its error-feedback residuals per worker): the reference the hook must equal bit for bit.
+// ids: each slot's random stream (empty: its position, as `terngrad train`'s layout).
+class LocalAggregation {
+ public:
+  LocalAggregation(const HookOptions& h, const std::vector<int64_t>& numels,
+                   const std::vector<int64_t>& ids)
+      : c_(tg::tern::make_compressor(compression(h, h.seed), layout_of(numels, ids))) {}
+
+  at::Tensor reduce(const std::vector<at::Tensor>& grads, int64_t step) {
+    TG_CHECK(!grads.empty(), "terngrad_torch: no gradients");
+    std::vector<tg::Tensor> g;
+    for (const auto& t : grads) {
+      TG_CHECK(t.numel() == c_->total(), "terngrad_torch: gradients hold ", t.numel(),
+               " elements but the sizes add up to ", c_->total());
+      g.push_back(borrow_flat(t, "a gradient"));
+    }
+    at::Tensor result = at::empty_like(grads[0]);
+    tg::Tensor out = borrow_flat(result, "the output");
+    tg::tern::aggregate_local(*c_, g, step, out);
+    return result;
+  }
+
+ private:
+  std::unique_ptr<tg::tern::Compressor> c_;
+};
+
 at::Tensor aggregate_local(const std::vector<at::Tensor>& grads, const std::vector<int64_t>& numels,
-                           const HookOptions& h, int64_t bucket, int64_t step) {
-  TG_CHECK(!grads.empty(), "terngrad_torch: no gradients");
-  std::vector<tg::Tensor> g;
-  for (const auto& t : grads) g.push_back(borrow_flat(t, "a gradient"));
-  auto c =
-      tg::tern::make_compressor(compression(h, bucket_seed(h.seed, bucket)), layout_of(numels));
-  TG_CHECK(c->total() == grads[0].numel(), "terngrad_torch: gradients hold ", grads[0].numel(),
-           " elements but the sizes add up to ", c->total());
-  at::Tensor result = at::empty_like(grads[0]);
-  tg::Tensor out = borrow_flat(result, "the output");
-  tg::tern::aggregate_local(*c, g, step, out);
-  return result;
+                           const std::vector<int64_t>& ids, const HookOptions& h, int64_t step) {
+  return LocalAggregation(h, numels, ids).reduce(grads, step);
 }
 
 }  // namespace
@@ -331,7 +460,8 @@ PYBIND11_MODULE(_C, m) {
       .def_readwrite("seed", &HookOptions::seed)
       .def_readwrite("algorithm", &HookOptions::algorithm)
       .def_readwrite("chunk_bytes", &HookOptions::chunk_bytes)
-      .def_readwrite("min_size", &HookOptions::min_size);
+      .def_readwrite("min_size", &HookOptions::min_size)
+      .def_readwrite("error_feedback", &HookOptions::error_feedback);
 
   py::class_<BucketResult>(m, "BucketResult")
       .def_readonly("out", &BucketResult::out)
@@ -349,12 +479,21 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("rank", &Engine::rank)
       .def_property_readonly("size", &Engine::size)
       .def("reduce", &Engine::reduce, py::arg("bucket"), py::arg("buffer"), py::arg("numels"),
-           py::arg("step"), py::call_guard<py::gil_scoped_release>(),
-           "Aggregates one bucket across the process group (blocking; releases the GIL).");
+           py::arg("ids"), py::arg("step"), py::call_guard<py::gil_scoped_release>(),
+           "Aggregates one bucket across the process group (blocking; releases the GIL).")
+      .def("residuals", &Engine::residuals, py::call_guard<py::gil_scoped_release>(),
+           "Every parameter's error-feedback residual, {id: f32 [numel]} (host copies).")
+      .def("load_residuals", &Engine::load_residuals, py::arg("residuals"),
+           py::call_guard<py::gil_scoped_release>(),
+           "Replaces the error-feedback residuals by {id: f32 tensor}.");
 
-  m.def("aggregate_local", &aggregate_local, py::arg("grads"), py::arg("numels"),
-        py::arg("options"), py::arg("bucket"), py::arg("step"),
-        py::call_guard<py::gil_scoped_release>(),
-        "The library's one-process aggregation of the workers' bucket gradients.");
-  m.def("bucket_seed", &bucket_seed, py::arg("seed"), py::arg("bucket"));
+  py::class_<LocalAggregation>(m, "LocalAggregation")
+      .def(py::init<HookOptions, std::vector<int64_t>, std::vector<int64_t>>(), py::arg("options"),
+           py::arg("numels"), py::arg("ids") = std::vector<int64_t>{})
+      .def("reduce", &LocalAggregation::reduce, py::arg("grads"), py::arg("step"),
+           py::call_guard<py::gil_scoped_release>(),
+           "The library's one-process aggregation of the workers' gradients at `step`.");
+  m.def("aggregate_local", &aggregate_local, py::arg("grads"), py::arg("numels"), py::arg("ids"),
+        py::arg("options"), py::arg("step"), py::call_guard<py::gil_scoped_release>(),
+        "The library's one-process aggregation of the workers' bucket gradients (stateless).");
 }

@@ -4,7 +4,8 @@
     from terngrad_torch import TernGradState, terngrad_hook
 
     ddp = torch.nn.parallel.DistributedDataParallel(model)
-    state = TernGradState(process_group=None, clip=2.5, pack="two_bit", seed=0)
+    state = TernGradState(process_group=None, clip=2.5, pack="two_bit", seed=0,
+                          error_feedback=False, parameters=model.parameters())
     ddp.register_comm_hook(state, terngrad_hook)
 
 Per DDP bucket and step, exactly what `terngrad train` does for its own buckets (the paper's
@@ -17,13 +18,20 @@ result is scaler / world_size * sum, the averaged gradient DDP hands to the opti
 is the library's C++ (terngrad/aggregate.h), reached through the process group; nothing of TernGrad is
 reimplemented in Python.
 
+Each parameter has a fixed id (its position in `parameters`, or in the order DDP first hands it to
+the hook): its Philox stream of random numbers is (seed, step, rank, id), as a `terngrad train`
+layout's slot id, and its error-feedback residual is kept under it. So DDP's bucket rebuild after
+the first step (and static_graph's) changes neither; per parameter the result never depends on the
+bucket it travels in. fp16 and bf16 buckets (AMP) are aggregated in f32 and handed back in their
+own dtype. state_dict() / load_state_dict() save and restore what the next step depends on.
+
 The hook returns at once: a worker thread aggregates the buckets in order while backward goes
 on, and DDP waits for the futures at the end of backward.
 """
 
 import queue
 import threading
-from typing import Dict, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import torch
 import torch.distributed as dist
@@ -48,6 +56,11 @@ class TernGradState:
         algorithm: "auto" (the byte cost model's choice), "allgather", "packed-allreduce" or "ps".
         chunk_bytes: bytes of one rank's codes per collective call (0: the whole bucket).
         min_size: parameters with fewer elements travel as fp32.
+        error_feedback: each rank ternarizes its gradient plus its residual and keeps, per
+            parameter, what its message lost (the library's compression.error_feedback).
+        parameters: the model's parameters (model.parameters()); a parameter's position is its
+            id. None: ids in the order DDP first hands parameters to the hook (its first step's
+            buckets), the same in every process for the same model and bucket sizes.
 
     After each step (once DDP's backward has returned):
         bytes_sent, bytes_received: what this rank put on and took off the wire in the last step
@@ -59,7 +72,16 @@ class TernGradState:
 
     The tensor a bucket's future holds is reused by that bucket's next step (DDP has copied it
     into the gradients by then); clone it to keep it longer.
+
+    state_dict() / load_state_dict(d): this rank's step counter and residuals (between steps),
+    to save beside the model and the optimizer; each rank saves and loads its own.
     """
+
+    _FORMAT = "terngrad_torch.TernGradState"
+    _VERSION = 1
+    # Options the numbers depend on: a resumed run must use the saved ones (algorithm and
+    # chunk_bytes choose a route, every one exact).
+    _NUMERIC_OPTIONS = ("clip", "pack", "seed", "min_size", "error_feedback")
 
     def __init__(
         self,
@@ -70,6 +92,8 @@ class TernGradState:
         algorithm: str = "auto",
         chunk_bytes: int = 2 << 20,
         min_size: int = 1,
+        error_feedback: bool = False,
+        parameters: Optional[Iterable[torch.Tensor]] = None,
     ):
         if process_group is None:
             if not dist.is_initialized():
@@ -86,7 +110,20 @@ class TernGradState:
         options.algorithm = str(algorithm)
         options.chunk_bytes = int(chunk_bytes)
         options.min_size = int(min_size)
+        options.error_feedback = bool(error_feedback)
         self.options = options
+        self.error_feedback = bool(error_feedback)
+        # Parameter -> id, and id -> shape. Fixed by `parameters`, else learned in the first step.
+        self._ids: Dict[torch.Tensor, int] = {}
+        self._shapes: List[torch.Size] = []
+        self._fixed_ids = parameters is not None
+        if parameters is not None:
+            for p in parameters:
+                if p not in self._ids:
+                    self._ids[p] = len(self._shapes)
+                    self._shapes.append(p.shape)
+        # A loaded state's (parameter count, {id: residual shape}), until the ids are known.
+        self._unchecked: Optional[Tuple[int, Dict[int, torch.Size]]] = None
         self._engine = _C.Engine(process_group, options)
         self.rank = self._engine.rank
         self.world_size = self._engine.size
@@ -118,19 +155,109 @@ class TernGradState:
             name: self.scalers[p] for name, p in model.named_parameters() if p in self.scalers
         }
 
+    def _id(self, p: torch.Tensor) -> int:
+        i = self._ids.get(p)
+        if i is None:
+            if self._fixed_ids:
+                raise TernGradError(
+                    "TernGradState: DDP handed the hook a parameter of shape %s that is not in "
+                    "`parameters` (pass the model's parameters, model.parameters())"
+                    % list(p.shape)
+                )
+            i = self._ids[p] = len(self._shapes)
+            self._shapes.append(p.shape)
+        return i
+
     def _submit(self, bucket: dist.GradBucket, step: int) -> torch.futures.Future:
         fut: torch.futures.Future = torch.futures.Future()
         params = list(bucket.parameters())
-        self._queue.put(
-            (fut, bucket.index(), bucket.buffer(), params, step, bool(bucket.is_last()))
-        )
+        ids = [self._id(p) for p in params]
+        last = bool(bucket.is_last())
+        if last and self._unchecked is not None:  # a loaded state, checked once ids are known
+            (n, shapes), self._unchecked = self._unchecked, None
+            self._check_residuals(n, shapes)
+        self._queue.put((fut, bucket.index(), bucket.buffer(), params, ids, step, last))
         return fut
+
+    def state_dict(self) -> Dict[str, Any]:
+        """This rank's state, in plain numbers and CPU tensors (torch.save stores it): the step
+        counter (the random streams' position: they are keyed by seed, step, rank and parameter
+        id), the options the numbers depend on, and with error feedback every parameter's
+        residual, {id: tensor of the parameter's shape}. Call it between steps."""
+        residuals = {}
+        for i, r in self._engine.residuals().items():
+            residuals[int(i)] = r.reshape(self._shapes[i]) if i < len(self._shapes) else r
+        if self.error_feedback:  # a parameter no bucket has held yet (frozen): residual zero
+            for i, shape in enumerate(self._shapes):
+                residuals.setdefault(i, torch.zeros(shape))
+        return {
+            "format": self._FORMAT,
+            "version": self._VERSION,
+            "step": self.step,
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "options": {k: getattr(self.options, k) for k in self._NUMERIC_OPTIONS},
+            "num_parameters": len(self._shapes),
+            "residuals": residuals,
+        }
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Restores a state_dict() saved by the same rank of a run with the same world size and
+        options, between steps (before the first one of a resumed run). Raises TernGradError
+        naming what does not match (the state is then unchanged)."""
+        where = "TernGradState.load_state_dict"
+        if not isinstance(state, dict) or state.get("format") != self._FORMAT:
+            raise TernGradError("%s: not a TernGradState state_dict" % where)
+        if state.get("version") != self._VERSION:
+            raise TernGradError(
+                "%s: version %r, expected %d" % (where, state.get("version"), self._VERSION)
+            )
+        if state["world_size"] != self.world_size or state["rank"] != self.rank:
+            raise TernGradError(
+                "%s: the state is rank %d's of %d ranks, this is rank %d of %d (each rank loads "
+                "its own, with the same world size)"
+                % (where, state["rank"], state["world_size"], self.rank, self.world_size)
+            )
+        wrong = [
+            "%s: saved %r, this state has %r" % (k, v, getattr(self.options, k))
+            for k, v in state["options"].items()
+            if getattr(self.options, k) != v
+        ]
+        if wrong:
+            raise TernGradError("%s: options differ: %s" % (where, "; ".join(wrong)))
+        residuals = state["residuals"]
+        n = state["num_parameters"]
+        if self.error_feedback and sorted(residuals) != list(range(n)):
+            raise TernGradError(
+                "%s: residuals of parameter ids %s, expected 0..%d"
+                % (where, sorted(residuals), n - 1)
+            )
+        shapes = {int(i): torch.Size(r.shape) for i, r in residuals.items()}
+        if self._shapes:
+            self._check_residuals(n, shapes)
+        self._engine.load_residuals(residuals if self.error_feedback else {})
+        self._unchecked = None if self._shapes else (n, shapes)
+        self.step = int(state["step"])
+
+    def _check_residuals(self, n: int, shapes: Dict[int, torch.Size]) -> None:
+        """Raises unless a loaded state fits this model's parameters (count and shapes)."""
+        where = "TernGradState.load_state_dict"
+        if n != len(self._shapes):
+            raise TernGradError(
+                "%s: the state has %d parameters, the model %d" % (where, n, len(self._shapes))
+            )
+        for i, shape in sorted(shapes.items()):
+            if shape != self._shapes[i]:
+                raise TernGradError(
+                    "%s: parameter %d: the saved residual has shape %s, the parameter %s"
+                    % (where, i, list(shape), list(self._shapes[i]))
+                )
 
     def _run(self) -> None:
         while True:
-            fut, index, buffer, params, step, last = self._queue.get()
+            fut, index, buffer, params, ids, step, last = self._queue.get()
             try:
-                res = self._engine.reduce(index, buffer, [p.numel() for p in params], step)
+                res = self._engine.reduce(index, buffer, [p.numel() for p in params], ids, step)
             except BaseException as e:  # handed to DDP, which raises it in backward
                 fut.set_exception(e)
                 continue

@@ -61,14 +61,17 @@ def _bucket_grads(rank, numels, step, bucket):
     return torch.cat(parts).contiguous()
 
 
+# Two buckets: parameter sizes and ids.
+_BUCKETS = {0: ([301, 64, 17, 5000], [0, 1, 2, 3]), 1: ([1, 2049, 33], [4, 5, 6])}
+
+
 def _engine_worker(rank, world, store_path, algorithm, pack, q):
     _init(rank, world, store_path)
     state = TernGradState(clip=2.5, pack=pack, seed=11, algorithm=algorithm)
-    buckets = {0: [301, 64, 17, 5000], 1: [1, 2049, 33]}
     out = {}
     for step in range(3):
-        for b, numels in buckets.items():
-            res = state._engine.reduce(b, _bucket_grads(rank, numels, step, b), numels, step)
+        for b, (numels, ids) in _BUCKETS.items():
+            res = state._engine.reduce(b, _bucket_grads(rank, numels, step, b), numels, ids, step)
             out[(step, b)] = (res.out.clone(), res.route, res.sent, res.scalers)
     if rank == 0:
         q.put({k: (v[0].numpy().tobytes(), v[1], v[2], v[3]) for k, v in out.items()})
@@ -94,7 +97,9 @@ def _ddp_worker(rank, world, store_path, q):
 
     def recording_hook(st, bucket):
         step = st.step
-        record = [bucket.index(), step, [p.numel() for p in bucket.parameters()],
+        fut = terngrad_hook(st, bucket)
+        params = bucket.parameters()
+        record = [bucket.index(), step, [p.numel() for p in params], [st._ids[p] for p in params],
                   bucket.buffer().clone()]
         records.append(record)
 
@@ -102,7 +107,7 @@ def _ddp_worker(rank, world, store_path, q):
             record.append(fut.value().clone())
             return fut.value()
 
-        return terngrad_hook(st, bucket).then(keep)
+        return fut.then(keep)
 
     ddp.register_comm_hook(state, recording_hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
@@ -117,7 +122,9 @@ def _ddp_worker(rank, world, store_path, q):
     # Every rank's buckets, to rank 0.
     gathered = [None] * world
     # DDP waited for every future before backward returned: all are done.
-    dist.all_gather_object(gathered, [(i, s, n, b.numpy(), o.numpy()) for i, s, n, b, o in records])
+    dist.all_gather_object(
+        gathered, [(i, s, n, ids, b.numpy(), o.numpy()) for i, s, n, ids, b, o in records]
+    )
     flat = torch.cat([p.detach().flatten() for p in model.parameters()])
     params = [torch.zeros_like(flat) for _ in range(world)]
     dist.all_gather(params, flat)
@@ -182,11 +189,10 @@ def _options(pack="two_bit", seed=11):
 class SameNumbersAsTheLibrary(unittest.TestCase):
     def check(self, world, algorithm, pack="two_bit", expect_route=None):
         got = _spawn(_engine_worker, world, algorithm, pack)
-        buckets = {0: [301, 64, 17, 5000], 1: [1, 2049, 33]}
         for step in range(3):
-            for b, numels in buckets.items():
+            for b, (numels, ids) in _BUCKETS.items():
                 grads = [_bucket_grads(r, numels, step, b) for r in range(world)]
-                want = _C.aggregate_local(grads, numels, _options(pack), b, step)
+                want = _C.aggregate_local(grads, numels, ids, _options(pack), step)
                 out, route, sent, scalers = got[(step, b)]
                 self.assertTrue(
                     out == want.numpy().tobytes(),
@@ -231,10 +237,10 @@ class ThroughDDP(unittest.TestCase):
         per_step = [sum(1 for rec in rank0 if rec[1] == s) for s in range(4)]
         self.assertTrue(all(c >= 1 for c in per_step), per_step)
         self.assertGreaterEqual(max(per_step), 2, "expected several buckets in a step")
-        for (i, s, n, b0, o0), (i1, s1, n1, b1, o1) in zip(rank0, rank1):
-            self.assertEqual((i, s, n), (i1, s1, n1))
+        for (i, s, n, ids, b0, o0), (i1, s1, n1, ids1, b1, o1) in zip(rank0, rank1):
+            self.assertEqual((i, s, n, ids), (i1, s1, n1, ids1))
             want = _C.aggregate_local(
-                [torch.from_numpy(b0), torch.from_numpy(b1)], n, _options(seed=5), i, s
+                [torch.from_numpy(b0), torch.from_numpy(b1)], n, ids, _options(seed=5), s
             )
             self.assertTrue(
                 o0.tobytes() == want.numpy().tobytes(),
@@ -272,9 +278,11 @@ class BadOptions(unittest.TestCase):
                     TernGradState(algorithm="ring")
                 st = TernGradState()
                 with self.assertRaisesRegex(TernGradError, "holds 3 elements"):
-                    st._engine.reduce(0, torch.zeros(3), [1, 1], 0)
-                with self.assertRaisesRegex(TernGradError, "float32"):
-                    st._engine.reduce(0, torch.zeros(2, dtype=torch.float64), [1, 1], 0)
+                    st._engine.reduce(0, torch.zeros(3), [1, 1], [0, 1], 0)
+                with self.assertRaisesRegex(TernGradError, "float32, float16 or bfloat16"):
+                    st._engine.reduce(0, torch.zeros(2, dtype=torch.float64), [1, 1], [0, 1], 0)
+                with self.assertRaisesRegex(TernGradError, "2 parameter sizes but 1 parameter id"):
+                    st._engine.reduce(0, torch.zeros(2), [1, 1], [0], 0)
             finally:
                 dist.destroy_process_group()
 
