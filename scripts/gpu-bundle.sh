@@ -11,9 +11,10 @@
 # The folder holds:
 #   gpu-check.sh, gpu_check.py   run there: bash gpu-check.sh (see the README, "Running the GPU checks")
 #   payload.tar.xz               bin/ (terngrad, bench_train, bench_ternary, bench_conv2d,
-#                                device_info), tests/ (every CUDA test executable), lib/ (every
-#                                shared library they load that is not glibc, the CUDA driver or a
-#                                CUDA toolkit/NCCL library: those come from the GPU machine),
+#                                bench_data, device_info), tests/ (every CUDA test executable),
+#                                lib/ (every shared library they load that is not glibc, the
+#                                CUDA driver or a CUDA toolkit/NCCL library: those come from the
+#                                GPU machine),
 #                                lib/compat/ (libstdc++, libgcc_s: used there only when the
 #                                machine's own are missing or too old), bench/pytorch_step.py,
 #                                configs/, data/mnist/ (the four IDX files), dlopen-libraries.txt
@@ -54,7 +55,7 @@ grep -q '^TG_ENABLE_CUDA:BOOL=ON' "$BUILD_DIR/CMakeCache.txt" ||
   die "$BUILD_DIR is a CPU-only build (TG_ENABLE_CUDA=OFF): a GPU bundle needs the CUDA toolkit here"
 mapfile -t CUDA_TESTS < <(cd "$ROOT/tests" && find . -name '*_cuda_test.cpp' | sed 's|^\./||; s|\.cpp$||; s|/|_|g' | sort)
 [ ${#CUDA_TESTS[@]} -gt 0 ] || die "no *_cuda_test.cpp under tests/"
-PROGRAMS=(terngrad bench_train bench_ternary bench_conv2d device_info)
+PROGRAMS=(terngrad bench_train bench_ternary bench_conv2d bench_data device_info)
 echo "gpu-bundle: building ${#PROGRAMS[@]} programs and ${#CUDA_TESTS[@]} CUDA tests in $BUILD_DIR" >&2
 cmake --build "$BUILD_DIR" -j "$(nproc)" --target "${PROGRAMS[@]}" "${CUDA_TESTS[@]}" >&2
 

@@ -2,7 +2,7 @@
 """terngrad GPU check: runs from an unpacked bundle (scripts/gpu-bundle.sh) on a GPU machine.
 
 Usage: bash gpu-check.sh [--results DIR] [--work DIR] [--budget SECONDS] [--iterations N]
-                         [--only a,b,c,d,e,f]
+                         [--only a,b,c,d,e,f,g]
 
 Steps, in order, each under its own time limit (and all under --budget, default 510 s) so one
 hang cannot eat the rest; a failed step is recorded with why, and the next one runs:
@@ -19,6 +19,10 @@ hang cannot eat the rest; a failed step is recorded with why, and the next one r
   f  a one-rank NCCL training run (--rank 0 --world-size 1 --rendezvous), whose params_sha256
      must equal the one-process run's, with the reducer's buckets overlapped with backward on
      the side stream (comm_overlap true); with several GPUs also --nproc <GPUs> over NCCL
+  g  JPEG input (issue 32): a synthetic ImageNet-layout folder (terngrad data synth-folder),
+     bench_data --image-folder on 1 thread and on every core (full and fast decode; target
+     >= 8,000 img/s with alexnet preprocessing), then AlexNet b128 on the GPU fed from that folder
+     beside the same run on synthetic data (target: step time within 5%)
 
 Results go to --results (default $OUT if set, else ./gpu-results), at most eight files:
 results.jsonl (one JSON object per finding), summary.md, log.txt (every command and its output),
@@ -87,7 +91,7 @@ class Check:
         self.work = args.work or tempfile.mkdtemp(prefix="tg-gpu-check.")
         os.makedirs(self.work, exist_ok=True)
         self.iterations = args.iterations
-        self.only = set(args.only.split(",")) if args.only else set("abcdef")
+        self.only = set(args.only.split(",")) if args.only else set("abcdefg")
         self.log_f = open(os.path.join(self.results, "log.txt"), "w")
         self.jsonl = open(os.path.join(self.results, "results.jsonl"), "w")
         self.steps = []  # (letter, title, status, seconds, one-line note)
@@ -737,6 +741,86 @@ class Check:
         self.summary["f"] = md
         return status, "; ".join(notes) or f"{iters} iterations; NCCL runs match the one-process run"
 
+    # ---- step g ---------------------------------------------------------------------------------
+    def step_g(self):
+        """Issue 32's targets on the GPU machine: the JPEG loader on every core, and AlexNet fed
+        from a JPEG folder against the same run on synthetic data."""
+        tg = os.path.join(self.root, "bin", "terngrad")
+        folder = os.path.join(self.work, "jpeg-folder")
+        classes, per_class = (4, 20) if self.rehearsal else (20, 100)
+        if not os.path.isdir(folder):
+            r = self.run([tg, "data", "synth-folder", folder, "--classes", str(classes),
+                          "--train", str(per_class), "--val", "5"], 120, tag="synth-folder")
+            if r["rc"] != 0:
+                return "fail", f"synth-folder rc {r['rc']}: {r['err'].strip()[-300:]}"
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        status, notes = "pass", []
+        md = ["| loader (alexnet preprocessing) | threads | img/s | per thread |", "|---|---|---|---|"]
+        ips = {}
+        for threads, fast in ((1, False), (cores, False), (cores, True)):
+            cmd = [os.path.join(self.root, "bin", "bench_data"), "--image-folder", folder,
+                   "--threads", str(threads), "--steps", "4" if self.rehearsal else "30",
+                   "--batch", "16" if self.rehearsal else "128"]
+            r = self.run(cmd + (["--fast-decode"] if fast else []), 120, tag="bench_data")
+            got = [rec for rec in json_lines(r["out"]) if rec.get("bench") == "data_pipeline"]
+            if r["rc"] != 0 or not got:
+                status = "fail"
+                notes.append(f"bench_data --threads {threads} rc {r['rc']}: {r['err'].strip()[-200:]}")
+                continue
+            rec = got[0]
+            self.record(step="g", source="bench_data", **rec)
+            ips[(threads, fast)] = rec["images_per_sec"]
+            md.append(f"| {'fast decode' if fast else 'full decode'} | {threads} | "
+                      f"{rec['images_per_sec']:.0f} | {rec['images_per_sec_per_thread']:.0f} |")
+        full = ips.get((cores, False))
+        if full is not None:
+            met = full >= 8000
+            self.record(step="g", kind="target", what="loader img/s on every core >= 8000",
+                        value=full, met=met)
+            md.append(f"\nEvery core ({cores}): {full:.0f} img/s, target >= 8,000: "
+                      f"**{'met' if met else 'missed'}**.")
+        if self.no_gpu and not self.rehearsal:
+            self.summary["g"] = md
+            return status, "; ".join(notes) or "loader measured; no CUDA device for AlexNet"
+        iters, batch = (3, 8) if self.rehearsal else (60, 128)
+        common = ["--no-progress", "--device", self.dev, "--set", "model.name=alexnet",
+                  "--set", f"train.batch_size={batch}", "--set", f"train.iterations={iters}",
+                  "--set", "train.log_every=10", "--set", "train.eval_every=0",
+                  "--set", "train.checkpoint_every=0", "--set", "data.eval_batch_size=50"]
+        runs = {}
+        for tag, data in (("alexnet_jpeg", ["--set", "data.name=image-folder",
+                                            "--set", f"data.path={folder}"]),
+                          ("alexnet_synthetic", ["--set", "data.name=synthetic",
+                                                 "--set", "data.synthetic_channels=3",
+                                                 "--set", "data.image_size=224",
+                                                 "--set", f"data.synthetic_classes={classes}",
+                                                 "--set", "data.synthetic_size=100"])):
+            out = os.path.join(self.work, "runs", tag)
+            shutil.rmtree(out, ignore_errors=True)
+            r = self.run([tg, "train"] + common + data + ["--out", out], 240, tag=tag)
+            s, _ = self.read_run(out)
+            if r["rc"] != 0 or s is None:
+                status = "fail"
+                notes.append(f"{tag}: rc {r['rc']}{' (timed out)' if r['timed_out'] else ''}: "
+                             f"{r['err'].strip()[-300:]}")
+                continue
+            runs[tag] = s
+            ms = 1000.0 * batch / s["images_per_sec"]
+            self.record(step="g", kind="alexnet_input", run=tag, step_ms=ms,
+                        images_per_sec=s["images_per_sec"], loader_threads=s.get("loader_threads"),
+                        iterations=iters, batch=batch)
+            md.append(f"- {tag}: {ms:.1f} ms/step ({s['images_per_sec']:.0f} img/s, "
+                      f"{s.get('loader_threads')} loader threads)")
+        if len(runs) == 2:
+            ratio = runs["alexnet_synthetic"]["images_per_sec"] / runs["alexnet_jpeg"]["images_per_sec"]
+            met = ratio <= 1.05
+            self.record(step="g", kind="target", what="AlexNet step from JPEGs within 5% of synthetic",
+                        value=ratio, met=met)
+            md.append(f"- JPEG step / synthetic step = {ratio:.3f} (target <= 1.05: "
+                      f"**{'met' if met else 'missed'}**)")
+        self.summary["g"] = md
+        return status, "; ".join(notes) or "tables in summary.md"
+
     # ---- the whole check -------------------------------------------------------------------------
     def main(self):
         self.say(f"bundle {self.bundle}, results {self.results}, work {self.work}")
@@ -773,10 +857,11 @@ class Check:
         self.step("d", "training step time: bench_train against PyTorch", self.step_d)
         self.step("e", "TernGrad kernels: bench_ternary", self.step_e)
         self.step("f", "NCCL training runs", self.step_f)
+        self.step("g", "JPEG input: the loader on every core, AlexNet from JPEGs", self.step_g)
         code = EXIT_FAILED if self.failed else EXIT_NO_GPU if self.no_gpu else EXIT_OK
         if self.rehearsal:
             self.record(step="setup", kind="rehearsal",
-                        note="steps c-f ran on the CPU (--rehearse-on-cpu): not GPU results")
+                        note="steps c-g ran on the CPU (--rehearse-on-cpu): not GPU results")
         self.finish(code)
         return code
 
@@ -807,8 +892,9 @@ class Check:
             note = note.replace("|", "/").replace("\n", " ")
             lines.append(f"| {letter} | {title} | {status} | {secs:.0f} | {note[:400]} |")
         titles = {"a": "a. Device", "b": "b. CUDA tests", "c": "c. Training: GPU against CPU",
-                  "d": "d. Step time against PyTorch", "e": "e. TernGrad kernels", "f": "f. NCCL"}
-        for k in "abcdef":
+                  "d": "d. Step time against PyTorch", "e": "e. TernGrad kernels", "f": "f. NCCL",
+                  "g": "g. JPEG input"}
+        for k in "abcdefg":
             if self.summary.get(k):
                 lines += ["", f"## {titles[k]}", ""] + self.summary[k]
         lines += ["", "Every finding is a JSON line in results.jsonl; every command and its output "
@@ -833,13 +919,13 @@ def main():
                    help="scratch folder, kept (default: a fresh temp folder, removed at the end)")
     p.add_argument("--budget", type=float, default=510.0, help="seconds for all steps (default 510)")
     p.add_argument("--iterations", type=int, default=2000, help="step c's training iterations")
-    p.add_argument("--only", default="", help="comma-separated steps to run (default all: a,b,c,d,e,f)")
+    p.add_argument("--only", default="", help="comma-separated steps to run (default all: a,...,g)")
     p.add_argument("--rehearse-on-cpu", action="store_true",
                    help="test this script without a GPU: steps c-f on the CPU (Gloo for NCCL); "
                         "the results say so and are no GPU results")
     args = p.parse_args()
-    if args.only and not set(args.only.split(",")) <= set("abcdef"):
-        p.error(f"--only: expected letters from a,b,c,d,e,f, got '{args.only}'")
+    if args.only and not set(args.only.split(",")) <= set("abcdefg"):
+        p.error(f"--only: expected letters from a,b,c,d,e,f,g, got '{args.only}'")
     if args.iterations < 1 or args.budget < 30:
         p.error("--iterations must be >= 1 and --budget >= 30")
     return Check(args).main()

@@ -4,7 +4,7 @@
 #   2. copied to a clean folder and run under `env -i` (no inherited library path), gpu-check.sh
 #      unpacks it, resolves every library (each non-glibc, non-CUDA one from the bundle), checks
 #      that every CUDA test executable starts, says "no CUDA device" for the GPU steps, and exits 3;
-#   3. --rehearse-on-cpu runs steps c-f with the CPU in the GPU's place: each must pass;
+#   3. --rehearse-on-cpu runs steps c-g with the CPU in the GPU's place: each must pass;
 #   4. broken input: a bundle without its payload exits 2 naming the file; a CPU-only build dir
 #      is refused by gpu-bundle.sh with a one-line error.
 # Usage: gpu_bundle_test.sh SOURCE_DIR BUILD_DIR   (ctest passes both; exit 77 = skipped)
@@ -77,9 +77,9 @@ if "no CUDA device" not in steps["a"]["note"]:
     fail(f"step a note: {steps['a']['note']}")
 PY
 
-# 3. The rehearsal: steps c-f with the CPU standing in, each must pass.
+# 3. The rehearsal: steps c-g with the CPU standing in, each must pass.
 (cd "$T/clean" && env -i PATH=/usr/bin:/bin HOME="$T" TMPDIR="$T" OMP_NUM_THREADS=1 bash gpu-bundle/gpu-check.sh \
-    --results "$T/rehearsal" --rehearse-on-cpu --iterations 20 --only a,c,e,f > "$T/rh.out" 2> "$T/rh.err")
+    --results "$T/rehearsal" --rehearse-on-cpu --iterations 20 --only a,c,e,f,g > "$T/rh.out" 2> "$T/rh.err")
 rc=$?
 [ "$rc" -eq 3 ] || fail "the rehearsal exited $rc, expected 3 (no device): $(tail -5 "$T/rh.err")"
 python3 - "$T/rehearsal/results.jsonl" <<'PY' || exit 1
@@ -87,8 +87,8 @@ import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
 def fail(m):
     print("FAIL:", m, file=sys.stderr); sys.exit(1)
-steps = {r["step"]: r for r in recs if "status" in r and r.get("step") in "abcdef"}
-for s in "cef":
+steps = {r["step"]: r for r in recs if "status" in r and r.get("step") in "abcdefg"}
+for s in "cefg":
     if steps.get(s, {}).get("status") != "pass":
         fail(f"rehearsal step {s}: {steps.get(s)}")
 train = [r for r in recs if r.get("kind") == "train"]
@@ -97,6 +97,10 @@ if len(train) != 2 or not all(r["cuda"]["ok"] and r["cpu"]["ok"] and r["gpu_dete
 one = [r for r in recs if r.get("kind") == "nccl_train"]
 if len(one) != 2 or one[0]["params_sha256"] != one[1]["params_sha256"] or one[1]["comm_backend"] != "gloo":
     fail(f"rehearsal one-rank runs: {one}")
+loader = [r for r in recs if r.get("source") == "bench_data"]
+alex = [r for r in recs if r.get("kind") == "alexnet_input"]
+if len(loader) != 3 or not all(r["images_per_sec"] > 0 for r in loader) or len(alex) != 2:
+    fail(f"rehearsal JPEG input records: {loader} {alex}")
 PY
 [ -f "$T/rehearsal/runs.tar.gz" ] || fail "the rehearsal wrote no runs.tar.gz"
 
