@@ -1,8 +1,7 @@
-// The communicator name tables and the one factory that dispatches on the backend name.
+// The communicator name tables. The factory that dispatches on the backend name is
+// comm/make_communicator.cpp (in tg_comm, with the backends it makes).
 #include "comm/communicator.h"
 
-#include "comm/gloo_comm.h"
-#include "comm/nccl_comm.h"
 #include "nn/core/error.h"
 
 namespace tg::comm {
@@ -15,21 +14,6 @@ const char* name(ReduceOp op) {
       return "max";
   }
   return "?";
-}
-
-std::unique_ptr<Communicator> make_communicator(const CommOptions& options, Store& store,
-                                                const std::string& prefix) {
-  switch (options.backend) {
-    case Backend::gloo:
-      return make_gloo_communicator(options, store, prefix);
-    case Backend::nccl:
-      return make_nccl_communicator(options, store, prefix);
-    case Backend::automatic:
-      break;
-  }
-  TG_THROW(
-      "make_communicator: backend 'auto' is the process group's to resolve "
-      "(comm/process_group.h); a communicator is made for gloo or nccl");
 }
 
 }  // namespace tg::comm

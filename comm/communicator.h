@@ -112,9 +112,9 @@ struct CommOptions {
                           // as 0.0.0.0)
 };
 
-// A gloo or nccl communicator of options.size ranks meeting through `store` (under a key prefix
-// so several groups can share one store). Throws with a clear message when the backend cannot work
-// here (nccl in a build without CUDA or NCCL, on a CPU device, two ranks on one GPU, ...).
+// A gloo or nccl communicator of options.size ranks meeting through `store` under a key prefix
+// (groups may share a store); in tg_comm only, tg_comm_core has no backends. Throws saying why
+// when the backend cannot work here (nccl without CUDA/NCCL, a CPU device, two ranks on one GPU).
 std::unique_ptr<Communicator> make_communicator(const CommOptions& options, Store& store,
                                                 const std::string& prefix = "tg");
 

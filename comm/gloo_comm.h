@@ -1,31 +1,12 @@
 // The Gloo communicator: CPU buffers over TCP, every collective through Gloo's stock algorithms,
 // rendezvous through a Store (comm/store.h). Use make_communicator with backend "gloo"; this
-// header exposes the factory and the exact wire-byte figures of Gloo's algorithms.
+// header exposes the factory (and, through comm/gloo_wire.h, the exact wire-byte figures of Gloo's
+// algorithms).
 //
 // Wire accounting: Gloo exposes no byte counters, so each call adds the payload bytes the Gloo
-// algorithm it ran moves for this rank, computed from that algorithm's schedule (B = bytes per
-// rank, P ranks, this rank r; TCP/IP and Gloo message headers are not counted):
-//   allreduce  ring (gloo::allreduce, RING): reduce-scatter then allgather over P chunks, each
-//              chunk a whole number of segments of ceil(B / S) bytes rounded up to the element
-//              size (S = segment count: a multiple of P, at least 2P, segments <= 1 MiB), the last
-//              chunks short or empty. Rank r sends every chunk but its own in the first phase and
-//              every chunk but chunk r - 1 in the second; receives all but chunk r + 1, then all
-//              but chunk r. With C(c) the size of chunk c:
-//                sent = 2B - C(r) - C(r - 1),   received = 2B - C(r + 1) - C(r)
-//              = 2 (P - 1) B / P each way when the chunks come out equal (B a multiple of
-//              P * element size * segments per chunk; always for P = 2 where it is B).
-//   allgather  ring with the block halved: sent = received = (P - 1) B.
-//   alltoall   pairwise (gloo::alltoall): one block to and from each peer, sent = received =
-//              (P - 1) B (B = one block).
-//   gather     flat: a non-root sends B to the root; the root receives (P - 1) B.
-//   broadcast  binomial tree from the root: a non-root receives B once; virtual rank
-//              v = (r - root) mod P sends B to v + 2^i for every i with 2^i > v and v + 2^i < P
-//              (the root sends ceil(log2 P) copies when P is a power of two, not P - 1).
-//   barrier    dissemination barrier of empty messages: 0.
-// Summed over ranks every collective moves what comm/wire_model.h says (up to its rounding); per
-// rank the allreduce (uneven chunks) and the broadcast (tree vs flat) can differ from that model.
-// Checked once against the bytes each rank's process actually wrote (/proc/self/io wchar): equal
-// up to Gloo's fixed 48-byte header per message.
+// algorithm it ran moves for this rank, computed from that algorithm's schedule (the formulas and
+// how they were checked: comm/gloo_wire.h, which needs no Gloo so the cost model of
+// terngrad/ternary_collectives.h can use them without this backend).
 //
 // Floats: Gloo's ring reduces each chunk in a rotation that depends on the chunk, so an f32 sum is
 // not the rank-order sum, but each chunk is reduced once (chunk c at rank c, the end of its trip
@@ -62,6 +43,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/gloo_wire.h"
 
 namespace tg::comm {
 
@@ -91,14 +73,5 @@ struct WireFault {
 };
 void inject_wire_fault(const WireFault& fault);
 std::vector<std::string> wire_fault_kinds();
-
-// The per-rank wire bytes of Gloo's algorithms (see above); all are {0, 0} for P = 1 or B = 0.
-namespace gloo_wire {
-WireBytes allreduce(uint64_t bytes, size_t element_size, int p, int rank);
-WireBytes allgather(uint64_t bytes, int p);
-WireBytes alltoall(uint64_t bytes, int p);
-WireBytes gather(uint64_t bytes, int p, int rank, int root);
-WireBytes broadcast(uint64_t bytes, int p, int rank, int root);
-}  // namespace gloo_wire
 
 }  // namespace tg::comm

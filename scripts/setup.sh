@@ -5,7 +5,8 @@
 #                 its sanitizer runtimes, LLVM's OpenMP, Ninja (scripts/sanitize.sh, scripts/fuzz.sh),
 #                 and the `tensorboard` Python package in .venv-test/ (pip; the TensorBoard tests
 #                 read event files back with it); and PyTorch with its C++ headers (python3-torch,
-#                 libtorch-dev, pybind11-dev), so python/terngrad_torch, the DDP hook, is built
+#                 libtorch-dev, pybind11-dev, python3-setuptools), so python/terngrad_torch, the DDP
+#                 hook, is built, pip-installed
 #                 and tested (the core never needs PyTorch)
 # Environment: BUILD_DIR (default build), TG_CMAKE_ARGS (extra cmake flags, e.g. -DTG_ENABLE_CUDA=OFF)
 # The CUDA toolkit is optional: when /usr/local/cuda (or nvcc on PATH) exists, the CUDA backend
@@ -35,7 +36,7 @@ PACKAGES=(
 
 if [ "${1:-}" = --test-tools ]; then
   PACKAGES+=(clang libclang-rt-14-dev libomp-14-dev ninja-build python3-venv
-             python3-torch libtorch-dev pybind11-dev)
+             python3-torch libtorch-dev pybind11-dev python3-setuptools)
 elif [ $# -gt 0 ]; then
   echo "setup.sh: unknown argument '$1' (expected --test-tools or nothing)" >&2
   exit 1

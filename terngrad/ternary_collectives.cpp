@@ -12,7 +12,7 @@
 #include <memory>
 #include <mutex>
 
-#include "comm/gloo_comm.h"
+#include "comm/gloo_wire.h"
 #include "comm/wire_model.h"
 #include "nn/core/cuda_runtime.h"
 #include "nn/core/error.h"

@@ -24,7 +24,7 @@
 //   automatic         ("auto") the cheapest of the three by the byte cost model below, ties going
 //                     to allgather, then packed_allreduce, then ps.
 // The byte figures above are those of comm/wire_model.h, which the local backend reports exactly;
-// for the gloo backend the cost model uses Gloo's own schedules (comm/gloo_comm.h), which move the
+// for the gloo backend the cost model uses Gloo's own schedules (comm/gloo_wire.h), which move the
 // same totals but split them differently between ranks (the ps broadcast is a binomial tree).
 //
 // Napkin numbers (two_bit, W = 1, per element, sent + received of the busiest rank):
@@ -79,7 +79,7 @@ struct TernaryShape {
   int ranks = 1;
   int workers_per_rank = 1;
   tern::PackFormat format = tern::PackFormat::two_bit;
-  // Whose wire figures: "gloo" uses Gloo's exact schedules (comm/gloo_comm.h: uneven ring chunks,
+  // Whose wire figures: "gloo" uses Gloo's exact schedules (comm/gloo_wire.h: uneven ring chunks,
   // binomial-tree broadcast); anything else ("local", "nccl") the model of comm/wire_model.h.
   std::string backend = "local";
 };

@@ -1,8 +1,9 @@
 """terngrad_torch (python/): the TernGrad DDP communication hook against the library.
 
 Run by ctest (python_terngrad_torch) with PYTHONPATH=build/python and the Python that imports
-torch. Where PyTorch or the extension is missing it prints "SKIPPED: <why>" and exits 0 (ctest
-reports it skipped).
+torch, and (python_pip_install, scripts/test-pip-install.sh) with no PYTHONPATH against the package
+`pip install ./python` put in a venv. Where PyTorch or the extension is missing it prints
+"SKIPPED: <why>" and exits 0 (ctest reports it skipped).
 
   1. Same numbers as the trainer: gradients fed to the hook's engine on P Gloo processes give the
      bit-identical average that the library's one-process aggregation (tern::aggregate_local,
@@ -34,7 +35,7 @@ try:
 except ImportError as e:  # pragma: no cover
     print(
         "SKIPPED: terngrad_torch is not importable (%s): build it with PyTorch found "
-        "(cmake -DTG_BUILD_PYTHON=ON) and set PYTHONPATH=build/python" % e
+        "(cmake -DTG_BUILD_PYTHON=ON) and set PYTHONPATH=build/python, or pip install ./python" % e
     )
     sys.exit(0)
 

@@ -1,7 +1,7 @@
 """terngrad_torch (python/): error feedback, saved and resumed hook state, fp16/bf16 buckets.
 
-Run by ctest (python_terngrad_torch_state) like test_terngrad_torch.py, whose process helpers it
-uses; prints "SKIPPED: <why>" and exits 0 where PyTorch or the extension is missing.
+Run by ctest (python_terngrad_torch_state, and python_pip_install against the pip-installed
+package) like test_terngrad_torch.py, whose process helpers it uses; prints "SKIPPED: <why>" and exits 0 where PyTorch or the extension is missing.
 
   1. Error feedback is the library's: two Gloo ranks train a small net through DDP with
      error_feedback=True; every step's averaged gradient of every parameter is bit-identical to
