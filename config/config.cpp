@@ -242,9 +242,9 @@ const std::vector<KeySpec>& key_specs() {
        "replaced by the next readable one and counted (summary.json bad_files) instead of "
        "stopping the run"},
       {"data", "fast_decode", field<&C::data, &D::dataset, &Ds::fast_decode>(any()),
-       "image-folder: decode each JPEG at the smallest DCT scale (1/8..8/8) that keeps the crop "
-       "at or above the output resolution, and only the crop's rows and columns; faster, pixels "
-       "differ slightly from the full decode (bench/README)"},
+       "image-folder: decode each JPEG at the smallest DCT scale (1/8, 1/4, 1/2, 1) that keeps the "
+       "crop at or above the output resolution; faster on images much larger than the output, "
+       "pixels differ from the full decode (bench/README)"},
       {"data", "label_offset", field<&C::data, &D::dataset, &Ds::label_offset>(limit(0, 1 << 20)),
        "Added to image-folder class indices; 1 for 1001-class ImageNet nets"},
       {"data", "synthetic_size",

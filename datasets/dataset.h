@@ -52,9 +52,9 @@ struct DataOptions {
   // An image that cannot be read (truncated, corrupt, not a JPEG, empty, gone) is an error naming
   // it (false), or is replaced by the next readable image of the split, counted (true).
   bool skip_bad_files = false;
-  // image-folder: decode each JPEG at the smallest of libjpeg-turbo's DCT scales 1/8..8/8 that
-  // keeps the crop at or above the output's resolution, and only the crop's rows and columns:
-  // several times faster on large images; the pixels differ slightly from the full decode's.
+  // image-folder: decode each JPEG at the smallest of libjpeg-turbo's DCT scales 1/8, 1/4, 1/2
+  // that keeps the crop at or above the output's resolution (full scale when none does): faster
+  // on images much larger than the output; the pixels differ from the full decode's.
   bool fast_decode = false;
   // synthetic only
   int64_t synthetic_size = 1024;  // examples per split

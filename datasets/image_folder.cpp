@@ -14,6 +14,11 @@
 //               x[0.5, 1.5), then clip to [0, 1]; eval: central 87.5% crop (tf.image.central_crop
 //               rounding) resized to S x S. Both end with 2 * (x - 0.5) in [-1, 1].
 //
+// Only what the crop needs is decoded: its geometry is drawn from the header's size first, then
+// libjpeg-turbo skips the rows above and crops the columns beside it (with a margin, so the
+// pixels are the full decode's); data.fast_decode also decodes at a reduced DCT scale when the
+// image is at least twice the needed resolution (different pixels, so opt-in).
+//
 // Bilinear sampling uses half-pixel centres (src = (dst + 0.5) * in / out - 0.5, clamped to the
 // crop), as TF2/OpenCV/PIL do, without anti-aliasing (TF's resize_images has none either). We
 // resample the crop straight from the decoded image instead of materializing the 256 x 256 (or
@@ -63,6 +68,8 @@ constexpr double kMinObjectCovered = 0.1;
 constexpr float kAreaLower = 0.05f, kAreaUpper = 1.0f;
 constexpr float kAspectLower = 3.0f / 4.0f, kAspectUpper = 4.0f / 3.0f;
 constexpr int kMaxBoxAttempts = 100;
+// Pixels decoded beyond what the taps reach (ImageFolderDataset::plan says why).
+constexpr int64_t kCropMargin = 16;
 constexpr float kBrightnessDelta = 32.0f / 255.0f;
 constexpr float kSaturationLower = 0.5f, kSaturationUpper = 1.5f;
 constexpr float kHueDelta = 0.2f;
@@ -93,11 +100,10 @@ void on_emit_message(j_common_ptr cinfo, int level) {
 
 // No C++ object with a destructor lives in this frame, so the longjmp skips nothing; `out` is
 // owned by the caller.
-// A reduced, partial decode (data.fast_decode): libjpeg-turbo's DCT-domain scaling to scale/8 of
-// the full size (each 8 x 8 block's inverse DCT computed at scale x scale), then only the rows
-// [y0, y1) and columns [x0, x1) of that scaled image. The planner sees the header's size first.
+// A partial, possibly reduced decode: only the rows [y0, y1) and columns [x0, x1) of the image
+// at scale/8 of its full size (data.fast_decode: libjpeg-turbo's DCT-domain scaling, each 8 x 8
+// block's inverse DCT computed at scale x scale). The planner sees the header's size first.
 struct Plan {
-  bool fast = false;
   int scale = 8;
   int64_t y0 = 0, y1 = -1, x0 = 0, x1 = -1;  // -1: to the end
 };
@@ -132,6 +138,21 @@ bool decode_raw(const uint8_t* data, size_t size, int64_t max_pixels, Planner pl
     jpeg_destroy_decompress(&cinfo);
     return false;
   }
+  // A planned decode may stop before the end of the data, so libjpeg would not see a truncated
+  // file: ask for the end-of-image marker after the scan data instead (inside entropy-coded data
+  // 0xFF is always followed by 0x00 or a restart marker, so FF D9 there is the real end).
+  if (planner) {
+    const uint8_t* scan = cinfo.src->next_input_byte;
+    const uint8_t* end = data + size;
+    bool eoi = false;
+    for (const uint8_t* q = end - 1; q > scan && !eoi; --q) eoi = q[-1] == 0xFF && q[0] == 0xD9;
+    if (!eoi) {
+      std::snprintf(em->message, sizeof(em->message),
+                    "Premature end of JPEG file (no end-of-image marker after the scan data)");
+      jpeg_destroy_decompress(&cinfo);
+      return false;
+    }
+  }
   const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
   cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
   got->full_h = cinfo.image_height;
@@ -140,10 +161,6 @@ bool decode_raw(const uint8_t* data, size_t size, int64_t max_pixels, Planner pl
   got->scale = plan.scale;
   cinfo.scale_num = static_cast<unsigned>(plan.scale);
   cinfo.scale_denom = 8;
-  if (plan.fast) {
-    cinfo.dct_method = JDCT_IFAST;
-    cinfo.do_fancy_upsampling = FALSE;
-  }
   jpeg_start_decompress(&cinfo);
   const int64_t scaled_h = cinfo.output_height, scaled_w = cinfo.output_width;
   const int64_t y0 = std::clamp<int64_t>(plan.y0, 0, scaled_h - 1);
@@ -519,10 +536,14 @@ class ImageFolderDataset final : public Dataset {
       float* dst = images + static_cast<int64_t>(k) * 3 * plane;
       labels[k] = labels_[used];
       const Sample& g = p.sample;
-      if (got.scale == 8 && got.y0 == 0 && got.x0 == 0 && img.height == got.full_h &&
-          img.width == got.full_w) {
-        resample(img, exact_taps(s, g.oy, g.rh, g.box.h, g.box.y),
-                 exact_taps(s, g.ox, g.rw, g.box.w, g.box.x), s, g.flip, dst);
+      if (got.scale == 8) {
+        // Full scale, the rows and columns the taps reach: the full decode's pixels, the same
+        // taps moved to the decoded region's origin.
+        std::vector<Tap> ty = exact_taps(s, g.oy, g.rh, g.box.h, g.box.y);
+        std::vector<Tap> tx = exact_taps(s, g.ox, g.rw, g.box.w, g.box.x);
+        for (Tap& t : ty) t.lo -= got.y0, t.hi -= got.y0;
+        for (Tap& t : tx) t.lo -= got.x0, t.hi -= got.x0;
+        resample(img, ty, tx, s, g.flip, dst);
       } else {
         const double ratio = got.scale / 8.0;
         resample(img, scaled_taps(s, g.oy, g.rh, g.box.h, g.box.y, ratio, got.y0, img.height),
@@ -601,26 +622,38 @@ class ImageFolderDataset final : public Dataset {
     auto* p = static_cast<Planning*>(context);
     p->rng = AugRng(p->seed, p->key);
     p->sample = p->self->sample(p->rng, height, width, p->s, p->distort);
-    if (!p->self->fast_decode_) return Plan{};
     const Sample& g = p->sample;
     Plan out;
-    out.fast = true;
-    out.scale = 8;
-    for (int m = 1; m < 8; ++m) {
-      if (g.box.h * m >= 8 * g.rh && g.box.w * m >= 8 * g.rw) {
-        out.scale = m;
-        break;
+    if (p->self->fast_decode_) {
+      // Only the scales libjpeg-turbo has SIMD inverse DCTs for (1/8 is the DC term alone; 1/4
+      // and 1/2 are SIMD): its 3/8, 5/8, 6/8 and 7/8 ones are scalar and slower than the full
+      // 8 x 8 SIMD IDCT (measured: bench/README).
+      for (int m : {1, 2, 4}) {
+        if (g.box.h * m >= 8 * g.rh && g.box.w * m >= 8 * g.rw) {
+          out.scale = m;
+          break;
+        }
       }
     }
-    const double ratio = out.scale / 8.0;
-    // jdiv_round_up(size * M, 8): the scaled image's size in libjpeg.
-    const int64_t sh = (height * out.scale + 7) / 8, sw = (width * out.scale + 7) / 8;
-    const std::vector<Tap> ty = scaled_taps(p->s, g.oy, g.rh, g.box.h, g.box.y, ratio, 0, sh);
-    const std::vector<Tap> tx = scaled_taps(p->s, g.ox, g.rw, g.box.w, g.box.x, ratio, 0, sw);
-    out.y0 = ty.front().lo;
-    out.y1 = ty.back().hi + 1;
-    out.x0 = tx.front().lo;
-    out.x1 = tx.back().hi + 1;
+    std::vector<Tap> ty, tx;
+    if (out.scale == 8) {
+      ty = exact_taps(p->s, g.oy, g.rh, g.box.h, g.box.y);
+      tx = exact_taps(p->s, g.ox, g.rw, g.box.w, g.box.x);
+    } else {
+      const double ratio = out.scale / 8.0;
+      // jdiv_round_up(size * M, 8): the scaled image's size in libjpeg.
+      const int64_t sh = (height * out.scale + 7) / 8, sw = (width * out.scale + 7) / 8;
+      ty = scaled_taps(p->s, g.oy, g.rh, g.box.h, g.box.y, ratio, 0, sh);
+      tx = scaled_taps(p->s, g.ox, g.rw, g.box.w, g.box.x, ratio, 0, sw);
+    }
+    // The rows and columns the taps reach, and kCropMargin more on each side: libjpeg's fancy
+    // upsampling of the chroma planes reads a pixel of context beyond a cropped region's edge
+    // and a skipped row, so pixels there may differ from the full decode's; those a margin
+    // away never do.
+    out.y0 = std::max<int64_t>(0, ty.front().lo - kCropMargin);
+    out.y1 = ty.back().hi + 1 + kCropMargin;
+    out.x0 = std::max<int64_t>(0, tx.front().lo - kCropMargin);
+    out.x1 = tx.back().hi + 1 + kCropMargin;
     return out;
   }
 

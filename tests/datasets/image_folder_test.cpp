@@ -32,7 +32,9 @@ constexpr double kJpegTol = 4.0;
 
 using Fill = std::function<void(int x, int y, uint8_t* px)>;
 
-void write_jpeg(const std::string& path, int w, int h, int comps, const Fill& fill) {
+// Quality 100 without chroma subsampling, or with libjpeg's default 4:2:0 (`subsample`).
+void write_jpeg(const std::string& path, int w, int h, int comps, const Fill& fill,
+                bool subsample = false) {
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
   std::vector<uint8_t> buf(static_cast<size_t>(w) * h * comps);
   for (int y = 0; y < h; ++y)
@@ -50,7 +52,7 @@ void write_jpeg(const std::string& path, int w, int h, int comps, const Fill& fi
   c.in_color_space = comps == 1 ? JCS_GRAYSCALE : comps == 3 ? JCS_RGB : JCS_CMYK;
   jpeg_set_defaults(&c);
   jpeg_set_quality(&c, 100, TRUE);
-  for (int i = 0; i < c.num_components; ++i) {
+  for (int i = 0; i < c.num_components && !subsample; ++i) {
     c.comp_info[i].h_samp_factor = 1;
     c.comp_info[i].v_samp_factor = 1;
   }
@@ -303,6 +305,32 @@ TEST(ImageFolder, CorruptJpegIsAnErrorNamingTheFile) {
   EXPECT_EQ(labels, (std::vector<int32_t>{0, 1}));
 }
 
+// The loader decodes only the rows a crop reaches, so it never reads the end of the data for a
+// small crop near the top; a truncated file is still refused, whatever the crop, with or
+// without fast_decode.
+TEST(ImageFolder, TruncationPastTheCropIsStillAnError) {
+  TempDir root;
+  constexpr int W = 900, H = 1200;  // alexnet's 24-pixel crop of the 256 x 256 resize: rows < 9%
+  write_jpeg(root / "train/a/tall.jpg", W, H, 3, ramp, true);
+  write_jpeg(root / "val/a/tall.jpg", W, H, 3, ramp, true);
+  std::vector<uint8_t> bytes = read_bytes(root / "train/a/tall.jpg");
+  for (size_t cut : {size_t{2}, bytes.size() / 5}) {  // just the end marker; the last fifth
+    SCOPED_TRACE(cut);
+    write_bytes(root / "train/a/tall.jpg", std::vector<uint8_t>(bytes.begin(), bytes.end() - cut));
+    for (bool fast : {false, true}) {
+      DataOptions o = folder(root.str());
+      o.image_size = 24;
+      o.fast_decode = fast;
+      auto train = open_dataset(o, Split::train);
+      std::vector<int32_t> labels;
+      // Keys whose crop starts in the top rows (crop y = 0 .. 232 of 256; key 0's is drawn first).
+      for (uint64_t key = 0; key < 4; ++key)
+        expect_error_with([&] { load(*train, {0}, true, key, &labels); },
+                          {root / "train/a/tall.jpg", "Premature end"});
+    }
+  }
+}
+
 TEST(ImageFolder, HeaderOverThePixelCapIsRefusedBeforeDecoding) {
   TempDir root;
   write_jpeg(root / "a.jpg", 64, 48, 3, ramp);
@@ -323,13 +351,17 @@ TEST(ImageFolder, HeaderOverThePixelCapIsRefusedBeforeDecoding) {
                     {"big.jpg", "8192 x 8193 pixels", "limit of 67108864"});
 }
 
-// The loader's bilinear sampling is bit for bit the direct formula on the decoded bytes: per
-// output pixel, lerp across each of the two source rows, then between them (float arithmetic in
-// that order), at half-pixel centres. Noise images, so every tap matters; one smaller than the
-// output (rows repeat: source rows shared and clamped) and one larger (downscaled), odd sizes.
+// The loader's bilinear sampling is bit for bit the direct formula on the fully decoded bytes:
+// per output pixel, lerp across each of the two source rows, then between them (float
+// arithmetic in that order), at half-pixel centres. The loader decodes only the rows and
+// columns the crop reaches (plus a margin), so this also checks that its partial decode gives
+// the full decode's pixels, with 4:2:0 chroma (whose upsampling reads context) as well. Noise
+// images, so every tap matters; one smaller than the output (rows repeat: source rows shared
+// and clamped) and larger ones (downscaled), odd sizes; alexnet's random crops and flips too.
 float direct_bilinear(const detail::RgbImage& img, int64_t by, int64_t bx, int64_t bh, int64_t bw,
-                      int64_t resized, int64_t offset, int64_t i, int64_t j, int c) {
-  auto tap = [&](int64_t k, int64_t extent, int64_t start, int64_t* lo, int64_t* hi, float* f) {
+                      int64_t resized, int64_t oy, int64_t ox, int64_t i, int64_t j, int c) {
+  auto tap = [&](int64_t k, int64_t offset, int64_t extent, int64_t start, int64_t* lo, int64_t* hi,
+                 float* f) {
     // scale = extent / resized first, as the loader does (src_coord's order rounds differently).
     const double scale = static_cast<double>(extent) / static_cast<double>(resized);
     const double src = std::clamp((static_cast<double>(offset + k) + 0.5) * scale - 0.5, 0.0,
@@ -341,8 +373,8 @@ float direct_bilinear(const detail::RgbImage& img, int64_t by, int64_t bx, int64
   };
   int64_t y0, y1, x0, x1;
   float fy, fx;
-  tap(i, bh, by, &y0, &y1, &fy);
-  tap(j, bw, bx, &x0, &x1, &fx);
+  tap(i, oy, bh, by, &y0, &y1, &fy);
+  tap(j, ox, bw, bx, &x0, &x1, &fx);
   auto px = [&](int64_t y, int64_t x) {
     return static_cast<int>(img.rgb[(y * img.width + x) * 3 + c]);
   };
@@ -362,40 +394,62 @@ TEST(ImageFolder, SamplingIsBitForBitTheDirectFormula) {
       p[c] = static_cast<uint8_t>(state >> 24);
     }
   };
+  const char* names[3] = {"large.jpg", "small.jpg", "sub.jpg"};  // the order the loader sorts
   for (const char* split : {"train", "val"}) {
-    write_jpeg(root / (std::string(split) + "/a/small.jpg"), 157, 101, 3, noise);
     write_jpeg(root / (std::string(split) + "/a/large.jpg"), 613, 389, 3, noise);
+    write_jpeg(root / (std::string(split) + "/a/small.jpg"), 157, 101, 3, noise);
+    write_jpeg(root / (std::string(split) + "/a/sub.jpg"), 611, 397, 3, noise, true);
   }
   for (const char* pre : {"alexnet", "inception"}) {
     SCOPED_TRACE(pre);
+    const bool alex = std::string(pre) == "alexnet";
     auto val = open_dataset(folder(root.str(), pre), Split::test);
-    for (int64_t k = 0; k < 2; ++k) {
-      const detail::RgbImage img = detail::decode_jpeg(
-          read_bytes(root / (k == 0 ? "val/a/large.jpg" : "val/a/small.jpg")), "x");
-      std::vector<int32_t> labels;
-      const std::vector<float> x = load(*val, {k}, false, 0, &labels);
-      int64_t mismatches = 0;
-      for (int c = 0; c < 3; ++c) {
-        for (int64_t i = 0; i < kS; ++i) {
-          for (int64_t j = 0; j < kS; ++j) {
-            float want;
-            if (std::string(pre) == "alexnet") {
-              want = direct_bilinear(img, 0, 0, img.height, img.width, 256, 16, i, j, c) -
-                     static_cast<float>(kMean[c]);
-            } else {
-              const int64_t by = static_cast<int64_t>((img.height - img.height * 0.875) / 2);
-              const int64_t bx = static_cast<int64_t>((img.width - img.width * 0.875) / 2);
-              want = direct_bilinear(img, by, bx, img.height - 2 * by, img.width - 2 * bx, kS, 0, i,
-                                     j, c);
-              // Two passes in the loader, so never fused into one multiply-add there.
-              const volatile float unit = want * (1.0f / 255.0f);
-              want = 2.0f * (unit - 0.5f);
+    auto train = open_dataset(folder(root.str(), pre), Split::train);
+    for (int64_t k = 0; k < 3; ++k) {
+      // (Each file has its own noise: decode the split's.)
+      const detail::RgbImage val_img =
+          detail::decode_jpeg(read_bytes(root / ("val/a/" + std::string(names[k]))), "x");
+      const detail::RgbImage train_img =
+          detail::decode_jpeg(read_bytes(root / ("train/a/" + std::string(names[k]))), "x");
+      // Eval (central crop), then for alexnet training crops and flips drawn as the loader
+      // draws them (datasets/image_folder.cpp: crop y, crop x, flip).
+      for (uint64_t key = 0; key < (alex ? 7u : 1u); ++key) {
+        const bool eval = key == 0;
+        const detail::RgbImage& img = eval ? val_img : train_img;
+        int64_t oy = 16, ox = 16;
+        bool flip = false;
+        if (!eval) {
+          detail::AugRng rng(42, key);
+          oy = rng.below(256 - kS + 1);
+          ox = rng.below(256 - kS + 1);
+          flip = rng.uniform() < 0.5f;
+        }
+        std::vector<int32_t> labels;
+        const std::vector<float> x = load(eval ? *val : *train, {k}, !eval, key, &labels);
+        int64_t mismatches = 0;
+        for (int c = 0; c < 3; ++c) {
+          for (int64_t i = 0; i < kS; ++i) {
+            for (int64_t j = 0; j < kS; ++j) {
+              const int64_t jj = flip ? kS - 1 - j : j;
+              float want;
+              if (alex) {
+                want = direct_bilinear(img, 0, 0, img.height, img.width, 256, oy, ox, i, jj, c) -
+                       static_cast<float>(kMean[c]);
+              } else {
+                const int64_t by = static_cast<int64_t>((img.height - img.height * 0.875) / 2);
+                const int64_t bx = static_cast<int64_t>((img.width - img.width * 0.875) / 2);
+                want = direct_bilinear(img, by, bx, img.height - 2 * by, img.width - 2 * bx, kS, 0,
+                                       0, i, j, c);
+                // Two passes in the loader, so never fused into one multiply-add there.
+                const volatile float unit = want * (1.0f / 255.0f);
+                want = 2.0f * (unit - 0.5f);
+              }
+              mismatches += x[c * kPlane + i * kS + j] != want;
             }
-            mismatches += x[c * kPlane + i * kS + j] != want;
           }
         }
+        EXPECT_EQ(mismatches, 0) << names[k] << ", key " << key;
       }
-      EXPECT_EQ(mismatches, 0) << "image " << k;
     }
   }
 }
