@@ -18,7 +18,13 @@
 #                                lib/compat/ (libstdc++, libgcc_s: used there only when the
 #                                machine's own are missing or too old), bench/pytorch_step.py,
 #                                configs/, data/mnist/ (the four IDX files), dlopen-libraries.txt
-#                                (the CUDA libraries opened on demand, which ldd does not show)
+#                                (the CUDA libraries opened on demand, which ldd does not show),
+#                                src/ (what the TG_PYTHON_ONLY build of python/terngrad_torch
+#                                reads: CMakeLists.txt, nn/, comm/, terngrad/, python/, and
+#                                tests/python/gpu_hook_check.py), third_party/ (the headers that
+#                                build needs and the GPU machine lacks: OpenBLAS's cblas.h,
+#                                OpenSSL's, nlohmann-json's with its CMake package; lib/ holds
+#                                the link names libopenblas.so, libcrypto.so -> ../../lib/)
 #   MANIFEST.txt                 the commit, the toolchain, and every file with its size
 # It prints the bundle's size and the file list, and exits 1 if the size is over --max-mib.
 set -euo pipefail
@@ -81,6 +87,30 @@ cp "$BUILD_DIR/dlopen-libraries.txt" "$P/"
 cp "$ROOT"/paper/configs/*.toml "$P/configs/"
 cp "$MNIST"/*-ubyte.gz "$P/data/mnist/"
 
+# The extension's source and build inputs (gpu_check.py step h builds python/terngrad_torch there
+# against the machine's PyTorch). TG_PYTHON_ONLY configures only the top CMakeLists.txt, nn/,
+# comm/ (tg_comm_core), terngrad/ and python/; nn/ needs OpenBLAS (cblas.h), OpenSSL's libcrypto
+# (nn/core/hash.cpp) and nlohmann-json (nn/core/json.cpp), found where this build found them.
+mkdir -p "$P/src/tests/python" "$P/third_party/include/openssl" "$P/third_party/lib" "$P/third_party/share/cmake"
+tar -C "$ROOT" --exclude=build --exclude='*.egg-info' --exclude=__pycache__ -cf - \
+    CMakeLists.txt nn comm terngrad python | tar -C "$P/src" -xf -
+cp "$ROOT/tests/python/gpu_hook_check.py" "$P/src/tests/python/"
+cache_path() { sed -n "s|^$1:[A-Z]*=||p" "$BUILD_DIR/CMakeCache.txt"; }
+blas_lib=$(cache_path TG_OPENBLAS_OPENMP)
+cblas_dir=/usr/include/x86_64-linux-gnu/openblas-openmp  # the top CMakeLists.txt's, beside that library
+[ -n "$blas_lib" ] && [ -f "$cblas_dir/cblas.h" ] || cblas_dir=$(dirname "$(find /usr/include -name cblas.h -print -quit)")
+cp "$cblas_dir/cblas.h" "$cblas_dir/openblas_config.h" "$P/third_party/include/"
+ssl_inc=$(cache_path OPENSSL_INCLUDE_DIR)
+cp -r "${ssl_inc:-/usr/include}/openssl/." "$P/third_party/include/openssl/"
+# Debian keeps the configuration headers per architecture.
+for f in /usr/include/x86_64-linux-gnu/openssl/*.h; do [ -f "$f" ] && cp "$f" "$P/third_party/include/openssl/"; done
+json_cfg=$(cache_path nlohmann_json_DIR)
+[ -n "$json_cfg" ] && [ -f "$json_cfg/nlohmann_jsonConfig.cmake" ] || die "nlohmann_json_DIR not in $BUILD_DIR/CMakeCache.txt"
+cp -r "$json_cfg" "$P/third_party/share/cmake/"
+cp -r "$(cd "$json_cfg/../../.." && pwd)/include/nlohmann" "$P/third_party/include/"
+ln -s ../../lib/libopenblas.so.0 "$P/third_party/lib/libopenblas.so"
+ln -s ../../lib/libcrypto.so.3 "$P/third_party/lib/libcrypto.so"
+
 # Shared libraries: the closure ldd resolves for every executable, less the ones the GPU machine
 # must supply itself: glibc (its loader and libraries), the CUDA driver, and the CUDA toolkit and
 # NCCL libraries (they must match that machine's driver).
@@ -114,6 +144,8 @@ chmod u+w "$P"/lib/*.so* "$P"/lib/compat/*.so* 2>/dev/null || true
 strip --strip-unneeded "$P"/lib/*.so* "$P"/lib/compat/*.so*
 strip --strip-all "$P"/bin/* "$P"/tests/*
 
+for l in "$P"/third_party/lib/*.so; do [ -e "$l" ] || die "$l: the bundle lacks $(readlink "$l")"; done
+
 # ---- pack ----------------------------------------------------------------------------------
 rm -rf "$OUT_DIR"
 mkdir -p "$OUT_DIR"
@@ -141,6 +173,7 @@ echo "gpu-bundle: $OUT_DIR: $mib MiB ($(awk -v b="$raw" 'BEGIN { printf "%.1f", 
 echo "  bin:   $(ls "$P/bin" | tr '\n' ' ')"
 echo "  tests: $(ls "$P/tests" | tr '\n' ' ')"
 echo "  lib:   $(cd "$P/lib" && find . -type f -printf '%P ' )"
+echo "  src:   $(du -sh "$P/src" | cut -f1) (the extension's source), third_party: $(du -sh "$P/third_party" | cut -f1) (headers)"
 echo "  data:  $(ls "$P/data/mnist" | tr '\n' ' '); configs: $(ls "$P/configs" | tr '\n' ' ')"
 echo "  run there: bash $(basename "$OUT_DIR")/gpu-check.sh   (results in \$OUT or ./gpu-results)"
 if [ "$bytes" -gt $((MAX_MIB * 1048576)) ]; then

@@ -2,7 +2,7 @@
 """terngrad GPU check: runs from an unpacked bundle (scripts/gpu-bundle.sh) on a GPU machine.
 
 Usage: bash gpu-check.sh [--results DIR] [--work DIR] [--budget SECONDS] [--iterations N]
-                         [--only a,b,c,d,e,f,g]
+                         [--only a,b,c,d,e,f,g,h]
 
 Steps, in order, each under its own time limit (and all under --budget, default 510 s) so one
 hang cannot eat the rest; a failed step is recorded with why, and the next one runs:
@@ -23,6 +23,15 @@ hang cannot eat the rest; a failed step is recorded with why, and the next one r
      bench_data --image-folder on 1 thread and on every core (full and fast decode; target
      >= 8,000 img/s with alexnet preprocessing), then AlexNet b128 on the GPU fed from that folder
      beside the same run on synthetic data (target: step time within 5%)
+  h  the PyTorch extension (python/terngrad_torch) on this machine: first what it has for the
+     build (gcc/g++/c++, nvcc, cmake, the Python with torch, torch.version.cuda, CUDA available,
+     torch's CMake package, pybind11 and Python headers); then python/setup.py builds it from the
+     bundle's src/ against that torch (CUDA when torch has CUDA and nvcc is found, as setup.py
+     decides; OpenBLAS/OpenSSL/nlohmann-json from the bundle's third_party/); then
+     src/tests/python/gpu_hook_check.py runs the DDP hook on CUDA tensors: one rank over NCCL
+     against the library's CPU aggregation, two processes sharing the GPU over Gloo, a bf16 model
+     under autocast. On a GPU machine h comes last and may find the --budget spent: --only a,h
+     runs it alone (a build of ~1-3 min with every core, the hook cases under a minute)
 
 Results go to --results (default $OUT if set, else ./gpu-results), at most eight files:
 results.jsonl (one JSON object per finding), summary.md, log.txt (every command and its output),
@@ -91,7 +100,7 @@ class Check:
         self.work = args.work or tempfile.mkdtemp(prefix="tg-gpu-check.")
         os.makedirs(self.work, exist_ok=True)
         self.iterations = args.iterations
-        self.only = set(args.only.split(",")) if args.only else set("abcdefg")
+        self.only = set(args.only.split(",")) if args.only else set("abcdefgh")
         self.log_f = open(os.path.join(self.results, "log.txt"), "w")
         self.jsonl = open(os.path.join(self.results, "results.jsonl"), "w")
         self.steps = []  # (letter, title, status, seconds, one-line note)
@@ -101,7 +110,7 @@ class Check:
         self.env = dict(os.environ)
         self.python = None
         self.gpus = 0
-        # --rehearse-on-cpu: steps c-f with the CPU standing in for the GPU (Gloo for NCCL), so
+        # --rehearse-on-cpu: steps c-h with the CPU standing in for the GPU (Gloo for NCCL), so
         # this script's own logic is tested on a machine without one. Never a GPU result.
         self.rehearsal = args.rehearse_on_cpu
         self.dev = "cpu" if self.rehearsal else "cuda"
@@ -821,6 +830,162 @@ class Check:
         self.summary["g"] = md
         return status, "; ".join(notes) or "tables in summary.md"
 
+    # ---- step h ---------------------------------------------------------------------------------
+    # What the Python with torch reports about building an extension against it.
+    TORCH_PROBE = r"""
+import glob, importlib.util, json, os, sysconfig, torch
+inc = os.path.join(os.path.dirname(torch.__file__), "include")
+prefix = torch.utils.cmake_prefix_path
+py_inc = sysconfig.get_paths()["include"]
+def first(paths):
+    return next((p for p in paths if os.path.isfile(p)), None)
+# torch's CMake package: in the wheel (pip), or the system's (Debian's libtorch-dev).
+config = first([os.path.join(prefix, "Torch", "TorchConfig.cmake")] +
+               sorted(glob.glob("/usr/lib/*/cmake/Torch/TorchConfig.cmake")) +
+               ["/usr/share/cmake/Torch/TorchConfig.cmake"])
+pybind = first([os.path.join(d, "pybind11", "pybind11.h") for d in (inc, py_inc, "/usr/include")])
+print(json.dumps({"torch": torch.__version__, "torch_cuda": torch.version.cuda,
+                  "cuda_available": torch.cuda.is_available(),
+                  "cuda_devices": torch.cuda.device_count() if torch.cuda.is_available() else 0,
+                  "torch_cmake_config": config, "torch_cmake_prefix": prefix, "pybind11_headers": pybind,
+                  "python_h": os.path.isfile(os.path.join(py_inc, "Python.h")), "python_include": py_inc,
+                  "setuptools": importlib.util.find_spec("setuptools") is not None,
+                  "cxx11_abi": bool(torch._C._GLIBCXX_USE_CXX11_ABI),
+                  "gloo": torch.distributed.is_gloo_available(), "nccl": torch.distributed.is_nccl_available()}))
+"""
+
+    def build_tools(self):
+        """Compilers, nvcc, cmake and the torch Python's build facts (one record)."""
+        def first_line(cmd):
+            r = self.run(cmd, 30)
+            text = (r["out"] or r["err"]).strip()
+            return text.splitlines()[0] if r["rc"] == 0 and text else None
+        tools = {c: first_line([c, "--version"]) if shutil.which(c) else None
+                 for c in ("gcc", "g++", "c++", "cmake")}
+        nvcc = next((n for n in (os.environ.get("CUDACXX"), shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc")
+                     if n and os.access(n, os.X_OK)), None)
+        tools["nvcc_path"] = nvcc
+        tools["nvcc"] = None
+        if nvcc:
+            m = re.search(r"release [0-9.]+, V[0-9.]+", self.run([nvcc, "--version"], 30)["out"])
+            tools["nvcc"] = m.group(0) if m else None
+        tools["python"] = self.python
+        if self.python and self.torch_version:
+            r = self.run([self.python, "-c", self.TORCH_PROBE], 120, env=dict(os.environ))
+            probe = next(json_lines(r["out"]), None)
+            tools.update(probe or {"torch_probe_error": r["err"].strip()[-300:]})
+        tools["cpus"] = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        return tools
+
+    def step_h(self):
+        tools = self.build_tools()
+        self.record(step="h", kind="build_tools", **tools)
+        md = [f"- build tools: gcc `{tools['gcc']}`, g++ `{tools['g++']}`, c++ `{tools['c++']}`, "
+              f"nvcc `{tools['nvcc']}`, cmake `{tools['cmake']}`",
+              f"- Python with torch: `{self.python}`, torch {tools.get('torch')}, "
+              f"torch.version.cuda {tools.get('torch_cuda')}, cuda available {tools.get('cuda_available')}; "
+              f"TorchConfig.cmake {tools.get('torch_cmake_config')}, pybind11 headers "
+              f"{tools.get('pybind11_headers')}, Python.h {tools.get('python_h')}, setuptools "
+              f"{tools.get('setuptools')}"]
+        self.summary["h"] = md
+        if self.no_gpu and not self.rehearsal:
+            return "no-gpu", "no CUDA device (build tools recorded; nothing built)"
+        missing = [k for k in ("c++", "cmake") if not tools[k]]
+        missing += [k for k in ("torch_cmake_config", "python_h", "setuptools") if not tools.get(k)]
+        missing = [k for k in missing if k != "torch_cmake_config"]  # CMake may know more places
+        if not self.python or not self.torch_version or missing:
+            why = "cannot build: " + ("no python3 imports torch" if not self.torch_version
+                                      else "missing " + ", ".join(missing))
+            md.append(f"- **not built**: {why}")
+            return "fail", why
+
+        # The build: python/setup.py, as `pip install ./python` runs it, in the work folder. The
+        # bundle's third_party/ is on CMake's search path (CMAKE_PREFIX_PATH from the
+        # environment) and its lib/ on the linker's and loader's (libopenblas's libgfortran).
+        src = os.path.join(self.root, "src")
+        build = os.path.join(self.work, "ext-build")
+        lib = os.path.join(self.root, "lib")
+        ld = ":".join([lib] + ([os.environ["LD_LIBRARY_PATH"]] if os.environ.get("LD_LIBRARY_PATH") else []))
+        prefix = ":".join([os.path.join(self.root, "third_party")] +
+                          ([os.environ["CMAKE_PREFIX_PATH"]] if os.environ.get("CMAKE_PREFIX_PATH") else []))
+        env = dict(os.environ, LD_LIBRARY_PATH=ld, CMAKE_PREFIX_PATH=prefix, TERNGRAD_BUILD_DIR=build,
+                   TERNGRAD_TORCH_PYTHON=self.python, CMAKE_BUILD_PARALLEL_LEVEL=str(tools["cpus"]))
+        if tools.get("cxx11_abi") is False:
+            # A torch built with the old std::string ABI: the extension gets that flag from
+            # TORCH_CXX_FLAGS, so the libraries it links (nn/, terngrad/) must be built with it too.
+            env["CXXFLAGS"] = (env.get("CXXFLAGS", "") + " -D_GLIBCXX_USE_CXX11_ABI=0").strip()
+            env["CUDAFLAGS"] = (env.get("CUDAFLAGS", "") + " -D_GLIBCXX_USE_CXX11_ABI=0").strip()
+        if shutil.which("ccache") and not env.get("CMAKE_CXX_COMPILER_LAUNCHER"):
+            env.update(CMAKE_CXX_COMPILER_LAUNCHER="ccache", CCACHE_BASEDIR=self.work)
+        # The build gets what the hook check (at most ~100 s) does not need.
+        limit = max(60.0, min(480.0, self.left() - 120))
+        r = self.run([self.python, "setup.py", "build_ext", "--build-lib", os.path.join(self.work, "ext-lib")],
+                     limit, env=env, cwd=os.path.join(src, "python"), tag="build terngrad_torch")
+        m = re.search(r"terngrad_torch: CMake build in \S+ \(CUDA (ON|OFF)", r["out"])
+        cuda = m.group(1) if m else None
+        cache = {}
+        try:
+            with open(os.path.join(build, "CMakeCache.txt")) as f:
+                for line in f:
+                    k, _, v = line.strip().partition("=")
+                    name = k.split(":")[0]
+                    if name in ("TG_ENABLE_CUDA", "TG_OPENBLAS_OPENMP", "BLAS_openblas_LIBRARY",
+                                "OPENSSL_INCLUDE_DIR", "OPENSSL_CRYPTO_LIBRARY", "nlohmann_json_DIR",
+                                "Torch_DIR", "CMAKE_CUDA_COMPILER", "CMAKE_CXX_COMPILER"):
+                        cache[name] = v
+        except OSError:
+            pass
+        build_s = r["seconds"]
+        built = sorted(glob.glob(os.path.join(build, "python", "terngrad_torch", "_C*.so")))
+        ok = r["rc"] == 0 and len(built) == 1
+        # CMake's and the compiler's own error lines, not setup.py's traceback that follows them.
+        lines = (r["out"] + "\n" + r["err"]).splitlines()
+        first = next((k for k, l in enumerate(lines) if "CMake Error" in l), None)
+        errors = ([l.strip() for l in lines[first:first + 6] if l.strip()] if first is not None else
+                  [l.strip() for l in lines if re.search(r"error:|Error [0-9]|fatal error", l)])
+        why = "" if ok else ("timed out" if r["timed_out"] else
+                             f"rc {r['rc']}: " + " / ".join(errors[:6] or r["err"].strip().splitlines()[-6:]))
+        self.record(step="h", kind="extension_build", ok=ok, cuda=cuda, seconds=round(r["seconds"], 1),
+                    limit_s=round(limit), jobs=tools["cpus"], found=cache, module=built[:1], why=why[-1500:])
+        md.append(f"- build (python/setup.py, CUDA {cuda}, -j {tools['cpus']}): "
+                  + (f"**built** in {r['seconds']:.0f} s" if ok else f"**failed**: {why[-400:]}"))
+        md.append(f"  - CMake found: " + ", ".join(f"{k} `{v}`" for k, v in sorted(cache.items())))
+        if not ok:
+            return "fail", f"extension build failed: {why[-300:]}"
+        if self.dev == "cuda" and cuda != "ON":
+            md.append("- **the build is CPU-only**: the hook cannot run on CUDA tensors")
+            return "fail", f"setup.py built without CUDA (torch.version.cuda {tools.get('torch_cuda')}, nvcc {tools['nvcc']})"
+
+        # The hook on the device's tensors, with torch's own libraries (not the CUDA toolkit's).
+        henv = dict(os.environ, LD_LIBRARY_PATH=ld, PYTHONPATH=os.path.join(build, "python"),
+                    OMP_NUM_THREADS="1")
+        script = os.path.join(src, "tests", "python", "gpu_hook_check.py")
+        r = self.run([self.python, script, "--device", self.dev, "--timeout", "90"],
+                     max(30.0, self.left() - 10), env=henv, tag="gpu_hook_check")
+        status, notes = "pass", []
+        cases = 0
+        for rec in json_lines(r["out"]):
+            self.record(step="h", **rec)
+            if "case" not in rec:
+                continue
+            cases += 1
+            if rec["status"] == "fail":
+                status = "fail"
+                notes.append(f"{rec['case']}: {rec['why'][:300]}")
+            elif rec["status"] == "unsupported":
+                notes.append(f"{rec['case']} unsupported by this torch: {rec['why'][:200]}")
+            detail = (f"{rec.get('bit_identical')}/{rec.get('of')} bucket results bit-identical to "
+                      f"aggregate_local, max rel. diff {rec.get('max_rel_diff')}" if "of" in rec else
+                      f"hook output {rec.get('out_dtypes')}, losses {rec.get('losses')}"
+                      if "out_dtypes" in rec else "")
+            md.append(f"- hook `{rec['case']}` ({rec.get('backend', 'no backend')}, world {rec.get('world_size')}): "
+                      f"**{rec['status']}** {detail}{(': ' + rec['why'][:300]) if rec.get('why') else ''}")
+        if r["rc"] != 0 and status == "pass" or cases == 0:
+            status = "fail"
+            notes.append(f"gpu_hook_check.py rc {r['rc']}{' (timed out)' if r['timed_out'] else ''}: "
+                         f"{r['err'].strip()[-300:]}")
+        return status, "; ".join(notes) or f"built (CUDA {cuda}) in {build_s:.0f} s; hook: {cases} cases passed"
+
     # ---- the whole check -------------------------------------------------------------------------
     def main(self):
         self.say(f"bundle {self.bundle}, results {self.results}, work {self.work}")
@@ -858,10 +1023,11 @@ class Check:
         self.step("e", "TernGrad kernels: bench_ternary", self.step_e)
         self.step("f", "NCCL training runs", self.step_f)
         self.step("g", "JPEG input: the loader on every core, AlexNet from JPEGs", self.step_g)
+        self.step("h", "PyTorch extension: build from the bundle's source, the DDP hook on CUDA", self.step_h)
         code = EXIT_FAILED if self.failed else EXIT_NO_GPU if self.no_gpu else EXIT_OK
         if self.rehearsal:
             self.record(step="setup", kind="rehearsal",
-                        note="steps c-g ran on the CPU (--rehearse-on-cpu): not GPU results")
+                        note="steps c-h ran on the CPU (--rehearse-on-cpu): not GPU results")
         self.finish(code)
         return code
 
@@ -893,8 +1059,8 @@ class Check:
             lines.append(f"| {letter} | {title} | {status} | {secs:.0f} | {note[:400]} |")
         titles = {"a": "a. Device", "b": "b. CUDA tests", "c": "c. Training: GPU against CPU",
                   "d": "d. Step time against PyTorch", "e": "e. TernGrad kernels", "f": "f. NCCL",
-                  "g": "g. JPEG input"}
-        for k in "abcdefg":
+                  "g": "g. JPEG input", "h": "h. PyTorch extension"}
+        for k in "abcdefgh":
             if self.summary.get(k):
                 lines += ["", f"## {titles[k]}", ""] + self.summary[k]
         lines += ["", "Every finding is a JSON line in results.jsonl; every command and its output "
@@ -919,13 +1085,13 @@ def main():
                    help="scratch folder, kept (default: a fresh temp folder, removed at the end)")
     p.add_argument("--budget", type=float, default=510.0, help="seconds for all steps (default 510)")
     p.add_argument("--iterations", type=int, default=2000, help="step c's training iterations")
-    p.add_argument("--only", default="", help="comma-separated steps to run (default all: a,...,g)")
+    p.add_argument("--only", default="", help="comma-separated steps to run (default all: a,...,h)")
     p.add_argument("--rehearse-on-cpu", action="store_true",
-                   help="test this script without a GPU: steps c-f on the CPU (Gloo for NCCL); "
+                   help="test this script without a GPU: steps c-h on the CPU (Gloo for NCCL); "
                         "the results say so and are no GPU results")
     args = p.parse_args()
-    if args.only and not set(args.only.split(",")) <= set("abcdefg"):
-        p.error(f"--only: expected letters from a,b,c,d,e,f,g, got '{args.only}'")
+    if args.only and not set(args.only.split(",")) <= set("abcdefgh"):
+        p.error(f"--only: expected letters from a,b,c,d,e,f,g,h, got '{args.only}'")
     if args.iterations < 1 or args.budget < 30:
         p.error("--iterations must be >= 1 and --budget >= 30")
     return Check(args).main()

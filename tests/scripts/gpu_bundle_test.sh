@@ -4,7 +4,9 @@
 #   2. copied to a clean folder and run under `env -i` (no inherited library path), gpu-check.sh
 #      unpacks it, resolves every library (each non-glibc, non-CUDA one from the bundle), checks
 #      that every CUDA test executable starts, says "no CUDA device" for the GPU steps, and exits 3;
-#   3. --rehearse-on-cpu runs steps c-g with the CPU in the GPU's place: each must pass;
+#   3. --rehearse-on-cpu runs steps c-h with the CPU in the GPU's place: each must pass (h builds
+#      python/terngrad_torch from the bundle's src/ and third_party/ against /usr/bin/python3's
+#      torch, CPU-only, about a minute on 2 cores, and runs gpu_hook_check.py's cases on CPU tensors);
 #   4. broken input: a bundle without its payload exits 2 naming the file; a CPU-only build dir
 #      is refused by gpu-bundle.sh with a one-line error.
 # Usage: gpu_bundle_test.sh SOURCE_DIR BUILD_DIR   (ctest passes both; exit 77 = skipped)
@@ -31,7 +33,9 @@ for f in gpu-check.sh gpu_check.py payload.tar.xz MANIFEST.txt; do
 done
 for f in bin/terngrad bin/bench_train bin/bench_ternary bin/bench_conv2d bin/device_info \
          bench/pytorch_step.py configs/lenet_mnist.toml data/mnist/train-images-idx3-ubyte.gz \
-         lib/libopenblas.so.0 lib/libgloo.so.0; do
+         lib/libopenblas.so.0 lib/libgloo.so.0 src/CMakeLists.txt src/python/setup.py \
+         src/tests/python/gpu_hook_check.py third_party/include/cblas.h \
+         third_party/include/openssl/evp.h third_party/include/nlohmann/json.hpp; do
   grep -q " $f\$" "$B/MANIFEST.txt" || fail "MANIFEST.txt does not list $f"
 done
 want=$(find "$SRC/tests" -name '*_cuda_test.cpp' | wc -l)
@@ -77,9 +81,9 @@ if "no CUDA device" not in steps["a"]["note"]:
     fail(f"step a note: {steps['a']['note']}")
 PY
 
-# 3. The rehearsal: steps c-g with the CPU standing in, each must pass.
+# 3. The rehearsal: steps c-h with the CPU standing in, each must pass.
 (cd "$T/clean" && env -i PATH=/usr/bin:/bin HOME="$T" TMPDIR="$T" OMP_NUM_THREADS=1 bash gpu-bundle/gpu-check.sh \
-    --results "$T/rehearsal" --rehearse-on-cpu --iterations 20 --only a,c,e,f,g > "$T/rh.out" 2> "$T/rh.err")
+    --results "$T/rehearsal" --rehearse-on-cpu --iterations 20 --only a,c,e,f,g,h > "$T/rh.out" 2> "$T/rh.err")
 rc=$?
 [ "$rc" -eq 3 ] || fail "the rehearsal exited $rc, expected 3 (no device): $(tail -5 "$T/rh.err")"
 python3 - "$T/rehearsal/results.jsonl" <<'PY' || exit 1
@@ -87,8 +91,8 @@ import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
 def fail(m):
     print("FAIL:", m, file=sys.stderr); sys.exit(1)
-steps = {r["step"]: r for r in recs if "status" in r and r.get("step") in "abcdefg"}
-for s in "cefg":
+steps = {r["step"]: r for r in recs if "status" in r and r.get("step") in "abcdefgh"}
+for s in "cefgh":
     if steps.get(s, {}).get("status") != "pass":
         fail(f"rehearsal step {s}: {steps.get(s)}")
 train = [r for r in recs if r.get("kind") == "train"]
@@ -101,6 +105,17 @@ loader = [r for r in recs if r.get("source") == "bench_data"]
 alex = [r for r in recs if r.get("kind") == "alexnet_input"]
 if len(loader) != 3 or not all(r["images_per_sec"] > 0 for r in loader) or len(alex) != 2:
     fail(f"rehearsal JPEG input records: {loader} {alex}")
+build = [r for r in recs if r.get("kind") == "extension_build"]
+if len(build) != 1 or not build[0]["ok"] or build[0]["cuda"] != "OFF" or \
+        "third_party" not in build[0]["found"].get("nlohmann_json_DIR", ""):
+    fail(f"rehearsal extension build (CPU-only, the bundle's nlohmann-json): {build}")
+cases = {r["case"]: r for r in recs if r.get("step") == "h" and "case" in r}
+for c in ("one_rank", "two_ranks_gloo"):
+    if cases.get(c, {}).get("status") != "pass" or cases[c]["bit_identical"] != cases[c]["of"]:
+        fail(f"rehearsal hook case {c}: {cases.get(c)}")
+# Debian's torch 1.13 Gloo has no bf16 broadcast: unsupported there, pass on a newer torch.
+if cases.get("bf16_autocast", {}).get("status") not in ("pass", "unsupported"):
+    fail(f"rehearsal hook case bf16_autocast: {cases.get('bf16_autocast')}")
 PY
 [ -f "$T/rehearsal/runs.tar.gz" ] || fail "the rehearsal wrote no runs.tar.gz"
 
