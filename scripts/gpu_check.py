@@ -7,7 +7,8 @@ Usage: bash gpu-check.sh [--results DIR] [--work DIR] [--budget SECONDS] [--iter
 Steps, in order, each under its own time limit (and all under --budget, default 510 s) so one
 hang cannot eat the rest; a failed step is recorded with why, and the next one runs:
   a  nvidia-smi; the driver, runtime, cuBLAS, cuRAND and NCCL versions and the device properties
-     as terngrad reads them (bin/device_info)
+     as terngrad reads them (bin/device_info); whether network namespaces and tc shaping can be
+     made (for issue 33's race over a shaped link), in a namespace of its own
   b  every CUDA test executable (GoogleTest XML, pass/fail/skip counts)
   c  LeNet/MNIST on --device cuda, fp32 and TernGrad with 8 emulated workers: accuracy, img/s,
      params_sha256 against the same runs on this machine's CPU (equal, or the first step whose
@@ -358,9 +359,42 @@ class Check:
         return sorted(unresolved), sorted(problems_all), origin
 
     # ---- step a ---------------------------------------------------------------------------------
+    def probe_network(self, md):
+        """Issue 33 item 6 (a race over a shaped link between ranks sharing the GPU) needs network
+        namespaces and tc on the GPU machine: record whether they can be made here, in a
+        namespace of our own (nothing outside it is touched)."""
+        path = os.environ.get("PATH", "/usr/bin:/bin") + ":/usr/sbin:/sbin"
+        env = dict(self.env, PATH=path)
+        tools = {t: shutil.which(t, path=path) is not None for t in ("unshare", "ip", "tc")}
+        rec = {"step": "a", "kind": "netns_probe", "root": os.geteuid() == 0, **tools}
+        if all(tools.values()):
+            shaped = ("ip link set lo up && tc qdisc add dev lo root tbf rate 1gbit burst 128kb "
+                      "latency 50ms && tc qdisc show dev lo")
+            for key, cmd in (("user_netns_tbf", ["unshare", "--net", "--map-root-user", "sh", "-c", shaped]),
+                             ("user_netns_netem", ["unshare", "--net", "--map-root-user", "sh", "-c",
+                                                   "ip link set lo up && tc qdisc add dev lo root "
+                                                   "netem delay 1ms"])):
+                r = self.run(cmd, 20, env=env, tag="netns probe")
+                rec[key] = r["rc"] == 0
+                if r["rc"] != 0:
+                    rec[key + "_error"] = (r["err"].strip().splitlines() or [""])[-1][:200]
+            if rec["root"]:
+                name = f"tg-probe-{os.getpid()}"
+                r = self.run(["ip", "netns", "add", name], 20, env=env, tag="netns probe")
+                rec["ip_netns"] = r["rc"] == 0
+                if r["rc"] == 0:
+                    self.run(["ip", "netns", "del", name], 20, env=env, tag="netns probe")
+                else:
+                    rec["ip_netns_error"] = (r["err"].strip().splitlines() or [""])[-1][:200]
+        self.record(**rec)
+        can = rec.get("user_netns_tbf") or rec.get("ip_netns")
+        md.append(f"- network namespaces for a shaped-link race: {'**possible**' if can else 'not possible'} "
+                  f"({', '.join(f'{k} {v}' for k, v in rec.items() if k not in ('step', 'kind'))})")
+
     def step_a(self):
         notes = []
-        md = []
+        md, net_md = [], []
+        self.probe_network(net_md)
         if shutil.which("nvidia-smi"):
             r = self.run(["nvidia-smi"], 30)
             q = self.run(["nvidia-smi", "--query-gpu=index,name,driver_version,memory.total,"
@@ -390,13 +424,13 @@ class Check:
                           f"{rec['l2_kib']} KiB, PCI {rec['pci_bus_id']}")
         if stack is None:
             self.no_gpu = True
-            self.summary["a"] = md
+            self.summary["a"] = md + net_md
             return "fail", f"device_info failed (rc {r['rc']}): {r['err'].strip()[-300:]}"
         self.gpus = int(stack.get("device_count", 0))
         md.insert(0, f"- CUDA stack as terngrad loads it: driver {stack.get('driver')}, runtime "
                      f"{stack.get('runtime')}, cuBLAS {stack.get('cublas')}, cuRAND "
                      f"{stack.get('curand')}, NCCL {stack.get('nccl')}; devices: {self.gpus}")
-        self.summary["a"] = md
+        self.summary["a"] = md + net_md
         if self.gpus == 0:
             self.no_gpu = True
             return "no-gpu", f"no CUDA device: {stack.get('unavailable_reason')}"
