@@ -110,7 +110,6 @@ struct Plan {
 // What was decoded: `out` holds rows from y0 and columns from x0 (libjpeg moves x0 down to its
 // block boundary) of the scaled image.
 struct Decoded {
-  int64_t full_h = 0, full_w = 0;  // the header's size
   int scale = 8;
   int64_t y0 = 0, x0 = 0;
 };
@@ -155,9 +154,7 @@ bool decode_raw(const uint8_t* data, size_t size, int64_t max_pixels, Planner pl
   }
   const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
   cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
-  got->full_h = cinfo.image_height;
-  got->full_w = cinfo.image_width;
-  const Plan plan = planner ? planner(context, got->full_h, got->full_w) : Plan{};
+  const Plan plan = planner ? planner(context, cinfo.image_height, cinfo.image_width) : Plan{};
   got->scale = plan.scale;
   cinfo.scale_num = static_cast<unsigned>(plan.scale);
   cinfo.scale_denom = 8;
@@ -530,26 +527,12 @@ class ImageFolderDataset final : public Dataset {
       if (img.rgb.capacity() > (size_t{32} << 20)) img = Image{};
       // The geometry needs only the header's size; it is drawn first so a reduced decode can
       // be planned from it (and drawn again from the start for a replacement image).
-      Planning p{this, AugRng(aug_seed, key_base + k), aug_seed, key_base + k, s, distort, {}};
-      Decoded got;
-      const int64_t used = decode_or_replace(indices[k], img, p, got);
+      Planning p{this, AugRng(aug_seed, key_base + k), aug_seed, key_base + k, s, distort, {}, {},
+                 {}};
+      const int64_t used = decode_or_replace(indices[k], img, p);
       float* dst = images + static_cast<int64_t>(k) * 3 * plane;
       labels[k] = labels_[used];
-      const Sample& g = p.sample;
-      if (got.scale == 8) {
-        // Full scale, the rows and columns the taps reach: the full decode's pixels, the same
-        // taps moved to the decoded region's origin.
-        std::vector<Tap> ty = exact_taps(s, g.oy, g.rh, g.box.h, g.box.y);
-        std::vector<Tap> tx = exact_taps(s, g.ox, g.rw, g.box.w, g.box.x);
-        for (Tap& t : ty) t.lo -= got.y0, t.hi -= got.y0;
-        for (Tap& t : tx) t.lo -= got.x0, t.hi -= got.x0;
-        resample(img, ty, tx, s, g.flip, dst);
-      } else {
-        const double ratio = got.scale / 8.0;
-        resample(img, scaled_taps(s, g.oy, g.rh, g.box.h, g.box.y, ratio, got.y0, img.height),
-                 scaled_taps(s, g.ox, g.rw, g.box.w, g.box.x, ratio, got.x0, img.width), s, g.flip,
-                 dst);
-      }
+      resample(img, p.ty, p.tx, s, p.sample.flip, dst);
       AugRng& rng = p.rng;  // after the geometry's draws
       if (!inception_) {
         for (int64_t c = 0; c < 3; ++c) {
@@ -609,7 +592,9 @@ class ImageFolderDataset final : public Dataset {
 
   // One example's decode, planned from the header: its geometry, and with fast_decode the
   // smallest DCT scale M / 8 that still gives the box at least the resized resolution (so the
-  // resampling still only shrinks), and only the rows and columns its taps reach.
+  // resampling still only shrinks), and only the rows and columns its taps reach. plan() fills
+  // the geometry and the taps in the scaled image's coordinates; shifted() moves them to the
+  // decoded region's origin. A replacement image is planned again from the first draw.
   struct Planning {
     const ImageFolderDataset* self;
     AugRng rng;
@@ -617,12 +602,15 @@ class ImageFolderDataset final : public Dataset {
     int64_t s;
     bool distort;
     Sample sample;
+    std::vector<Tap> ty, tx;
   };
   static Plan plan(void* context, int64_t height, int64_t width) {
     auto* p = static_cast<Planning*>(context);
     p->rng = AugRng(p->seed, p->key);
     p->sample = p->self->sample(p->rng, height, width, p->s, p->distort);
     const Sample& g = p->sample;
+    std::vector<Tap>& ty = p->ty;
+    std::vector<Tap>& tx = p->tx;
     Plan out;
     if (p->self->fast_decode_) {
       // Only the scales libjpeg-turbo has SIMD inverse DCTs for (1/8 is the DC term alone; 1/4
@@ -635,7 +623,6 @@ class ImageFolderDataset final : public Dataset {
         }
       }
     }
-    std::vector<Tap> ty, tx;
     if (out.scale == 8) {
       ty = exact_taps(p->s, g.oy, g.rh, g.box.h, g.box.y);
       tx = exact_taps(p->s, g.ox, g.rw, g.box.w, g.box.x);
@@ -657,25 +644,22 @@ class ImageFolderDataset final : public Dataset {
     return out;
   }
 
-  // Decodes example `index` into `img` and returns it; with skip_bad_files, an unreadable file
-  // is recorded and replaced by the next readable one of the split (index + 1, + 2, ...,
-  // wrapping): the same one for the same bad files, whatever the threads or the order.
-  int64_t decode_or_replace(int64_t index, Image& img, Planning& p, Decoded& got) const {
-    try {
-      got = decode_jpeg_file(files_[index], img, &plan, &p);
-      return index;
-    } catch (const Error& e) {
-      TG_CHECK(skip_bad_, e.what(),
-               " (data.skip_bad_files = true replaces unreadable images and goes on)");
-      note_bad(index, e.what(), true);
-    }
-    for (int64_t step = 1; step < info_.size; ++step) {
+  // Decodes example `index` into `img`, leaves its taps in p moved to the decoded region's
+  // origin, and returns the example used: with skip_bad_files, an unreadable file is recorded and
+  // replaced by the next readable one of the split (index + 1, + 2, ..., wrapping): the same one
+  // for the same bad files, whatever the threads or the order.
+  int64_t decode_or_replace(int64_t index, Image& img, Planning& p) const {
+    for (int64_t step = 0; step < info_.size; ++step) {
       const int64_t j = (index + step) % info_.size;
       try {
-        got = decode_jpeg_file(files_[j], img, &plan, &p);
+        const Decoded got = decode_jpeg_file(files_[j], img, &plan, &p);
+        for (Tap& t : p.ty) t.lo -= got.y0, t.hi -= got.y0;
+        for (Tap& t : p.tx) t.lo -= got.x0, t.hi -= got.x0;
         return j;
       } catch (const Error& e) {
-        note_bad(j, e.what(), false);
+        TG_CHECK(skip_bad_, e.what(),
+                 " (data.skip_bad_files = true replaces unreadable images and goes on)");
+        note_bad(j, e.what(), step == 0);
       }
     }
     TG_THROW("image-folder: no readable image left in ", info_.path, " (", info_.size,

@@ -94,7 +94,7 @@ cp "$MNIST"/*-ubyte.gz "$P/data/mnist/"
 mkdir -p "$P/src/tests/python" "$P/third_party/include/openssl" "$P/third_party/lib" "$P/third_party/share/cmake"
 tar -C "$ROOT" --exclude=build --exclude='*.egg-info' --exclude=__pycache__ -cf - \
     CMakeLists.txt nn comm terngrad python | tar -C "$P/src" -xf -
-cp "$ROOT/tests/python/gpu_hook_check.py" "$P/src/tests/python/"
+cp "$ROOT/tests/python/gpu_hook_check.py" "$ROOT/tests/python/hook_records.py" "$P/src/tests/python/"
 cache_path() { sed -n "s|^$1:[A-Z]*=||p" "$BUILD_DIR/CMakeCache.txt"; }
 blas_lib=$(cache_path TG_OPENBLAS_OPENMP)
 cblas_dir=/usr/include/x86_64-linux-gnu/openblas-openmp  # the top CMakeLists.txt's, beside that library

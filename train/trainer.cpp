@@ -364,7 +364,7 @@ struct Trainer::State {
   void set_aside_damaged();
   void join_group();
   void open_input();
-  int64_t note_bad_files();
+  data::BadFiles note_bad_files();
   bool step_once();  // true when a stop was requested on any rank
   EvalResult evaluate();
   void save();
@@ -591,22 +591,23 @@ void Trainer::State::open_input() {
 }
 
 // data.skip_bad_files: names the unreadable files this rank met since the last call (rank 0 in
-// the run's log, the others on their stderr) and returns how many examples every rank has served
-// from another image so far (collective in a group).
-int64_t Trainer::State::note_bad_files() {
-  std::vector<std::pair<std::string, std::string>> files = train_ds->bad_files().files;
-  for (auto& f : test_ds->bad_files().files) files.push_back(std::move(f));
-  for (; bad_said < files.size(); ++bad_said) {
-    const std::string line = "data: replacing unreadable " + files[bad_said].second;
+// the run's log, the others on their stderr) and returns this rank's bad files (train, then test)
+// with how many examples every rank has served from another image so far (collective in a group).
+data::BadFiles Trainer::State::note_bad_files() {
+  data::BadFiles all = train_ds->bad_files();
+  const data::BadFiles test = test_ds->bad_files();
+  all.replaced += test.replaced;
+  all.files.insert(all.files.end(), test.files.begin(), test.files.end());
+  for (; bad_said < all.files.size(); ++bad_said) {
+    const std::string line = "data: replacing unreadable " + all.files[bad_said].second;
     if (lead)
       say(line);
     else
       std::fprintf(stderr, "rank %d: %s\n", rank, line.c_str());
   }
-  double replaced =
-      static_cast<double>(train_ds->bad_files().replaced + test_ds->bad_files().replaced);
-  if (group) replaced = group->sum({replaced})[0];
-  return static_cast<int64_t>(replaced);
+  if (group)
+    all.replaced = static_cast<int64_t>(group->sum({static_cast<double>(all.replaced)})[0]);
+  return all;
 }
 
 EvalResult Trainer::State::evaluate() {
@@ -719,7 +720,7 @@ bool Trainer::State::step_once() {
     o.add("images_per_sec", ips);
     for (const auto& [key, value] : iteration_cost_fields(cost)) o.add(key, value);
     o.add("wall_seconds", seconds_since(t_start));
-    if (cfg.data.dataset.skip_bad_files) o.add("bad_files_replaced", note_bad_files());
+    if (cfg.data.dataset.skip_bad_files) o.add("bad_files_replaced", note_bad_files().replaced);
     metrics.write(o);
     if (listener) listener->logged(done, last_loss, lr, ips);
     loss_sum.zero_();
@@ -848,9 +849,9 @@ TrainSummary Trainer::run() {
     sum.params_sha256 = params_sha256(s.params);
     sum.skip_bad_files = s.cfg.data.dataset.skip_bad_files;
     if (sum.skip_bad_files) {
-      sum.bad_files_replaced = s.note_bad_files();
-      sum.bad_files = s.train_ds->bad_files().files;
-      for (auto& f : s.test_ds->bad_files().files) sum.bad_files.push_back(std::move(f));
+      data::BadFiles bad = s.note_bad_files();
+      sum.bad_files_replaced = bad.replaced;
+      sum.bad_files = std::move(bad.files);
     }
     if (s.ema) sum.ema_sha256 = params_sha256(s.ema->shadow());
     sum.config = s.cfg;

@@ -55,6 +55,8 @@ def _worker(rank, world, store, case, device, q):
     """One rank of a case: DDP with the hook; puts (rank, result) on q."""
     try:
         from terngrad_torch import TernGradState, terngrad_hook
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from hook_records import recording_hook
 
         torch.set_num_threads(1)
         backend = "nccl" if device == "cuda" and case != "two_ranks_gloo" else "gloo"
@@ -73,25 +75,7 @@ def _worker(rank, world, store, case, device, q):
         state = TernGradState(clip=kClip, seed=kSeed)
         records = []
 
-        def recording_hook(st, bucket):
-            step = st.step
-            params = bucket.parameters()
-            rec = {"index": bucket.index(), "step": step, "numels": [p.numel() for p in params],
-                   "buffer": bucket.buffer().detach().float().cpu().clone()}
-            fut = terngrad_hook(st, bucket)
-            rec["ids"] = [st._ids[p] for p in params]
-            records.append(rec)
-
-            def keep(fut):  # the hook reuses its output tensor next step: keep a copy
-                v = fut.value()
-                rec["dtype"] = str(v.dtype).replace("torch.", "")
-                rec["device"] = str(v.device)
-                rec["out"] = v.detach().float().cpu().clone()
-                return v
-
-            return fut.then(keep)
-
-        ddp.register_comm_hook(state, recording_hook)
+        ddp.register_comm_hook(state, recording_hook(terngrad_hook, records))
         opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
         g = torch.Generator().manual_seed(100 + rank)
         losses = []

@@ -39,6 +39,9 @@ except ImportError as e:  # pragma: no cover
     )
     sys.exit(0)
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hook_records import recording_hook  # noqa: E402
+
 
 def _init(rank, world, store_path):
     torch.set_num_threads(1)
@@ -96,21 +99,7 @@ def _ddp_worker(rank, world, store_path, q):
     state = TernGradState(clip=2.5, seed=5)
     records = []
 
-    def recording_hook(st, bucket):
-        step = st.step
-        fut = terngrad_hook(st, bucket)
-        params = bucket.parameters()
-        record = [bucket.index(), step, [p.numel() for p in params], [st._ids[p] for p in params],
-                  bucket.buffer().clone()]
-        records.append(record)
-
-        def keep(fut):  # the hook reuses its output tensor next step: keep a copy
-            record.append(fut.value().clone())
-            return fut.value()
-
-        return fut.then(keep)
-
-    ddp.register_comm_hook(state, recording_hook)
+    ddp.register_comm_hook(state, recording_hook(terngrad_hook, records))
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
     g = torch.Generator().manual_seed(100 + rank)
     steps = 4
@@ -124,7 +113,9 @@ def _ddp_worker(rank, world, store_path, q):
     gathered = [None] * world
     # DDP waited for every future before backward returned: all are done.
     dist.all_gather_object(
-        gathered, [(i, s, n, ids, b.numpy(), o.numpy()) for i, s, n, ids, b, o in records]
+        gathered,
+        [(r["index"], r["step"], r["numels"], r["ids"], r["buffer"].numpy(), r["out"].numpy())
+         for r in records],
     )
     flat = torch.cat([p.detach().flatten() for p in model.parameters()])
     params = [torch.zeros_like(flat) for _ in range(world)]

@@ -27,6 +27,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_terngrad_torch import _bucket_grads, _init, _spawn  # noqa: E402 (skips without torch)
+from hook_records import recording_hook  # noqa: E402
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
@@ -74,29 +75,10 @@ def _train_step(ddp, opt, rank, step):
     opt.step()
 
 
-def _recording_hook(records):
-    """terngrad_hook that keeps (step, bucket index, parameter ids, input, output) per bucket."""
-
-    def hook(st, bucket):
-        step = st.step
-        fut = terngrad_hook(st, bucket)
-        record = [step, bucket.index(), [st._ids[p] for p in bucket.parameters()],
-                  bucket.buffer().clone()]
-        records.append(record)
-
-        def keep(f):  # the hook reuses its output tensor next step: keep a copy
-            record.append(f.value().clone())
-            return f.value()
-
-        return fut.then(keep)
-
-    return hook
-
-
 def _layouts(records):
-    """{step: [parameter ids of each bucket, in bucket order]}."""
+    """(step, index, ids, ...) per bucket -> {step: [parameter ids of each bucket, in order]}."""
     out = {}
-    for step, index, ids, _, _ in sorted(records, key=lambda r: (r[0], r[1])):
+    for step, index, ids, *_ in sorted(records, key=lambda r: (r[0], r[1])):
         out.setdefault(step, []).append(ids)
     return out
 
@@ -114,13 +96,14 @@ def _feedback_worker(rank, world, store, static_graph, q):
     ddp = _ddp(model, static_graph)
     state = TernGradState(seed=SEED, error_feedback=True, parameters=model.parameters())
     records = []
-    ddp.register_comm_hook(state, _recording_hook(records))
+    ddp.register_comm_hook(state, recording_hook(terngrad_hook, records))
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
     for step in range(STEPS):
         _train_step(ddp, opt, rank, step)
     gathered = [None] * world
     dist.all_gather_object(
-        gathered, [(s, i, ids, b.numpy(), o.numpy()) for s, i, ids, b, o in records]
+        gathered,
+        [(r["step"], r["index"], r["ids"], r["buffer"].numpy(), r["out"].numpy()) for r in records],
     )
     if rank == 0:
         q.put(dict(gathered=gathered, numels=[p.numel() for p in model.parameters()]))
@@ -196,13 +179,13 @@ def _resume_worker(rank, world, store, mode, ckpt_dir, k, q):
         if hook_state is not None:
             state.load_state_dict(hook_state)
         records = []
-        ddp.register_comm_hook(state, _recording_hook(records))
+        ddp.register_comm_hook(state, recording_hook(terngrad_hook, records))
         opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
         if opt_state is not None:
             opt.load_state_dict(opt_state)
         for step in range(first, k if mode == "first" else STEPS):
             _train_step(ddp, opt, rank, step)
-        return state, opt, _layouts(records)
+        return state, opt, _layouts([(r["step"], r["index"], r["ids"]) for r in records])
 
     out = {}
     if mode in ("full", "first"):
