@@ -1,5 +1,7 @@
-// conv2d on CUDA: im2col + cuBLAS GEMM over chunks of nb images; mirrors conv2d_cpu.cpp step
-// for step (same chunking, same workspace layout, same GEMMs). Layouts in conv2d_kernels.h.
+// conv2d on CUDA: two algorithms per pass and the dispatch between them (conv2d_kernels.h).
+//
+// im2col: cuBLAS GEMM over chunks of nb images; mirrors conv2d_cpu.cpp step for step (same
+// chunking, same workspace layout, same GEMMs). Layouts in conv2d_kernels.h.
 //
 //   im2col_kernel:  one thread per col element (row = (c*R + r)*S + s, column = i*PQ + p*Q + q);
 //                   consecutive threads write consecutive columns (coalesced stores).
@@ -10,11 +12,17 @@
 //                   GEMM wrote y directly: each thread reads and writes only its own element).
 //   gather_kernel:  one thread per stage element: the chunk's dy in [K, nb*PQ] order.
 //   dbias_kernel:   one block per output channel k, a fixed-order tree reduction over (n, p, q).
+//
+// igemm: the implicit-GEMM kernels of conv2d_igemm.h, one launch per pass (grid z = groups x
+// split-K pieces) and, when split, one launch of the ordered reduction.
+//
 // Everything runs on cuda::current_stream().
 #include <algorithm>
+#include <limits>
 
 #include "nn/core/blas.h"
 #include "nn/core/cuda_check.cuh"
+#include "nn/ops/conv2d_igemm.h"
 #include "nn/ops/conv2d_kernels.h"
 
 namespace tg {
@@ -146,10 +154,8 @@ const float* chunk_dy(const Conv2dShape& s, const float* dy, int64_t n0, int64_t
   return stage;
 }
 
-}  // namespace
-
-void conv2d_forward_cuda(const Conv2dShape& s, const float* x, const float* w, const float* bias,
-                         float* y, float* workspace) {
+void forward_im2col(const Conv2dShape& s, const float* x, const float* w, const float* bias,
+                    float* y, float* workspace) {
   const int64_t G = s.groups, Kg = s.K / G, CRS = s.C / G * s.R * s.S, PQ = s.P * s.Q;
   const int64_t nb = conv2d_chunk_images(s);
   float* col = workspace;
@@ -166,8 +172,8 @@ void conv2d_forward_cuda(const Conv2dShape& s, const float* x, const float* w, c
   }
 }
 
-void conv2d_backward_data_cuda(const Conv2dShape& s, const float* dy, const float* w, float* dx,
-                               float* workspace) {
+void backward_data_im2col(const Conv2dShape& s, const float* dy, const float* w, float* dx,
+                          float* workspace) {
   const int64_t G = s.groups, Kg = s.K / G, CRS = s.C / G * s.R * s.S, PQ = s.P * s.Q;
   const int64_t nb = conv2d_chunk_images(s);
   float* col = workspace;
@@ -183,8 +189,13 @@ void conv2d_backward_data_cuda(const Conv2dShape& s, const float* dy, const floa
   }
 }
 
-void conv2d_backward_weight_cuda(const Conv2dShape& s, const float* x, const float* dy, float* dw,
-                                 float* dbias, float* workspace) {
+void bias_grad(const Conv2dShape& s, const float* dy, float* dbias) {
+  dbias_kernel<<<static_cast<unsigned>(s.K), kThreads, 0, cuda::current_stream()>>>(s, dy, dbias);
+  TG_CUDA_LAUNCH_CHECK();
+}
+
+void backward_weight_im2col(const Conv2dShape& s, const float* x, const float* dy, float* dw,
+                            float* workspace) {
   const int64_t G = s.groups, Kg = s.K / G, CRS = s.C / G * s.R * s.S, PQ = s.P * s.Q;
   const int64_t nb = conv2d_chunk_images(s);
   float* col = workspace;
@@ -202,10 +213,175 @@ void conv2d_backward_weight_cuda(const Conv2dShape& s, const float* x, const flo
                            dw + g * Kg * CRS));
     }
   }
-  if (dbias) {
-    dbias_kernel<<<static_cast<unsigned>(s.K), kThreads, 0, cuda::current_stream()>>>(s, dy, dbias);
+}
+
+// ---- implicit GEMM ------------------------------------------------------------------------------
+
+template <class Tl, class Prob>
+__global__ void __launch_bounds__(Tl::kThreads)
+    igemm_kernel(Prob pr, int splits, float* __restrict__ partial) {
+  igemm::igemm_block<Tl>(pr, splits, partial, blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x);
+}
+
+template <class Prob>
+__global__ void igemm_reduce_kernel(Prob pr, int splits, const float* __restrict__ partial,
+                                    int64_t total) {
+  TG_GRID_STRIDE(e, total) igemm::igemm_reduce_element(pr, splits, partial, e);
+}
+
+template <class Tl, class Prob>
+void launch_tile(const Prob& pr, int groups, int splits, float* partial) {
+  const int64_t gx = (pr.N() + Tl::BN - 1) / Tl::BN, gy = (pr.M() + Tl::BM - 1) / Tl::BM;
+  TG_CHECK(gx < (int64_t{1} << 31) && gy <= 65535 && int64_t{groups} * splits <= 65535,
+           "conv2d igemm: grid ", gx, " x ", gy, " x ", groups * splits, " is too large");
+  if (gx == 0 || gy == 0) return;
+  const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy),
+                  static_cast<unsigned>(groups * splits));
+  igemm_kernel<Tl><<<grid, Tl::kThreads, 0, cuda::current_stream()>>>(pr, splits, partial);
+  TG_CUDA_LAUNCH_CHECK();
+}
+
+template <class Prob>
+void run_igemm(const Conv2dAlgo& a, const Prob& pr, int groups, float* workspace) {
+  const int64_t total = int64_t{groups} * pr.M() * pr.N();
+  float* partial = a.splits > 1 ? workspace : nullptr;
+  if (a.bm == 128 && a.bn == 128)
+    launch_tile<igemm::Tile128x128>(pr, groups, a.splits, partial);
+  else if (a.bm == 64 && a.bn == 64)
+    launch_tile<igemm::Tile64x64>(pr, groups, a.splits, partial);
+  else if (a.bm == 32 && a.bn == 128)
+    launch_tile<igemm::Tile32x128>(pr, groups, a.splits, partial);
+  else
+    TG_THROW("conv2d igemm: no kernel for tile ", a.bm, "x", a.bn);
+  if (a.splits > 1 && total > 0) {
+    igemm_reduce_kernel<<<cuda::grid_for(total, kThreads), kThreads, 0, cuda::current_stream()>>>(
+        pr, a.splits, partial, total);
     TG_CUDA_LAUNCH_CHECK();
   }
+}
+
+// The implicit kernels index with 32-bit ints within a problem (element offsets are 64-bit).
+void check_igemm(const Conv2dAlgo& a, const Conv2dShape& s, Conv2dPass p) {
+  constexpr int64_t kMax = std::numeric_limits<int>::max();
+  const Conv2dGemmDims g = conv2d_gemm_dims(s, p);
+  TG_CHECK(g.m <= kMax && g.n <= kMax && g.k <= kMax && s.C * s.H * s.W <= kMax &&
+               s.K * s.P * s.Q <= kMax,
+           "conv2d ", conv2d_algo_name(a), ": shape ", conv2d_pass_key(s, p),
+           " is too large for 32-bit indexing; use im2col");
+  TG_CHECK(a.splits == 1 || s.groups * a.splits * g.m * g.n <= conv2d_workspace_floats(s),
+           "conv2d ", conv2d_algo_name(a), ": split-K partials of ", conv2d_pass_key(s, p),
+           " do not fit the workspace; use fewer splits");
+}
+
+}  // namespace
+
+void conv2d_forward_cuda_with(const Conv2dAlgo& a, const Conv2dShape& s, const float* x,
+                              const float* w, const float* bias, float* y, float* workspace) {
+  if (a.kind == Conv2dAlgo::im2col) return forward_im2col(s, x, w, bias, y, workspace);
+  check_igemm(a, s, Conv2dPass::forward);
+  run_igemm(a, igemm::Forward{igemm::dims_of(s), x, w, bias, y}, static_cast<int>(s.groups),
+            workspace);
+}
+
+void conv2d_backward_data_cuda_with(const Conv2dAlgo& a, const Conv2dShape& s, const float* dy,
+                                    const float* w, float* dx, float* workspace) {
+  if (a.kind == Conv2dAlgo::im2col) return backward_data_im2col(s, dy, w, dx, workspace);
+  check_igemm(a, s, Conv2dPass::backward_data);
+  run_igemm(a, igemm::BackwardData{igemm::dims_of(s), dy, w, dx}, static_cast<int>(s.groups),
+            workspace);
+}
+
+void conv2d_backward_weight_cuda_with(const Conv2dAlgo& a, const Conv2dShape& s, const float* x,
+                                      const float* dy, float* dw, float* dbias, float* workspace) {
+  if (dw && a.kind == Conv2dAlgo::im2col) backward_weight_im2col(s, x, dy, dw, workspace);
+  if (dw && a.kind == Conv2dAlgo::igemm) {
+    check_igemm(a, s, Conv2dPass::backward_weight);
+    run_igemm(a, igemm::BackwardWeight{igemm::dims_of(s), x, dy, dw}, static_cast<int>(s.groups),
+              workspace);
+  }
+  if (dbias) bias_grad(s, dy, dbias);
+}
+
+namespace {
+
+// Times `run` (already warmed up once) on the current stream: the best of three, in ms.
+template <class F>
+float time_ms(F&& run) {
+  cudaStream_t st = cuda::current_stream();
+  cudaEvent_t a = nullptr, b = nullptr;
+  TG_CUDA_CHECK(cudaEventCreate(&a));
+  TG_CUDA_CHECK(cudaEventCreate(&b));
+  run();
+  float best = std::numeric_limits<float>::infinity();
+  for (int i = 0; i < 3; ++i) {
+    TG_CUDA_CHECK(cudaEventRecord(a, st));
+    run();
+    TG_CUDA_CHECK(cudaEventRecord(b, st));
+    TG_CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0.0f;
+    TG_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    best = std::min(best, ms);
+  }
+  TG_CUDA_CHECK(cudaEventDestroy(a));
+  TG_CUDA_CHECK(cudaEventDestroy(b));
+  return best;
+}
+
+// The algorithm for a pass: the recorded choice, else a pin, else the policy's mode (autotune
+// times the candidates with `run`, which must overwrite its outputs whole).
+template <class Run>
+Conv2dAlgo choose(const Conv2dShape& s, Conv2dPass p, Run&& run) {
+  const std::string key = conv2d_pass_key(s, p);
+  Conv2dAlgo a;
+  if (find_conv2d_choice(key, &a)) return a;
+  const Conv2dPolicy pol = conv2d_policy();
+  const auto pin = pol.pins.find(key);
+  const int64_t ws = conv2d_workspace_floats(s);
+  if (pin != pol.pins.end()) {
+    a = parse_conv2d_algo(pin->second, "cuda.conv_algorithms['" + key + "']");
+  } else if (pol.mode == "igemm") {
+    a = conv2d_igemm_rule(s, p, ws);
+  } else if (pol.mode == "autotune") {
+    std::vector<Conv2dAlgo> candidates{Conv2dAlgo{}};
+    for (const Conv2dAlgo& t : conv2d_igemm_tiles())
+      candidates.push_back(conv2d_igemm_split(s, p, t.bm, t.bn, ws));
+    float best = std::numeric_limits<float>::infinity();
+    for (const Conv2dAlgo& c : candidates) {
+      const float ms = time_ms([&] { run(c); });
+      if (ms < best) best = ms, a = c;
+    }
+  }
+  note_conv2d_choice(key, a);
+  return a;
+}
+
+}  // namespace
+
+void conv2d_forward_cuda(const Conv2dShape& s, const float* x, const float* w, const float* bias,
+                         float* y, float* workspace) {
+  const auto run = [&](const Conv2dAlgo& a) {
+    conv2d_forward_cuda_with(a, s, x, w, bias, y, workspace);
+  };
+  run(choose(s, Conv2dPass::forward, run));
+}
+
+void conv2d_backward_data_cuda(const Conv2dShape& s, const float* dy, const float* w, float* dx,
+                               float* workspace) {
+  const auto run = [&](const Conv2dAlgo& a) {
+    conv2d_backward_data_cuda_with(a, s, dy, w, dx, workspace);
+  };
+  run(choose(s, Conv2dPass::backward_data, run));
+}
+
+void conv2d_backward_weight_cuda(const Conv2dShape& s, const float* x, const float* dy, float* dw,
+                                 float* dbias, float* workspace) {
+  if (dw) {
+    const auto run = [&](const Conv2dAlgo& a) {
+      conv2d_backward_weight_cuda_with(a, s, x, dy, dw, nullptr, workspace);
+    };
+    run(choose(s, Conv2dPass::backward_weight, run));
+  }
+  if (dbias) bias_grad(s, dy, dbias);
 }
 
 }  // namespace tg

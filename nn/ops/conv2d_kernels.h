@@ -15,6 +15,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
 
 namespace tg {
 
@@ -43,12 +46,79 @@ void conv2d_backward_data_cpu(const Conv2dShape& s, const float* dy, const float
 void conv2d_backward_weight_cpu(const Conv2dShape& s, const float* x, const float* dy, float* dw,
                                 float* dbias, float* workspace);
 
-// The same on CUDA: device pointers, on tg::cuda::current_stream() (asynchronous).
+// ---- CUDA: algorithms, and the choice among them ---------------------------------------------
+//
+// Each pass of each shape runs one of these on the GPU (the CPU always runs im2col + OpenBLAS):
+//   im2col              chunks of im2col + cuBLAS SGEMM (conv2d_cuda.cu)
+//   igemm<BM>x<BN>[s<k>] implicit GEMM, BM x BN tiles, split-K in k pieces (conv2d_igemm.h)
+// Every one is deterministic (no float atomics; split-K pieces added in a fixed order), so a pass
+// gives the same bits run to run once its algorithm is fixed; different algorithms differ in the
+// last bits (different summation orders).
+enum class Conv2dPass { forward, backward_data, backward_weight };
+const char* conv2d_pass_name(Conv2dPass p);  // "fwd", "bwd_data", "bwd_weight"
+
+struct Conv2dAlgo {
+  enum Kind { im2col, igemm } kind = im2col;
+  int bm = 0, bn = 0;  // igemm tile
+  int splits = 1;      // igemm split-K pieces
+  bool operator==(const Conv2dAlgo&) const = default;
+};
+std::string conv2d_algo_name(const Conv2dAlgo& a);
+// Parses a name conv2d_algo_name gives; throws tg::Error naming `what` and the valid forms.
+Conv2dAlgo parse_conv2d_algo(const std::string& name, const std::string& what);
+// The igemm tiles there are kernels for.
+std::vector<Conv2dAlgo> conv2d_igemm_tiles();
+
+// "N128 C3 H227 W227 K96 R11 S11 /4,4 pad0,0 g1 fwd": a pass of a shape, as summary.json and the
+// cuda.conv_algorithms pins write it.
+std::string conv2d_pass_key(const Conv2dShape& s, Conv2dPass p);
+
+// How the GPU picks each pass's algorithm (config keys cuda.conv_algo, cuda.conv_algorithms):
+//   mode "im2col"    im2col everywhere (the default until the GPU sweep's numbers say otherwise)
+//   mode "igemm"     implicit GEMM everywhere, tile and split-K by conv2d_igemm_rule
+//   mode "autotune"  the first time a pass of a shape runs, time im2col and every igemm tiling
+//                    (with its rule's split) on it, keep the fastest (like cudnn.benchmark)
+//   pins             pass key -> algorithm name, taking precedence over the mode: what a
+//                    previous run's summary.json recorded, so the run can be redone bit for bit
+struct Conv2dPolicy {
+  std::string mode = "im2col";
+  std::map<std::string, std::string> pins;
+};
+void set_conv2d_policy(const Conv2dPolicy& p);  // validates (throws naming the bad entry)
+Conv2dPolicy conv2d_policy();
+// Every (pass key, algorithm name) chosen since the policy was set, in first-use order.
+std::vector<std::pair<std::string, std::string>> conv2d_choices();
+// Records a choice (the CUDA dispatcher calls it; tests may); the first one for a key stays.
+void note_conv2d_choice(const std::string& key, const Conv2dAlgo& a);
+// The choice recorded for `key`, if any.
+bool find_conv2d_choice(const std::string& key, Conv2dAlgo* out);
+
+// The deterministic rule: the tile by the GEMM's M (the side the tile's rows cover) and the
+// split by how many tiles the grid has, so small grids still fill the GPU; capped so the
+// split-K partials fit `workspace_floats`.
+Conv2dAlgo conv2d_igemm_rule(const Conv2dShape& s, Conv2dPass p, int64_t workspace_floats);
+// The rule's split for a given tile.
+Conv2dAlgo conv2d_igemm_split(const Conv2dShape& s, Conv2dPass p, int bm, int bn,
+                              int64_t workspace_floats);
+// The GEMM a pass is, as the implicit kernels see it (per group).
+struct Conv2dGemmDims {
+  int64_t m, n, k;
+};
+Conv2dGemmDims conv2d_gemm_dims(const Conv2dShape& s, Conv2dPass p);
+
+// The same on CUDA: device pointers, on tg::cuda::current_stream() (asynchronous). The
+// algorithm is the policy's (above); the *_with forms run the one given (benchmarks, tests).
 void conv2d_forward_cuda(const Conv2dShape& s, const float* x, const float* w, const float* bias,
                          float* y, float* workspace);
 void conv2d_backward_data_cuda(const Conv2dShape& s, const float* dy, const float* w, float* dx,
                                float* workspace);
 void conv2d_backward_weight_cuda(const Conv2dShape& s, const float* x, const float* dy, float* dw,
                                  float* dbias, float* workspace);
+void conv2d_forward_cuda_with(const Conv2dAlgo& a, const Conv2dShape& s, const float* x,
+                              const float* w, const float* bias, float* y, float* workspace);
+void conv2d_backward_data_cuda_with(const Conv2dAlgo& a, const Conv2dShape& s, const float* dy,
+                                    const float* w, float* dx, float* workspace);
+void conv2d_backward_weight_cuda_with(const Conv2dAlgo& a, const Conv2dShape& s, const float* x,
+                                      const float* dy, float* dw, float* dbias, float* workspace);
 
 }  // namespace tg

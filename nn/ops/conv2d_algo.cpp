@@ -1,0 +1,173 @@
+// The vocabulary of GPU convolution algorithms, the policy that picks one per pass and shape, and
+// the record of what was picked (conv2d_kernels.h). Compiled in every build: a CPU-only binary
+// still parses and reports the config keys, it just never dispatches.
+#include <algorithm>
+#include <cstdio>
+#include <mutex>
+
+#include "nn/core/error.h"
+#include "nn/ops/conv2d_kernels.h"
+
+namespace tg {
+
+namespace {
+
+struct PolicyState {
+  std::mutex mu;
+  Conv2dPolicy policy;
+  std::vector<std::pair<std::string, std::string>> choices;
+};
+
+PolicyState& policy_state() {
+  static PolicyState s;
+  return s;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+}  // namespace
+
+const char* conv2d_pass_name(Conv2dPass p) {
+  switch (p) {
+    case Conv2dPass::forward:
+      return "fwd";
+    case Conv2dPass::backward_data:
+      return "bwd_data";
+    case Conv2dPass::backward_weight:
+      return "bwd_weight";
+  }
+  return "?";
+}
+
+std::string conv2d_algo_name(const Conv2dAlgo& a) {
+  if (a.kind == Conv2dAlgo::im2col) return "im2col";
+  char buf[48];
+  if (a.splits > 1)
+    std::snprintf(buf, sizeof(buf), "igemm%dx%ds%d", a.bm, a.bn, a.splits);
+  else
+    std::snprintf(buf, sizeof(buf), "igemm%dx%d", a.bm, a.bn);
+  return buf;
+}
+
+std::vector<Conv2dAlgo> conv2d_igemm_tiles() {
+  return {{Conv2dAlgo::igemm, 128, 128, 1},
+          {Conv2dAlgo::igemm, 64, 64, 1},
+          {Conv2dAlgo::igemm, 32, 128, 1}};
+}
+
+Conv2dAlgo parse_conv2d_algo(const std::string& name, const std::string& what) {
+  if (name == "im2col") return {};
+  int bm = 0, bn = 0, splits = 1, used = 0;
+  const int got = std::sscanf(name.c_str(), "igemm%dx%d%n", &bm, &bn, &used);
+  bool ok = got == 2 && used > 0;
+  if (ok && static_cast<size_t>(used) < name.size()) {
+    int used2 = 0;
+    ok = std::sscanf(name.c_str() + used, "s%d%n", &splits, &used2) == 1 &&
+         static_cast<size_t>(used + used2) == name.size() && splits >= 1 && splits <= 4096;
+  }
+  Conv2dAlgo a{Conv2dAlgo::igemm, bm, bn, splits};
+  bool tile_ok = false;
+  for (const Conv2dAlgo& t : conv2d_igemm_tiles()) tile_ok |= ok && t.bm == bm && t.bn == bn;
+  TG_CHECK(tile_ok, what, ": unknown convolution algorithm '", name,
+           "' (expected im2col, or igemm<BM>x<BN> with tile 128x128, 64x64 or 32x128, "
+           "optionally followed by s<splits>, e.g. igemm64x64s4)");
+  return a;
+}
+
+std::string conv2d_pass_key(const Conv2dShape& s, Conv2dPass p) {
+  char buf[192];
+  std::snprintf(
+      buf, sizeof(buf),
+      "N%lld C%lld H%lld W%lld K%lld R%lld S%lld P%lld Q%lld /%lld,%lld "
+      "pad%lld,%lld g%lld %s",
+      static_cast<long long>(s.N), static_cast<long long>(s.C), static_cast<long long>(s.H),
+      static_cast<long long>(s.W), static_cast<long long>(s.K), static_cast<long long>(s.R),
+      static_cast<long long>(s.S), static_cast<long long>(s.P), static_cast<long long>(s.Q),
+      static_cast<long long>(s.stride_h), static_cast<long long>(s.stride_w),
+      static_cast<long long>(s.pad_top), static_cast<long long>(s.pad_left),
+      static_cast<long long>(s.groups), conv2d_pass_name(p));
+  return buf;
+}
+
+void set_conv2d_policy(const Conv2dPolicy& p) {
+  TG_CHECK(p.mode == "im2col" || p.mode == "igemm" || p.mode == "autotune",
+           "cuda.conv_algo: unknown value '", p.mode, "' (expected im2col, igemm or autotune)");
+  for (const auto& [key, algo] : p.pins)
+    parse_conv2d_algo(algo, "cuda.conv_algorithms['" + key + "']");
+  PolicyState& st = policy_state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  st.policy = p;
+  st.choices.clear();
+}
+
+Conv2dPolicy conv2d_policy() {
+  PolicyState& st = policy_state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  return st.policy;
+}
+
+std::vector<std::pair<std::string, std::string>> conv2d_choices() {
+  PolicyState& st = policy_state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  return st.choices;
+}
+
+bool find_conv2d_choice(const std::string& key, Conv2dAlgo* out) {
+  PolicyState& st = policy_state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  for (const auto& c : st.choices) {
+    if (c.first == key) {
+      *out = parse_conv2d_algo(c.second, key);
+      return true;
+    }
+  }
+  return false;
+}
+
+void note_conv2d_choice(const std::string& key, const Conv2dAlgo& a) {
+  PolicyState& st = policy_state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  for (const auto& c : st.choices)
+    if (c.first == key) return;
+  st.choices.emplace_back(key, conv2d_algo_name(a));
+}
+
+Conv2dGemmDims conv2d_gemm_dims(const Conv2dShape& s, Conv2dPass p) {
+  const int64_t Cg = s.C / s.groups, Kg = s.K / s.groups, RS = s.R * s.S;
+  switch (p) {
+    case Conv2dPass::forward:
+      return {Kg, s.N * s.P * s.Q, Cg * RS};
+    case Conv2dPass::backward_data:
+      return {Cg, s.N * s.H * s.W, Kg * RS};
+    case Conv2dPass::backward_weight:
+      return {Kg, Cg * RS, s.N * s.P * s.Q};
+  }
+  return {0, 0, 0};
+}
+
+Conv2dAlgo conv2d_igemm_split(const Conv2dShape& s, Conv2dPass p, int bm, int bn,
+                              int64_t workspace_floats) {
+  const Conv2dGemmDims g = conv2d_gemm_dims(s, p);
+  // Split K when the grid has fewer tiles than a large GPU has room for (~4 blocks on each of
+  // ~128 SMs; a fixed number, so the choice does not depend on which GPU runs it), keeping each
+  // piece at least 16 steps of 8 and the partials inside the workspace.
+  constexpr int64_t kTargetBlocks = 512, kMinSteps = 16;
+  const int64_t tiles = ceil_div(g.m, bm) * ceil_div(g.n, bn) * s.groups;
+  const int64_t steps = ceil_div(g.k, 8);
+  int64_t splits =
+      std::min(ceil_div(kTargetBlocks, std::max<int64_t>(tiles, 1)), steps / kMinSteps);
+  const int64_t per_split = s.groups * g.m * g.n;
+  if (per_split > 0) splits = std::min(splits, workspace_floats / per_split);
+  return {Conv2dAlgo::igemm, bm, bn, static_cast<int>(std::clamp<int64_t>(splits, 1, 64))};
+}
+
+Conv2dAlgo conv2d_igemm_rule(const Conv2dShape& s, Conv2dPass p, int64_t workspace_floats) {
+  const Conv2dGemmDims g = conv2d_gemm_dims(s, p);
+  if (g.m <= 32) return conv2d_igemm_split(s, p, 32, 128, workspace_floats);
+  if (g.m >= 128 && g.n >= 128 * 16) return conv2d_igemm_split(s, p, 128, 128, workspace_floats);
+  return conv2d_igemm_split(s, p, 64, 64, workspace_floats);
+}
+
+}  // namespace tg

@@ -1,0 +1,376 @@
+// Implicit-GEMM convolution kernels (fp32 on CUDA cores), written once for nvcc and for the host
+// emulation of nn/core/simt.h: conv2d_igemm_cuda.cu launches them on the GPU, the emulated test
+// runs the same bodies on the CPU.
+//
+// Why our own kernels and not CUTLASS's: CUTLASS's convolutions take NHWC tensors and this
+// engine is NCHW (as the paper's Caffe/TensorFlow models and the CPU path are), so CUTLASS would
+// add two layout transposes per layer and pass; its templates also add minutes of nvcc time per
+// instantiation on the 2-core CI machine. The GPU check's conv sweep (bench_conv2d --algos)
+// times these kernels beside the im2col + cuBLAS path and PyTorch's cuDNN for every conv shape
+// of the five nets; the default rule (conv2d_igemm_cuda.cu) follows its numbers.
+//
+// The three passes as one GEMM C[M x N] = A[M x Kd] * B[Kd x N] per group g, with A and B never
+// stored: each tile element is read from x, w or dy where the im2col matrix would have had it
+// (letters as in conv2d_kernels.h; Cg = C/G, Kg = K/G, RS = R*S, PQ = P*Q, HW = H*W):
+//   forward      M = Kg  N = N*PQ   Kd = Cg*RS   A = w[g*Kg + m, kd]      B = im2col(x)[kd, n]
+//   backward x   M = Cg  N = N*HW   Kd = Kg*RS   A = w[g*Kg + k, m, r, s] B = dy read at the
+//                (kd = (k, r, s))                 (p, q) with p*sh = h + pt - r, q*sw = w + pl - s,
+//                                                 zero where no such output exists
+//   backward w   M = Kg  N = Cg*RS  Kd = N*PQ    A = dy[img, g*Kg + m, pq] B = im2col(x)^T
+// Tiles: a block of T = (BM/TM)*(BN/TN) threads computes a BM x BN tile of C, TM x TN per
+// thread, stepping Kd by BK through two shared-memory buffers (the next step's tile is loaded
+// into registers while the current one is multiplied). Each thread's sum over kd runs in
+// increasing kd with fmaf, so a kernel's bits depend only on the shape and the tiling.
+//
+// Split-K: with `splits` > 1 the Kd range is cut into `splits` pieces of whole BK steps (grid z =
+// groups * splits); each piece writes its partial tile to a workspace, and igemm_reduce adds the
+// pieces in order 0, 1, ..., splits - 1 and applies the epilogue. No atomics anywhere: the same
+// shape, tiling and split give the same bits run to run.
+#pragma once
+
+#include <cstdint>
+
+#include "nn/core/simt.h"
+#include "nn/ops/conv2d_kernels.h"
+
+namespace tg::igemm {
+
+// Problem sizes as 32-bit ints (element offsets are 64-bit): conv2d_igemm_cuda.cu checks they fit.
+struct Dims {
+  int N, C, H, W, K, R, S, P, Q, sh, sw, pt, pl, G;
+  int Cg, Kg, RS, PQ, HW;
+};
+
+inline Dims dims_of(const Conv2dShape& s) {
+  Dims d{};
+  d.N = static_cast<int>(s.N);
+  d.C = static_cast<int>(s.C);
+  d.H = static_cast<int>(s.H);
+  d.W = static_cast<int>(s.W);
+  d.K = static_cast<int>(s.K);
+  d.R = static_cast<int>(s.R);
+  d.S = static_cast<int>(s.S);
+  d.P = static_cast<int>(s.P);
+  d.Q = static_cast<int>(s.Q);
+  d.sh = static_cast<int>(s.stride_h);
+  d.sw = static_cast<int>(s.stride_w);
+  d.pt = static_cast<int>(s.pad_top);
+  d.pl = static_cast<int>(s.pad_left);
+  d.G = static_cast<int>(s.groups);
+  d.Cg = d.C / d.G;
+  d.Kg = d.K / d.G;
+  d.RS = d.R * d.S;
+  d.PQ = d.P * d.Q;
+  d.HW = d.H * d.W;
+  return d;
+}
+
+// ---- the three problems: sizes, operand reads, the epilogue ---------------------------------
+// A "row" / "col" context holds what a thread needs about its fixed m / n; a "k" context what
+// it needs about the current kd. at() returns 0 outside the matrices.
+
+struct Forward {
+  Dims d;
+  const float* x;
+  const float* w;
+  const float* bias;  // nullable
+  float* y;
+  TG_HD int M() const { return d.Kg; }
+  TG_HD int N() const { return d.N * d.PQ; }
+  TG_HD int Kd() const { return d.Cg * d.RS; }
+  struct Row {
+    const float* p;
+    bool ok;
+  };
+  TG_HD Row row(int g, int m) const {
+    const bool ok = m < d.Kg;
+    return {w + (static_cast<int64_t>(g) * d.Kg + (ok ? m : 0)) * d.Cg * d.RS, ok};
+  }
+  struct KA {
+    int kd;
+    bool ok;
+  };
+  TG_HD KA ka(int kd) const { return {kd, kd < Kd()}; }
+  TG_HD float a(const Row& r, const KA& k) const { return r.ok && k.ok ? r.p[k.kd] : 0.0f; }
+  struct Col {
+    const float* p;
+    int ih0, iw0;
+    bool ok;
+  };
+  TG_HD Col col(int g, int n) const {
+    Col c{};
+    c.ok = n < N();
+    const int nn = c.ok ? n : 0, img = nn / d.PQ, pq = nn - img * d.PQ, p = pq / d.Q;
+    c.p = x + (static_cast<int64_t>(img) * d.C + static_cast<int64_t>(g) * d.Cg) * d.HW;
+    c.ih0 = p * d.sh - d.pt;
+    c.iw0 = (pq - p * d.Q) * d.sw - d.pl;
+    return c;
+  }
+  struct KB {
+    int off, r, s;  // c*HW, r, s
+    bool ok;
+  };
+  TG_HD KB kb(int kd) const {
+    if (kd >= Kd()) return {0, 0, 0, false};
+    const int c = kd / d.RS, rs = kd - c * d.RS, r = rs / d.S;
+    return {c * d.HW, r, rs - r * d.S, true};
+  }
+  TG_HD float b(const Col& c, const KB& k) const {
+    const int ih = c.ih0 + k.r, iw = c.iw0 + k.s;
+    if (!c.ok || !k.ok || ih < 0 || ih >= d.H || iw < 0 || iw >= d.W) return 0.0f;
+    return c.p[k.off + ih * d.W + iw];
+  }
+  TG_HD void store(int g, int m, int n, float v) const {
+    const int img = n / d.PQ, pq = n - img * d.PQ, k = g * d.Kg + m;
+    if (bias) v += bias[k];
+    y[(static_cast<int64_t>(img) * d.K + k) * d.PQ + pq] = v;
+  }
+};
+
+struct BackwardData {
+  Dims d;
+  const float* dy;
+  const float* w;
+  float* dx;
+  TG_HD int M() const { return d.Cg; }
+  TG_HD int N() const { return d.N * d.HW; }
+  TG_HD int Kd() const { return d.Kg * d.RS; }
+  struct Row {
+    const float* p;
+    bool ok;
+  };
+  TG_HD Row row(int g, int m) const {
+    const bool ok = m < d.Cg;
+    return {w + (static_cast<int64_t>(g) * d.Kg * d.Cg + (ok ? m : 0)) * d.RS, ok};
+  }
+  struct KA {
+    int64_t off;  // k*Cg*RS + rs
+    bool ok;
+  };
+  TG_HD KA ka(int kd) const {
+    if (kd >= Kd()) return {0, false};
+    const int k = kd / d.RS;
+    return {static_cast<int64_t>(k) * d.Cg * d.RS + (kd - k * d.RS), true};
+  }
+  TG_HD float a(const Row& r, const KA& k) const { return r.ok && k.ok ? r.p[k.off] : 0.0f; }
+  struct Col {
+    const float* p;
+    int th0, tw0;  // h + pt, w + pl
+    bool ok;
+  };
+  TG_HD Col col(int g, int n) const {
+    Col c{};
+    c.ok = n < N();
+    const int nn = c.ok ? n : 0, img = nn / d.HW, hw = nn - img * d.HW, h = hw / d.W;
+    c.p = dy + (static_cast<int64_t>(img) * d.K + static_cast<int64_t>(g) * d.Kg) * d.PQ;
+    c.th0 = h + d.pt;
+    c.tw0 = hw - h * d.W + d.pl;
+    return c;
+  }
+  struct KB {
+    int off, r, s;  // k*PQ, r, s
+    bool ok;
+  };
+  TG_HD KB kb(int kd) const {
+    if (kd >= Kd()) return {0, 0, 0, false};
+    const int k = kd / d.RS, rs = kd - k * d.RS, r = rs / d.S;
+    return {k * d.PQ, r, rs - r * d.S, true};
+  }
+  TG_HD float b(const Col& c, const KB& k) const {
+    const int th = c.th0 - k.r, tw = c.tw0 - k.s;
+    if (!c.ok || !k.ok || th < 0 || tw < 0) return 0.0f;
+    const int p = th / d.sh, q = tw / d.sw;
+    if (p * d.sh != th || q * d.sw != tw || p >= d.P || q >= d.Q) return 0.0f;
+    return c.p[k.off + p * d.Q + q];
+  }
+  TG_HD void store(int g, int m, int n, float v) const {
+    const int img = n / d.HW, hw = n - img * d.HW;
+    dx[(static_cast<int64_t>(img) * d.C + static_cast<int64_t>(g) * d.Cg + m) * d.HW + hw] = v;
+  }
+};
+
+struct BackwardWeight {
+  Dims d;
+  const float* x;
+  const float* dy;
+  float* dw;
+  TG_HD int M() const { return d.Kg; }
+  TG_HD int N() const { return d.Cg * d.RS; }
+  TG_HD int Kd() const { return d.N * d.PQ; }
+  struct Row {
+    const float* p;
+    bool ok;
+  };
+  TG_HD Row row(int g, int m) const {
+    const bool ok = m < d.Kg;
+    return {dy + (static_cast<int64_t>(g) * d.Kg + (ok ? m : 0)) * d.PQ, ok};
+  }
+  struct KA {
+    int64_t off;  // img*K*PQ + pq
+    bool ok;
+  };
+  TG_HD KA ka(int kd) const {
+    if (kd >= Kd()) return {0, false};
+    const int img = kd / d.PQ;
+    return {static_cast<int64_t>(img) * d.K * d.PQ + (kd - img * d.PQ), true};
+  }
+  TG_HD float a(const Row& r, const KA& k) const { return r.ok && k.ok ? r.p[k.off] : 0.0f; }
+  struct Col {
+    const float* p;
+    int r, s;
+    bool ok;
+  };
+  TG_HD Col col(int g, int n) const {
+    Col c{};
+    c.ok = n < N();
+    const int nn = c.ok ? n : 0, ch = nn / d.RS, rs = nn - ch * d.RS;
+    c.p = x + (static_cast<int64_t>(g) * d.Cg + ch) * d.HW;
+    c.r = rs / d.S;
+    c.s = rs - c.r * d.S;
+    return c;
+  }
+  struct KB {
+    int64_t off;  // img*C*HW
+    int ih0, iw0;
+    bool ok;
+  };
+  TG_HD KB kb(int kd) const {
+    if (kd >= Kd()) return {0, 0, 0, false};
+    const int img = kd / d.PQ, pq = kd - img * d.PQ, p = pq / d.Q;
+    return {static_cast<int64_t>(img) * d.C * d.HW, p * d.sh - d.pt, (pq - p * d.Q) * d.sw - d.pl,
+            true};
+  }
+  TG_HD float b(const Col& c, const KB& k) const {
+    const int ih = k.ih0 + c.r, iw = k.iw0 + c.s;
+    if (!c.ok || !k.ok || ih < 0 || ih >= d.H || iw < 0 || iw >= d.W) return 0.0f;
+    return c.p[k.off + ih * d.W + iw];
+  }
+  TG_HD void store(int g, int m, int n, float v) const {
+    dw[(static_cast<int64_t>(g) * d.Kg + m) * (static_cast<int64_t>(d.Cg) * d.RS) + n] = v;
+  }
+};
+
+// ---- the tiled GEMM body ----------------------------------------------------------------------
+
+template <int BM_, int BN_, int TM_, int TN_>
+struct Tiling {
+  static constexpr int BM = BM_, BN = BN_, BK = 8, TM = TM_, TN = TN_;
+  static constexpr int kThreads = (BM / TM) * (BN / TN);
+  static constexpr int kLoadA = BM * BK / kThreads, kLoadB = BK * BN / kThreads;
+  static_assert(kThreads % BK == 0 && kThreads % BN == 0 && kLoadA >= 1 && kLoadB >= 1,
+                "a thread's column and k-row of each tile load must be fixed");
+};
+
+// Where split z's range of kd starts and ends: whole BK steps, the last one short.
+TG_HD int split_chunk(int kd, int splits, int bk) {
+  const int steps = (kd + bk - 1) / bk;
+  return (steps + splits - 1) / splits * bk;
+}
+
+// One block: tile (blockIdx.y, blockIdx.x) of C for group blockIdx.z / splits and split
+// blockIdx.z % splits. partial: [G][splits][M][N] floats when splits > 1 (else unused).
+template <class Tl, class Prob>
+TG_DEV void igemm_block(const Prob& pr, int splits, float* partial, int bx, int by, int bz,
+                        int tid) {
+  constexpr int BM = Tl::BM, BN = Tl::BN, BK = Tl::BK, TM = Tl::TM, TN = Tl::TN;
+  constexpr int T = Tl::kThreads, LA = Tl::kLoadA, LB = Tl::kLoadB;
+  constexpr int kPadA = 4;  // As rows padded: the k-fastest stores hit distinct banks
+  TG_SHARED float As[2][BK][BM + kPadA];
+  TG_SHARED float Bs[2][BK][BN];
+
+  const int M = pr.M(), N = pr.N(), Kd = pr.Kd();
+  const int g = bz / splits, z = bz - g * splits;
+  const int chunk = split_chunk(Kd, splits, BK);
+  const int k_begin = z * chunk;
+  const int k_end = k_begin + chunk < Kd ? k_begin + chunk : Kd;
+  const int m0 = by * BM, n0 = bx * BN;
+
+  // This thread's loads: A elements (m0 + a_m + j*T/BK, k0 + a_k), B elements
+  // (k0 + b_k + j*T/BN, n0 + b_n).
+  const int a_k = tid % BK, a_m = tid / BK, b_n = tid % BN, b_k = tid / BN;
+  typename Prob::Row rows[LA];
+  TG_UNROLL
+  for (int j = 0; j < LA; ++j) rows[j] = pr.row(g, m0 + a_m + j * (T / BK));
+  const typename Prob::Col col = pr.col(g, n0 + b_n);
+
+  float ra[LA], rb[LB];
+  auto load = [&](int k0) {
+    const typename Prob::KA ka = pr.ka(k0 + a_k < k_end ? k0 + a_k : Kd);
+    TG_UNROLL
+    for (int j = 0; j < LA; ++j) ra[j] = pr.a(rows[j], ka);
+    TG_UNROLL
+    for (int j = 0; j < LB; ++j) {
+      const int kd = k0 + b_k + j * (T / BN);
+      rb[j] = pr.b(col, pr.kb(kd < k_end ? kd : Kd));
+    }
+  };
+  auto stash = [&](int buf) {
+    TG_UNROLL
+    for (int j = 0; j < LA; ++j) As[buf][a_k][a_m + j * (T / BK)] = ra[j];
+    TG_UNROLL
+    for (int j = 0; j < LB; ++j) Bs[buf][b_k + j * (T / BN)][b_n] = rb[j];
+  };
+
+  const int tx = tid % (BN / TN), ty = tid / (BN / TN);
+  float acc[TM][TN];
+  TG_UNROLL
+  for (int i = 0; i < TM; ++i) TG_UNROLL
+  for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+
+  int buf = 0;
+  if (k_begin < k_end) {
+    load(k_begin);
+    stash(0);
+  }
+  TG_SYNC();
+  for (int k0 = k_begin; k0 < k_end; k0 += BK) {
+    const bool more = k0 + BK < k_end;
+    if (more) load(k0 + BK);
+    TG_UNROLL
+    for (int kk = 0; kk < BK; ++kk) {
+      float av[TM], bv[TN];
+      TG_UNROLL
+      for (int i = 0; i < TM; ++i) av[i] = As[buf][kk][ty + i * (BM / TM)];
+      TG_UNROLL
+      for (int j = 0; j < TN; ++j) bv[j] = Bs[buf][kk][tx + j * (BN / TN)];
+      TG_UNROLL
+      for (int i = 0; i < TM; ++i) TG_UNROLL
+      for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+    }
+    if (more) stash(buf ^ 1);
+    TG_SYNC();
+    buf ^= 1;
+  }
+
+  TG_UNROLL
+  for (int i = 0; i < TM; ++i) {
+    const int m = m0 + ty + i * (BM / TM);
+    if (m >= M) continue;
+    TG_UNROLL
+    for (int j = 0; j < TN; ++j) {
+      const int n = n0 + tx + j * (BN / TN);
+      if (n >= N) continue;
+      if (splits == 1)
+        pr.store(g, m, n, acc[i][j]);
+      else
+        partial[((static_cast<int64_t>(g) * splits + z) * M + m) * N + n] = acc[i][j];
+    }
+  }
+}
+
+// Element e of [G][M][N]: the pieces summed in split order, then the epilogue.
+template <class Prob>
+TG_HD void igemm_reduce_element(const Prob& pr, int splits, const float* partial, int64_t e) {
+  const int64_t M = pr.M(), N = pr.N();
+  const int64_t g = e / (M * N), mn = e - g * M * N, m = mn / N, n = mn - m * N;
+  float sum = 0.0f;
+  for (int z = 0; z < splits; ++z) sum += partial[((g * splits + z) * M + m) * N + n];
+  pr.store(static_cast<int>(g), static_cast<int>(m), static_cast<int>(n), sum);
+}
+
+// The tilings the dispatcher offers (conv2d_kernels.h names them).
+using Tile128x128 = Tiling<128, 128, 8, 8>;
+using Tile64x64 = Tiling<64, 64, 4, 4>;
+using Tile32x128 = Tiling<32, 128, 2, 8>;
+
+}  // namespace tg::igemm

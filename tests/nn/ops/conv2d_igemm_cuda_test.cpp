@@ -1,0 +1,191 @@
+// The implicit-GEMM convolutions on the GPU: the same bits as the CPU emulation of the same
+// kernels (conv2d_igemm_test.cpp), the CPU reference's numbers at every conv shape of the five
+// nets, the same bits run to run, and the policy's dispatch through conv2d(). Skips without a GPU.
+#include <cstring>
+
+#include "nn/autograd/tape.h"
+#include "nn/core/cuda_runtime.h"
+#include "tests/nn/ops/conv2d_igemm_util.h"
+#include "tests/testing/op_harness.h"
+
+namespace tg {
+namespace {
+
+using testing::NetConv;
+
+constexpr Conv2dPass kPasses[] = {Conv2dPass::forward, Conv2dPass::backward_data,
+                                  Conv2dPass::backward_weight};
+
+struct Data {
+  Conv2dShape s;
+  Tensor x, w, bias, dy;  // host
+};
+
+Data make(const NetConv& c, uint64_t seed) {
+  Data d;
+  d.s = conv2d_shape(c.x, c.w, c.o);
+  d.x = testing::random_uniform(c.x, -1, 1, seed, 0);
+  d.w = testing::random_uniform(c.w, -1, 1, seed, 1);
+  d.bias = testing::random_uniform({c.w[0]}, -1, 1, seed, 2);
+  d.dy = testing::random_uniform({d.s.N, d.s.K, d.s.P, d.s.Q}, -1, 1, seed, 3);
+  return d;
+}
+
+Shape out_shape(const Conv2dShape& s, Conv2dPass p) {
+  switch (p) {
+    case Conv2dPass::forward:
+      return {s.N, s.K, s.P, s.Q};
+    case Conv2dPass::backward_data:
+      return {s.N, s.C, s.H, s.W};
+    case Conv2dPass::backward_weight:
+      return {s.K, s.C / s.groups, s.R, s.S};
+  }
+  return {};
+}
+
+// One pass of `a` on the GPU; the output comes back to the host.
+Tensor on_gpu(const Data& d, Conv2dPass p, const Conv2dAlgo& a) {
+  const Device gpu = Device::cuda(0);
+  const Tensor x = d.x.to(gpu), w = d.w.to(gpu), b = d.bias.to(gpu), dy = d.dy.to(gpu);
+  Tensor out = Tensor::full(out_shape(d.s, p), 7.0, DType::f32, gpu);
+  const int64_t nws = std::max<int64_t>(conv2d_workspace_floats(d.s), 1);
+  Tensor ws = Tensor::full({nws}, 1e30, DType::f32, gpu);
+#if TG_CUDA
+  cuda::DeviceGuard guard(gpu.index);
+  switch (p) {
+    case Conv2dPass::forward:
+      conv2d_forward_cuda_with(a, d.s, x.data<float>(), w.data<float>(), b.data<float>(),
+                               out.data<float>(), ws.data<float>());
+      break;
+    case Conv2dPass::backward_data:
+      conv2d_backward_data_cuda_with(a, d.s, dy.data<float>(), w.data<float>(), out.data<float>(),
+                                     ws.data<float>());
+      break;
+    case Conv2dPass::backward_weight:
+      conv2d_backward_weight_cuda_with(a, d.s, x.data<float>(), dy.data<float>(), out.data<float>(),
+                                       nullptr, ws.data<float>());
+      break;
+  }
+#else
+  (void)a;
+#endif
+  return out.to(Device::cpu());
+}
+
+Tensor emulated(const Data& d, Conv2dPass p, const Conv2dAlgo& a) {
+  Tensor out = Tensor::empty(out_shape(d.s, p));
+  testing::emulate_pass(a, p, d.s, d.x.data<float>(), d.w.data<float>(), d.bias.data<float>(),
+                        d.dy.data<float>(), out.data<float>());
+  return out;
+}
+
+Tensor reference(const Data& d, Conv2dPass p) {
+  Tensor out = Tensor::empty(out_shape(d.s, p));
+  std::vector<float> ws(static_cast<size_t>(std::max<int64_t>(conv2d_workspace_floats(d.s), 1)));
+  if (p == Conv2dPass::forward)
+    conv2d_forward_cpu(d.s, d.x.data<float>(), d.w.data<float>(), d.bias.data<float>(),
+                       out.data<float>(), ws.data());
+  else if (p == Conv2dPass::backward_data)
+    conv2d_backward_data_cpu(d.s, d.dy.data<float>(), d.w.data<float>(), out.data<float>(),
+                             ws.data());
+  else
+    conv2d_backward_weight_cpu(d.s, d.x.data<float>(), d.dy.data<float>(), out.data<float>(),
+                               nullptr, ws.data());
+  return out;
+}
+
+// The GPU computes exactly what the emulation does: same fmaf chains, same split order.
+TEST(Conv2dIgemmCuda, BitsEqualTheCpuEmulation) {
+  TG_REQUIRE_CUDA();
+  uint64_t seed = 21;
+  for (const NetConv& c : testing::small_convs()) {
+    SCOPED_TRACE(c.name);
+    const Data d = make(c, seed++);
+    for (Conv2dPass p : kPasses) {
+      SCOPED_TRACE(conv2d_pass_name(p));
+      for (Conv2dAlgo a : conv2d_igemm_tiles()) {
+        for (int splits : {1, 3}) {
+          a.splits = splits;
+          SCOPED_TRACE(conv2d_algo_name(a));
+          testing::expect_bitwise_equal(on_gpu(d, p, a), emulated(d, p, a), "output");
+        }
+      }
+    }
+  }
+}
+
+// Every conv shape of the five nets at one and two images, every pass, with the rule's tile and
+// split and with every tile: the CPU reference's numbers (Kd up to 4,608 products in [-1, 1)
+// summed in another order), and the same bits when run again.
+TEST(Conv2dIgemmCuda, EveryNetShapeMatchesTheCpuAndRepeatsBitForBit) {
+  TG_REQUIRE_CUDA();
+  uint64_t seed = 40;
+  for (int64_t batch : {1, 2}) {
+    for (const NetConv& c : testing::net_convs(batch)) {
+      SCOPED_TRACE(std::string(c.name) + " batch " + std::to_string(batch));
+      const Data d = make(c, seed++);
+      const int64_t nws = conv2d_workspace_floats(d.s);
+      for (Conv2dPass p : kPasses) {
+        SCOPED_TRACE(conv2d_pass_name(p));
+        const Tensor want = reference(d, p);
+        std::vector<Conv2dAlgo> algos{conv2d_igemm_rule(d.s, p, nws)};
+        for (const Conv2dAlgo& t : conv2d_igemm_tiles())
+          algos.push_back(conv2d_igemm_split(d.s, p, t.bm, t.bn, nws));
+        for (const Conv2dAlgo& a : algos) {
+          SCOPED_TRACE(conv2d_algo_name(a));
+          const Tensor got = on_gpu(d, p, a);
+          testing::expect_close(got, want, 1e-3, 1e-4, "output");
+          testing::expect_bitwise_equal(on_gpu(d, p, a), got, "second run");
+        }
+      }
+    }
+  }
+}
+
+// conv2d() on the GPU follows the policy: igemm everywhere records igemm choices and gives the
+// CPU's numbers through the tape; a pin wins over the mode; autotune records one of the
+// candidates for each pass and then keeps it.
+TEST(Conv2dIgemmCuda, ThePolicyPicksAndRecordsEachPass) {
+  TG_REQUIRE_CUDA();
+  const Device gpu = Device::cuda(0);
+  const NetConv c{"3x3", {4, 8, 10, 10}, {16, 8, 3, 3}, testing::conv_opts(1, 1, Padding::same)};
+  const Data d = make(c, 9);
+  auto run = [&](const Device& dev) {
+    Tensor x = d.x.to(dev), w = d.w.to(dev), b = d.bias.to(dev);
+    x.set_requires_grad(true);
+    w.set_requires_grad(true);
+    b.set_requires_grad(true);
+    Tensor y = conv2d(x, w, b, c.o);
+    backward(y, d.dy.to(dev));
+    return std::vector<Tensor>{y.to(Device::cpu()), x.grad().to(Device::cpu()),
+                               w.grad().to(Device::cpu())};
+  };
+  const auto cpu = run(Device::cpu());
+  const std::string fwd = conv2d_pass_key(d.s, Conv2dPass::forward);
+  for (const std::string mode : {"igemm", "autotune"}) {
+    SCOPED_TRACE(mode);
+    Conv2dPolicy pol;
+    pol.mode = mode;
+    pol.pins[fwd] = "igemm32x128s2";
+    set_conv2d_policy(pol);
+    const auto g = run(gpu);
+    for (int k = 0; k < 3; ++k) testing::expect_close(g[k], cpu[k], 2e-4, 1e-4, "output");
+    const auto choices = conv2d_choices();
+    ASSERT_EQ(choices.size(), 3u);
+    EXPECT_EQ(choices[0], (std::pair<std::string, std::string>{fwd, "igemm32x128s2"}));
+    for (const auto& [key, algo] : choices) {
+      if (mode == "igemm") {
+        EXPECT_EQ(algo.rfind("igemm", 0), 0u) << key;
+      } else {
+        EXPECT_NO_THROW(parse_conv2d_algo(algo, key));
+      }
+    }
+    // The recorded choices hold: the same bits again.
+    const auto again = run(gpu);
+    for (int k = 0; k < 3; ++k) testing::expect_bitwise_equal(again[k], g[k], "repeat");
+  }
+  set_conv2d_policy({});
+}
+
+}  // namespace
+}  // namespace tg

@@ -1,0 +1,227 @@
+// The implicit-GEMM convolution kernels (nn/ops/conv2d_igemm.h) on the CPU, through the SIMT
+// emulation of nn/core/simt.h: the same kernel bodies, blocks, threads, shared memory and
+// barriers as on the GPU, so their indexing, tiling, padding/stride handling and split-K are
+// checked here on every commit; conv2d_cuda_test.cpp checks the GPU's bits equal these.
+// Also the algorithm names, the default rule and the policy's validation.
+#include <cstring>
+
+#include "nn/core/error.h"
+#include "tests/nn/ops/conv2d_igemm_util.h"
+#include "tests/testing/errors.h"
+#include "tests/testing/op_harness.h"
+
+namespace tg {
+namespace {
+
+using testing::NetConv;
+
+// The CPU reference (im2col + OpenBLAS) sums up to Kd = ~1,200 products of values in [-1, 1) in
+// another order: f32 rounding differences stay far below this.
+constexpr double kAtol = 1e-4, kRtol = 1e-4;
+
+struct Data {
+  Conv2dShape s;
+  Tensor x, w, bias, dy;
+};
+
+Data make(const NetConv& c, uint64_t seed) {
+  Data d;
+  d.s = conv2d_shape(c.x, c.w, c.o);
+  d.x = testing::random_uniform(c.x, -1, 1, seed, 0);
+  d.w = testing::random_uniform(c.w, -1, 1, seed, 1);
+  d.bias = testing::random_uniform({c.w[0]}, -1, 1, seed, 2);
+  d.dy = testing::random_uniform({d.s.N, d.s.K, d.s.P, d.s.Q}, -1, 1, seed, 3);
+  return d;
+}
+
+Shape out_shape(const Data& d, Conv2dPass p) {
+  const Conv2dShape& s = d.s;
+  switch (p) {
+    case Conv2dPass::forward:
+      return {s.N, s.K, s.P, s.Q};
+    case Conv2dPass::backward_data:
+      return {s.N, s.C, s.H, s.W};
+    case Conv2dPass::backward_weight:
+      return {s.K, s.C / s.groups, s.R, s.S};
+  }
+  return {};
+}
+
+Tensor reference(const Data& d, Conv2dPass p) {
+  Tensor out = Tensor::empty(out_shape(d, p));
+  std::vector<float> ws(static_cast<size_t>(std::max<int64_t>(conv2d_workspace_floats(d.s), 1)));
+  switch (p) {
+    case Conv2dPass::forward:
+      conv2d_forward_cpu(d.s, d.x.data<float>(), d.w.data<float>(), d.bias.data<float>(),
+                         out.data<float>(), ws.data());
+      break;
+    case Conv2dPass::backward_data:
+      conv2d_backward_data_cpu(d.s, d.dy.data<float>(), d.w.data<float>(), out.data<float>(),
+                               ws.data());
+      break;
+    case Conv2dPass::backward_weight:
+      conv2d_backward_weight_cpu(d.s, d.x.data<float>(), d.dy.data<float>(), out.data<float>(),
+                                 nullptr, ws.data());
+      break;
+  }
+  return out;
+}
+
+Tensor emulated(const Data& d, Conv2dPass p, const Conv2dAlgo& a) {
+  Tensor out = Tensor::empty(out_shape(d, p));
+  std::memset(out.data<float>(), 0xFF, sizeof(float) * out.numel());  // NaNs: every one written
+  testing::emulate_pass(a, p, d.s, d.x.data<float>(), d.w.data<float>(), d.bias.data<float>(),
+                        d.dy.data<float>(), out.data<float>());
+  return out;
+}
+
+constexpr Conv2dPass kPasses[] = {Conv2dPass::forward, Conv2dPass::backward_data,
+                                  Conv2dPass::backward_weight};
+
+// Every tiling, unsplit and split into 3 (pieces of 8-deep steps, some empty on short Kd), every
+// pass, every small geometry: the CPU reference's numbers.
+TEST(Conv2dIgemm, EveryTileAndSplitMatchesTheCpuReference) {
+  uint64_t seed = 11;
+  for (const NetConv& c : testing::small_convs()) {
+    SCOPED_TRACE(c.name);
+    const Data d = make(c, seed++);
+    for (Conv2dPass p : kPasses) {
+      SCOPED_TRACE(conv2d_pass_name(p));
+      const Tensor want = reference(d, p);
+      for (Conv2dAlgo a : conv2d_igemm_tiles()) {
+        for (int splits : {1, 3}) {
+          a.splits = splits;
+          SCOPED_TRACE(conv2d_algo_name(a));
+          testing::expect_close(emulated(d, p, a), want, kAtol, kRtol, "output");
+        }
+      }
+    }
+  }
+}
+
+// The kernels sum each output's products in increasing kd, one fmaf at a time, and split-K adds
+// the pieces in order: so the unsplit result is the sequential fmaf chain, bit for bit, and a
+// split one the in-order sum of the pieces' chains. Checked on one forward shape directly.
+TEST(Conv2dIgemm, SummationOrderIsTheDocumentedOne) {
+  const NetConv c{"3x3 same", {1, 5, 6, 7}, {4, 5, 3, 3}, testing::conv_opts(1, 1, Padding::same)};
+  const Data d = make(c, 5);
+  const Conv2dShape& s = d.s;
+  const float* x = d.x.data<float>();
+  const float* w = d.w.data<float>();
+  const int64_t Kd = s.C * s.R * s.S;
+  for (int splits : {1, 2, 5}) {
+    SCOPED_TRACE(splits);
+    const Tensor got = emulated(d, Conv2dPass::forward, {Conv2dAlgo::igemm, 64, 64, splits});
+    const int chunk = igemm::split_chunk(static_cast<int>(Kd), splits, 8);
+    for (int64_t k = 0; k < s.K; ++k) {
+      for (int64_t pq = 0; pq < s.P * s.Q; ++pq) {
+        const int64_t p = pq / s.Q, q = pq % s.Q;
+        float total = 0.0f;
+        for (int z = 0; z < splits; ++z) {
+          float piece = 0.0f;
+          for (int64_t kd = z * chunk; kd < std::min<int64_t>(Kd, (z + 1) * chunk); ++kd) {
+            const int64_t ch = kd / (s.R * s.S), r = kd / s.S % s.R, sc = kd % s.S;
+            const int64_t ih = p - s.pad_top + r, iw = q - s.pad_left + sc;
+            const float xv =
+                ih >= 0 && ih < s.H && iw >= 0 && iw < s.W ? x[(ch * s.H + ih) * s.W + iw] : 0.0f;
+            piece = std::fmaf(w[k * Kd + kd], xv, piece);
+          }
+          total = splits == 1 ? piece : total + piece;
+        }
+        total += d.bias.data<float>()[k];
+        ASSERT_EQ(got.data<float>()[k * s.P * s.Q + pq], total) << "k " << k << " pq " << pq;
+      }
+    }
+  }
+}
+
+TEST(Conv2dIgemm, AnEmptyBatchGivesAZeroWeightGradient) {
+  const NetConv c{"N0", {0, 3, 5, 5}, {4, 3, 3, 3}, testing::conv_opts(1, 1, Padding::same)};
+  const Data d = make(c, 3);
+  for (const Conv2dAlgo& a : conv2d_igemm_tiles()) {
+    const Tensor dw = emulated(d, Conv2dPass::backward_weight, a);
+    for (int64_t i = 0; i < dw.numel(); ++i) ASSERT_EQ(dw.data<float>()[i], 0.0f) << i;
+  }
+}
+
+TEST(Conv2dAlgo, NamesRoundTripAndBadNamesAreRefused) {
+  for (const std::string n : {"im2col", "igemm128x128", "igemm64x64s4", "igemm32x128s64"})
+    EXPECT_EQ(conv2d_algo_name(parse_conv2d_algo(n, "test")), n);
+  for (const std::string n :
+       {"", "igemm", "igemm16x16", "igemm64x64s0", "igemm64x64s", "cudnn", "igemm64x64x"})
+    testing::expect_error_with([&] { parse_conv2d_algo(n, "cuda.conv_algorithms['k']"); },
+                               {"cuda.conv_algorithms['k']", "'" + n + "'", "igemm64x64s4"});
+}
+
+// The rule is a function of the shape alone; its split-K partials always fit the workspace the
+// layer allocates, and it only splits when the grid is small.
+TEST(Conv2dAlgo, TheRuleIsDeterministicAndFitsTheWorkspace) {
+  for (int64_t batch : {1, 128}) {
+    for (const NetConv& c : testing::net_convs(batch)) {
+      SCOPED_TRACE(c.name);
+      const Conv2dShape s = conv2d_shape(c.x, c.w, c.o);
+      const int64_t ws = conv2d_workspace_floats(s);
+      for (Conv2dPass p : kPasses) {
+        const Conv2dAlgo a = conv2d_igemm_rule(s, p, ws);
+        EXPECT_EQ(a, conv2d_igemm_rule(s, p, ws));
+        const Conv2dGemmDims g = conv2d_gemm_dims(s, p);
+        EXPECT_TRUE(a.splits == 1 || a.splits * s.groups * g.m * g.n <= ws) << conv2d_algo_name(a);
+        const int64_t tiles = (g.m + a.bm - 1) / a.bm * ((g.n + a.bn - 1) / a.bn) * s.groups;
+        if (tiles >= 512) {
+          EXPECT_EQ(a.splits, 1) << conv2d_algo_name(a);
+        }
+        EXPECT_EQ(g.m <= 32, a.bm == 32) << conv2d_algo_name(a);
+      }
+    }
+  }
+  // AlexNet conv5's weight gradient at batch 1: 128 x 1728 in 16 tiles of 64 x 64... over
+  // Kd = 169: too short to split into pieces of 16 steps.
+  const Conv2dShape s5 = conv2d_shape({1, 384, 13, 13}, {256, 192, 3, 3},
+                                      testing::conv_opts(1, 1, Padding::same, 0, 0, 2));
+  EXPECT_EQ(conv2d_igemm_rule(s5, Conv2dPass::backward_weight, conv2d_workspace_floats(s5)).splits,
+            1);
+  // ... and at batch 128 (Kd = 21,632) it is split.
+  const Conv2dShape s128 = conv2d_shape({128, 384, 13, 13}, {256, 192, 3, 3},
+                                        testing::conv_opts(1, 1, Padding::same, 0, 0, 2));
+  EXPECT_GT(
+      conv2d_igemm_rule(s128, Conv2dPass::backward_weight, conv2d_workspace_floats(s128)).splits,
+      1);
+}
+
+TEST(Conv2dAlgo, PolicyIsValidatedAndChoicesAreRecordedOnce) {
+  testing::expect_error_with(
+      [] {
+        set_conv2d_policy({"cudnn", {}});
+      },
+      {"cuda.conv_algo", "'cudnn'", "im2col, igemm or autotune"});
+  testing::expect_error_with(
+      [] {
+        set_conv2d_policy({"igemm", {{"N1 fwd", "igemm7x7"}}});
+      },
+      {"cuda.conv_algorithms['N1 fwd']", "'igemm7x7'"});
+  set_conv2d_policy({"igemm", {{"N1 fwd", "igemm64x64s2"}}});
+  EXPECT_EQ(conv2d_policy().mode, "igemm");
+  note_conv2d_choice("a", {Conv2dAlgo::igemm, 64, 64, 2});
+  note_conv2d_choice("b", {});
+  note_conv2d_choice("a", {});  // the first choice for a key stays
+  const std::vector<std::pair<std::string, std::string>> want{{"a", "igemm64x64s2"},
+                                                              {"b", "im2col"}};
+  EXPECT_EQ(conv2d_choices(), want);
+  Conv2dAlgo got;
+  ASSERT_TRUE(find_conv2d_choice("a", &got));
+  EXPECT_EQ(got, (Conv2dAlgo{Conv2dAlgo::igemm, 64, 64, 2}));
+  EXPECT_FALSE(find_conv2d_choice("c", &got));
+  set_conv2d_policy({});  // back to the default; clears the record
+  EXPECT_TRUE(conv2d_choices().empty());
+  EXPECT_EQ(conv2d_policy().mode, "im2col");
+}
+
+TEST(Conv2dAlgo, PassKeysNameEveryDimension) {
+  const Conv2dShape s =
+      conv2d_shape({128, 3, 224, 224}, {96, 3, 11, 11}, testing::conv_opts(4, 4, Padding::same));
+  EXPECT_EQ(conv2d_pass_key(s, Conv2dPass::backward_weight),
+            "N128 C3 H224 W224 K96 R11 S11 P56 Q56 /4,4 pad3,3 g1 bwd_weight");
+}
+
+}  // namespace
+}  // namespace tg
