@@ -216,8 +216,21 @@ const std::vector<KeySpec>& key_specs() {
   using G = comm::GroupOptions;
   using R = comm::ReducerOptions;
   using A = tern::AggregateOptions;
+  using Cu = CudaOptions;
   static const std::vector<KeySpec> specs = {
       {"", "device", field<&C::device>(device_rule()), "Compute device of the run"},
+
+      {"cuda", "conv_algo",
+       field<&C::cuda, &Cu::conv_algo>(one_of({"im2col", "igemm", "autotune"})),
+       "GPU convolutions: im2col (+ cuBLAS), igemm (implicit GEMM, tile by a fixed rule) or "
+       "autotune (time each candidate once per shape and pass, keep the fastest); the choices "
+       "are logged and in summary.json"},
+      {"cuda", "conv_algorithms", field<&C::cuda, &Cu::conv_algorithms>(any()),
+       "Pinned GPU convolution algorithms, '<pass key>=<algorithm>; ...' as summary.json's "
+       "conv_algorithms_pins gives them: redoes a run's choices bit for bit"},
+      {"cuda", "tf32", field<&C::cuda, &Cu::tf32>(any()),
+       "TF32 tensor-core math for the GPU's fp32 GEMMs (faster, 10-bit mantissa inputs); false = "
+       "strict fp32, as the paper"},
 
       {"model", "name", field<&C::model, &M::name>(one_of(net_names())),
        "Network to train, by registry name"},
@@ -816,6 +829,11 @@ class Builder {
              latest("train.lr_policy", "train.lr_boundaries"),
              ": train.lr_policy = \"step\" needs train.lr_boundaries (the iterations where the "
              "rate drops)");
+    try {
+      parse_conv2d_pins(config_.cuda.conv_algorithms);
+    } catch (const Error& e) {
+      TG_THROW(latest("cuda.conv_algorithms", "cuda.conv_algorithms"), ": ", e.what());
+    }
     return config_;
   }
 
@@ -1011,6 +1029,7 @@ std::vector<KeySamples> key_samples() {
 
 Config with_report_keys_of(Config c, const Config& from) {
   c.device = from.device;
+  c.cuda = from.cuda;
   c.data.dataset.path = from.data.dataset.path;
   c.data.prefetch = from.data.prefetch;
   c.data.loader_threads = from.data.loader_threads;

@@ -27,6 +27,7 @@
 #include "comm/reducer.h"
 #include "datasets/dataset.h"
 #include "nn/nets/net.h"
+#include "nn/ops/cuda_options.h"
 #include "nn/optim/lr_schedule.h"
 #include "nn/optim/optimizer.h"
 #include "terngrad/aggregate.h"
@@ -91,6 +92,7 @@ struct CommSection {
 
 struct Config {
   std::string device = "cpu";  // top-level key: "cpu", "cuda", "cuda:N"
+  CudaOptions cuda;            // [cuda]: conv_algo, conv_algorithms, tf32
   ModelSection model;
   DataSection data;
   TrainSection train;
@@ -118,7 +120,8 @@ std::string to_json(const Config& c);
 
 // `c` with the keys that may differ between a run and the checkpoint it resumes from (and between
 // the ranks of one run) taken from `from`: they change where and how a run reports or talks,
-// never the numbers it computes: device, data.path, data.prefetch, data.loader_threads,
+// never the numbers it computes: device, every [cuda] key (they change a GPU run's last bits
+// as the device does), data.path, data.prefetch, data.loader_threads,
 // data.skip_bad_files (a run that stopped on a bad file may continue skipping it),
 // data.eval_batch_size,
 // train.log_every, train.eval_every, train.checkpoint_every, train.checkpoint_minutes,

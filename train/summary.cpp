@@ -1,5 +1,7 @@
 #include "train/summary.h"
 
+#include "nn/ops/cuda_options.h"
+
 namespace tg::train {
 
 std::vector<std::pair<const char*, double>> iteration_cost_fields(const IterationCost& c) {
@@ -50,15 +52,23 @@ std::string to_json(const TrainSummary& s) {
   add_iteration_cost(o, s.per_iter);
   o.add("device", s.device);
   o.add("device_name", s.device_name);
+  if (!s.conv_algorithms.empty()) {
+    // As an object, and as the cuda.conv_algorithms value that pins them all (bit-for-bit redo).
+    json::Object algos;
+    for (const auto& [key, algo] : s.conv_algorithms) algos.add(key, algo);
+    o.add_raw("conv_algorithms", algos.str());
+    o.add("conv_algorithms_pins", conv2d_pins_string(s.conv_algorithms));
+  }
   o.add("model", s.model).add("num_params", s.num_params);
   o.add("peak_rss_mb", s.peak_rss_mb);
   o.add("params_sha256", s.params_sha256);
   if (s.skip_bad_files) {
     o.add("bad_files_replaced", s.bad_files_replaced);
     std::string list = "[";
-    for (const auto& [file, why] : s.bad_files)
-      list +=
-          (list.size() > 1 ? "," : "") + json::Object().add("file", file).add("error", why).str();
+    for (const auto& [file, why] : s.bad_files) {
+      if (list.size() > 1) list += ",";
+      list += json::Object().add("file", file).add("error", why).str();
+    }
     o.add_raw("bad_files", list + "]");
   }
   if (!s.ema_sha256.empty()) o.add("ema_sha256", s.ema_sha256);

@@ -50,6 +50,8 @@ struct TrainSummary {
   uint64_t payload_bytes_per_worker_per_iter = 0, fp32_bytes_per_worker_per_iter = 0;
   IterationCost per_iter;
   std::string device, device_name, model;
+  // On a GPU: each convolution pass's algorithm (pass key, name), in first-use order.
+  std::vector<std::pair<std::string, std::string>> conv_algorithms;
   int64_t num_params = 0;
   double peak_rss_mb = 0;
   std::string params_sha256, ema_sha256;  // ema_sha256: "" without an EMA

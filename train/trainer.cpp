@@ -24,6 +24,8 @@
 #include "nn/core/cuda_runtime.h"
 #include "nn/core/hash.h"
 #include "nn/core/json.h"
+#include "nn/ops/conv2d_kernels.h"
+#include "nn/ops/cuda_options.h"
 #include "nn/ops/reduce.h"
 #include "nn/optim/ema.h"
 #include "nn/optim/lr_schedule.h"
@@ -340,7 +342,8 @@ struct Trainer::State {
   int64_t images = 0;
   double last_loss = NAN;
   StepTotals window_totals, run_totals;
-  size_t bad_said = 0;  // unreadable files already named in the log
+  size_t bad_said = 0;   // unreadable files already named in the log
+  size_t conv_said = 0;  // GPU convolution choices already named in the log
   std::string last_route;
 
   // Runs f; in a group, an error on this rank becomes the group's post-mortem (which ranks were
@@ -683,6 +686,13 @@ bool Trainer::State::step_once() {
       last_route = route;
     }
   }
+  // The GPU's convolution algorithms, once every pass of the net has run (after the first step).
+  if (device.is_cuda() && conv_said < conv2d_choices().size()) {
+    const auto choices = conv2d_choices();
+    for (; conv_said < choices.size(); ++conv_said)
+      say("conv " + choices[conv_said].first + ": " + choices[conv_said].second +
+          " (cuda.conv_algo = " + cfg.cuda.conv_algo + ")");
+  }
   // Every rank stops at the same step: a signal on any rank stops them all. A checkpoint that is
   // due by time is rank 0's call (one clock for all), carried by the same collective.
   const bool time_due =
@@ -746,6 +756,7 @@ Trainer::Trainer(const Config& config, const TrainOptions& options)
            " is out of range");
   s.device = comm::rank_device(s.cfg.device, s.rank, s.world);
   check_device_usable(s.device);
+  apply_cuda_options(s.cfg.cuda);  // process-wide; the conv choices record starts empty
   s.workers = static_cast<int>(s.cfg.workers.count);
   TG_CHECK(s.workers % s.world == 0, "workers.count = ", s.workers, " cannot be spread over ",
            s.world,
@@ -841,6 +852,7 @@ TrainSummary Trainer::run() {
     sum.per_iter = s.run_totals.per_iter(s.group.get(), s.workers);
     sum.device = s.device.str();
     sum.device_name = s.device.is_cuda() ? cuda::device_name(s.device.index) : cpu_model_name();
+    if (s.device.is_cuda()) sum.conv_algorithms = conv2d_choices();
     sum.model = s.cfg.model.name;
     sum.num_params = s.net->arena().total_numel();
     struct rusage ru {};

@@ -4,6 +4,7 @@
 #include "nn/core/blas.h"
 #include "nn/core/cuda_check.cuh"
 #include "nn/core/cuda_libs.h"
+#include "nn/core/precision.h"
 #include "nn/core/profile.h"
 
 namespace tg {
@@ -13,10 +14,15 @@ void gemm_cuda(const GemmArgs& g) {
   if (profile::enabled()) profile::add_flops(2 * g.m * g.n * g.k);
   const cublasOperation_t ta = g.trans_a == Trans::N ? CUBLAS_OP_N : CUBLAS_OP_T;
   const cublasOperation_t tb = g.trans_b == Trans::N ? CUBLAS_OP_N : CUBLAS_OP_T;
-  TG_CUBLAS_CHECK(cuda::cublas_api().sgemm(
-      cuda::cublas_handle(), tb, ta, static_cast<int>(g.n), static_cast<int>(g.m),
-      static_cast<int>(g.k), &g.alpha, g.b, static_cast<int>(g.ldb), g.a, static_cast<int>(g.lda),
-      &g.beta, g.c, static_cast<int>(g.ldc)));
+  cublasHandle_t h = cuda::cublas_handle();
+  // A host-side field of the handle: cheap to set on every call, so cuda.tf32 holds on both
+  // streams' handles whenever it was set.
+  TG_CUBLAS_CHECK(cuda::cublas_api().set_math_mode(
+      h, cuda_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  TG_CUBLAS_CHECK(cuda::cublas_api().sgemm(h, tb, ta, static_cast<int>(g.n), static_cast<int>(g.m),
+                                           static_cast<int>(g.k), &g.alpha, g.b,
+                                           static_cast<int>(g.ldb), g.a, static_cast<int>(g.lda),
+                                           &g.beta, g.c, static_cast<int>(g.ldc)));
 }
 
 }  // namespace tg

@@ -6,7 +6,9 @@
 #include <mutex>
 
 #include "nn/core/error.h"
+#include "nn/core/precision.h"
 #include "nn/ops/conv2d_kernels.h"
+#include "nn/ops/cuda_options.h"
 
 namespace tg {
 
@@ -80,8 +82,7 @@ std::string conv2d_pass_key(const Conv2dShape& s, Conv2dPass p) {
   char buf[192];
   std::snprintf(
       buf, sizeof(buf),
-      "N%lld C%lld H%lld W%lld K%lld R%lld S%lld P%lld Q%lld /%lld,%lld "
-      "pad%lld,%lld g%lld %s",
+      "N%lld C%lld H%lld W%lld K%lld R%lld S%lld P%lld Q%lld s%lldx%lld p%lldx%lld g%lld %s",
       static_cast<long long>(s.N), static_cast<long long>(s.C), static_cast<long long>(s.H),
       static_cast<long long>(s.W), static_cast<long long>(s.K), static_cast<long long>(s.R),
       static_cast<long long>(s.S), static_cast<long long>(s.P), static_cast<long long>(s.Q),
@@ -168,6 +169,48 @@ Conv2dAlgo conv2d_igemm_rule(const Conv2dShape& s, Conv2dPass p, int64_t workspa
   if (g.m <= 32) return conv2d_igemm_split(s, p, 32, 128, workspace_floats);
   if (g.m >= 128 && g.n >= 128 * 16) return conv2d_igemm_split(s, p, 128, 128, workspace_floats);
   return conv2d_igemm_split(s, p, 64, 64, workspace_floats);
+}
+
+std::string conv2d_pins_string(const std::vector<std::pair<std::string, std::string>>& choices) {
+  std::string out;
+  for (const auto& [key, algo] : choices) out += (out.empty() ? "" : "; ") + key + "=" + algo;
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> parse_conv2d_pins(const std::string& pins) {
+  std::vector<std::pair<std::string, std::string>> out;
+  size_t at = 0;
+  while (at <= pins.size()) {
+    size_t end = pins.find(';', at);
+    if (end == std::string::npos) end = pins.size();
+    std::string entry = pins.substr(at, end - at);
+    const size_t b = entry.find_first_not_of(" \t"), e = entry.find_last_not_of(" \t");
+    entry = b == std::string::npos ? "" : entry.substr(b, e - b + 1);
+    if (!entry.empty()) {
+      const size_t eq = entry.rfind('=');
+      TG_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < entry.size(),
+               "cuda.conv_algorithms: entry '", entry,
+               "' is not '<pass key>=<algorithm>' (entries are separated by ';', as "
+               "summary.json's conv_algorithms_pins writes them)");
+      std::string key = entry.substr(0, eq);
+      key = key.substr(0, key.find_last_not_of(" \t") + 1);
+      const std::string algo = entry.substr(entry.find_first_not_of(" \t", eq + 1));
+      parse_conv2d_algo(algo, "cuda.conv_algorithms['" + key + "']");
+      for (const auto& [k, a] : out)
+        TG_CHECK(k != key, "cuda.conv_algorithms: '", key, "' is pinned twice");
+      out.emplace_back(key, algo);
+    }
+    at = end + 1;
+  }
+  return out;
+}
+
+void apply_cuda_options(const CudaOptions& o) {
+  Conv2dPolicy p;
+  p.mode = o.conv_algo;
+  for (auto& [key, algo] : parse_conv2d_pins(o.conv_algorithms)) p.pins.emplace(key, algo);
+  set_conv2d_policy(p);
+  set_cuda_tf32(o.tf32);
 }
 
 }  // namespace tg

@@ -69,8 +69,8 @@ Conv2dAlgo parse_conv2d_algo(const std::string& name, const std::string& what);
 // The igemm tiles there are kernels for.
 std::vector<Conv2dAlgo> conv2d_igemm_tiles();
 
-// "N128 C3 H227 W227 K96 R11 S11 /4,4 pad0,0 g1 fwd": a pass of a shape, as summary.json and the
-// cuda.conv_algorithms pins write it.
+// "N128 C3 H224 W224 K96 R11 S11 P56 Q56 s4x4 p3x3 g1 fwd" (s: strides, p: top and left
+// padding): a pass of a shape, as summary.json and the cuda.conv_algorithms pins write it.
 std::string conv2d_pass_key(const Conv2dShape& s, Conv2dPass p);
 
 // How the GPU picks each pass's algorithm (config keys cuda.conv_algo, cuda.conv_algorithms):

@@ -226,6 +226,22 @@ TEST(ConfigErrors, UnknownSectionAndKeys) {
                     {"run.toml:1:", "train: expected a table [train]", "got integer 5"});
 }
 
+TEST(ConfigErrors, CudaKeysNameTheBadValueOrPin) {
+  expect_file_error("[cuda]\nconv_algo = \"cudnn\"\n",
+                    {"cuda.conv_algo", "im2col, igemm, autotune", "\"cudnn\""});
+  expect_file_error(
+      "[cuda]\nconv_algorithms = \"N1 fwd=igemm64x64; N1 bwd_data\"\n",
+      {"run.toml:2:", "cuda.conv_algorithms", "'N1 bwd_data'", "<pass key>=<algorithm>"});
+  expect_file_error("[cuda]\nconv_algorithms = \"N1 fwd=winograd\"\n",
+                    {"cuda.conv_algorithms['N1 fwd']", "'winograd'"});
+  const Config c = parse_config(
+      "[cuda]\nconv_algo = \"igemm\"\ntf32 = true\nconv_algorithms = \"N1 fwd=im2col\"\n",
+      "run.toml");
+  EXPECT_EQ(c.cuda.conv_algo, "igemm");
+  EXPECT_TRUE(c.cuda.tf32);
+  EXPECT_EQ(c.cuda.conv_algorithms, "N1 fwd=im2col");
+}
+
 TEST(ConfigErrors, WrongTypes) {
   expect_file_error("[train]\nlr = \"abc\"\n",
                     {"run.toml:2:", "train.lr: expected a number, got string \"abc\""});
@@ -454,6 +470,9 @@ TEST(ConfigOverrides, Errors) {
 Config unusual_config() {
   Config c;
   c.device = "cuda:3";
+  c.cuda.conv_algo = "autotune";
+  c.cuda.conv_algorithms = "N1 C3 H8 W8 K4 R3 S3 P8 Q8 s1x1 p1x1 g1 fwd=igemm64x64s2";
+  c.cuda.tf32 = true;
   c.model.name = "vgg_a";
   c.model.net.num_classes = 1001;
   c.model.net.dropout_ratio = 1.0 / 3.0;

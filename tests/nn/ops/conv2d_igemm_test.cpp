@@ -6,6 +6,8 @@
 #include <cstring>
 
 #include "nn/core/error.h"
+#include "nn/core/precision.h"
+#include "nn/ops/cuda_options.h"
 #include "tests/nn/ops/conv2d_igemm_util.h"
 #include "tests/testing/errors.h"
 #include "tests/testing/op_harness.h"
@@ -220,7 +222,36 @@ TEST(Conv2dAlgo, PassKeysNameEveryDimension) {
   const Conv2dShape s =
       conv2d_shape({128, 3, 224, 224}, {96, 3, 11, 11}, testing::conv_opts(4, 4, Padding::same));
   EXPECT_EQ(conv2d_pass_key(s, Conv2dPass::backward_weight),
-            "N128 C3 H224 W224 K96 R11 S11 P56 Q56 /4,4 pad3,3 g1 bwd_weight");
+            "N128 C3 H224 W224 K96 R11 S11 P56 Q56 s4x4 p3x3 g1 bwd_weight");
+}
+
+TEST(Conv2dAlgo, PinsRoundTripAndMalformedOnesAreNamed) {
+  const std::vector<std::pair<std::string, std::string>> pins{
+      {"N1 C3 H8 W8 K4 R3 S3 P8 Q8 s1x1 p1x1 g1 fwd", "igemm64x64s2"},
+      {"N1 C3 H8 W8 K4 R3 S3 P8 Q8 s1x1 p1x1 g1 bwd_data", "im2col"}};
+  EXPECT_EQ(parse_conv2d_pins(conv2d_pins_string(pins)), pins);
+  EXPECT_EQ(
+      parse_conv2d_pins("  a b=im2col ;; c=igemm32x128 ; "),
+      (std::vector<std::pair<std::string, std::string>>{{"a b", "im2col"}, {"c", "igemm32x128"}}));
+  EXPECT_TRUE(parse_conv2d_pins("").empty());
+  testing::expect_error_with(
+      [] { parse_conv2d_pins("a=im2col; no equals sign"); },
+      {"cuda.conv_algorithms", "'no equals sign'", "<pass key>=<algorithm>"});
+  testing::expect_error_with([] { parse_conv2d_pins("a=im2col; a=igemm64x64"); },
+                             {"'a' is pinned twice"});
+  testing::expect_error_with([] { parse_conv2d_pins("a=fast"); },
+                             {"cuda.conv_algorithms['a']", "'fast'"});
+  CudaOptions o;
+  o.conv_algo = "igemm";
+  o.conv_algorithms = "a=im2col";
+  o.tf32 = true;
+  apply_cuda_options(o);
+  EXPECT_EQ(conv2d_policy().mode, "igemm");
+  EXPECT_EQ(conv2d_policy().pins.at("a"), "im2col");
+  EXPECT_TRUE(cuda_tf32());
+  apply_cuda_options(CudaOptions{});
+  EXPECT_FALSE(cuda_tf32());
+  EXPECT_TRUE(conv2d_policy().pins.empty());
 }
 
 }  // namespace
