@@ -279,6 +279,10 @@ const std::vector<KeySpec>& key_specs() {
       {"data", "loader_threads", field<&C::data, &D::loader_threads>(limit(0, 1024)),
        "Threads that decode and augment the batches; 0 = the CPUs this process may use, divided "
        "among the ranks sharing them; the batches do not depend on it"},
+      {"data", "pin_memory", field<&C::data, &D::pin_memory>(any()),
+       "CUDA runs: load batches into page-locked memory and copy each step's to the GPU on a copy "
+       "stream while the previous step computes (PyTorch's pin_memory); false = copy each when "
+       "its step starts, on the compute stream"},
 
       {"train", "iterations", field<&C::train, &T::iterations>(at_least(1)),
        "Training iterations, i.e. global steps"},
@@ -1033,6 +1037,7 @@ Config with_report_keys_of(Config c, const Config& from) {
   c.data.dataset.path = from.data.dataset.path;
   c.data.prefetch = from.data.prefetch;
   c.data.loader_threads = from.data.loader_threads;
+  c.data.pin_memory = from.data.pin_memory;
   c.data.dataset.skip_bad_files = from.data.dataset.skip_bad_files;
   c.data.eval_batch_size = from.data.eval_batch_size;
   c.train.log_every = from.train.log_every;

@@ -49,6 +49,7 @@ struct DataSection {
   int64_t eval_limit = 0;      // evaluate on the first N test examples only; 0 = all
   int64_t prefetch = 2;        // steps of batches loaded ahead (datasets/pipeline.h); 0 = none
   int64_t loader_threads = 0;  // threads that load them; 0 = the CPUs this rank may use
+  bool pin_memory = true;      // CUDA: pinned batches copied on a copy stream a step ahead
   bool operator==(const DataSection&) const = default;
 };
 
@@ -121,7 +122,7 @@ std::string to_json(const Config& c);
 // `c` with the keys that may differ between a run and the checkpoint it resumes from (and between
 // the ranks of one run) taken from `from`: they change where and how a run reports or talks,
 // never the numbers it computes: device, every [cuda] key (they change a GPU run's last bits
-// as the device does), data.path, data.prefetch, data.loader_threads,
+// as the device does), data.path, data.prefetch, data.loader_threads, data.pin_memory,
 // data.skip_bad_files (a run that stopped on a bad file may continue skipping it),
 // data.eval_batch_size,
 // train.log_every, train.eval_every, train.checkpoint_every, train.checkpoint_minutes,

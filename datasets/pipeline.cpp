@@ -49,8 +49,11 @@ void BatchPipeline::submit(int64_t step) {
   std::vector<Piece> pieces;
   for (size_t b = 0; b < job->requests.size(); ++b) {
     const int64_t n = static_cast<int64_t>(job->requests[b].indices.size());
+    const auto alloc = [&](const Shape& shape, DType dtype) {
+      return options_.allocate ? options_.allocate(shape, dtype) : Tensor::empty(shape, dtype);
+    };
     job->batches.push_back(
-        {Tensor::empty({n, in.channels, in.height, in.width}), Tensor::empty({n}, DType::i32)});
+        {alloc({n, in.channels, in.height, in.width}, DType::f32), alloc({n}, DType::i32)});
     const int64_t parts = threads() == 1 ? 1 : 2 * static_cast<int64_t>(threads());
     const int64_t size = std::max<int64_t>(1, (n + parts - 1) / parts);
     for (int64_t first = 0; first < n; first += size)

@@ -45,6 +45,10 @@ struct PipelineOptions {
   int depth = 1;    // steps loaded ahead of the one consumed; 0 = each step when it is asked for
   bool augment = false;
   uint64_t seed = 0;  // the augmentation seed (Dataset::load's aug_seed)
+  // Where a batch's host memory comes from (called on get()'s thread); empty = Tensor::empty.
+  // A CUDA run passes page-locked memory (DeviceStager::host_allocator), so the loader threads
+  // write the batch where the asynchronous copy to the GPU reads it.
+  std::function<Tensor(const Shape&, DType)> allocate{};
 };
 
 class BatchPipeline {

@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "comm/process_group.h"
+#include "datasets/device_stager.h"
 #include "datasets/sampler.h"
 #include "nn/autograd/tape.h"
 #include "nn/core/clock.h"
@@ -332,6 +333,7 @@ struct Trainer::State {
   std::chrono::milliseconds post_mortem_window{1000};
   RunLog metrics;
   std::optional<data::BatchPipeline> input;
+  std::optional<data::DeviceStager> stager;  // CUDA with data.pin_memory: batches a step ahead
   ThreadChoice loader_threads;
   std::optional<TrainStep> train_step;
   // Phase times need the device synchronized between phases: always on the CPU (free) and in a
@@ -580,6 +582,8 @@ void Trainer::State::open_input() {
   po.depth = static_cast<int>(cfg.data.prefetch);
   po.augment = cfg.data.dataset.augment;
   po.seed = seed;
+  const bool staged = device.is_cuda() && cfg.data.pin_memory;
+  if (staged) po.allocate = data::DeviceStager::host_allocator();
   input.emplace(
       *train_ds,
       [this](int64_t s) {
@@ -589,8 +593,11 @@ void Trainer::State::open_input() {
         return r;
       },
       po);
+  if (staged) stager.emplace(*input, device);
   say(plural(loader_threads.count, "loader thread") + ", " + plural(cfg.data.prefetch, "step") +
-      " ahead (" + loader_threads.why + ")");
+      " ahead (" + loader_threads.why + ")" +
+      (staged ? "; batches in pinned memory, copied to the GPU a step ahead on a copy stream"
+              : ""));
 }
 
 // data.skip_bad_files: names the unreadable files this rank met since the last call (rank 0 in
@@ -671,7 +678,10 @@ bool Trainer::State::step_once() {
   const double lr = (*schedule)(step);
   const int64_t done = step + 1;
   const bool log_now = done % tc.log_every == 0 || done == tc.iterations;
-  std::vector<HostBatch> batches = input->get(step, tc.iterations);
+  std::vector<HostBatch> batches =
+      stager ? stager->get(step, tc.iterations) : input->get(step, tc.iterations);
+  // The next step's copy runs on the copy stream beside this step's compute.
+  if (stager) stager->prefetch(step + 1, tc.iterations);
   const comm::WireBytes wire0 = group ? group->comm().wire() : comm::WireBytes{};
   StepTimes times;
   const bool timed = time_every_step || log_now;

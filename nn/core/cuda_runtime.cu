@@ -6,7 +6,10 @@
 
 #include <array>
 #include <atomic>
+#include <memory>
 #include <mutex>
+#include <unordered_map>
+#include <vector>
 
 #include "nn/core/cuda_check.cuh"
 #include "nn/core/cuda_libs.h"
@@ -25,6 +28,8 @@ struct DeviceState {
   std::once_flag side_once;
   std::atomic<cudaStream_t> side{nullptr};  // read without the once_flag by synchronize_all
   cublasHandle_t side_cublas = nullptr;
+  std::once_flag copy_once;
+  cudaStream_t copy = nullptr;
 };
 
 // The device whose side stream this thread is on (SideStreamScope), or -1.
@@ -187,6 +192,63 @@ void memset_async(int device, void* p, int value, size_t bytes) {
   TG_CUDA_CHECK(cudaMemsetAsync(p, value, bytes, thread_stream(device)));
 }
 
+void* copy_stream(int device) {
+  DeviceState& s = state(device);
+  std::call_once(s.copy_once, [&] {
+    DeviceGuard g(device);
+    TG_CUDA_CHECK(cudaStreamCreateWithFlags(&s.copy, cudaStreamNonBlocking));
+  });
+  return s.copy;
+}
+
+void copy_h2d_async(int device, void* dst, const void* src, size_t bytes, void* stream) {
+  DeviceGuard g(device);
+  TG_CUDA_CHECK(
+      cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream)));
+}
+
+namespace {
+
+struct PinnedPool {
+  std::mutex mu;
+  std::unordered_map<size_t, std::vector<void*>> free;  // by exact size
+};
+
+PinnedPool& pinned_pool() {
+  static PinnedPool* p = new PinnedPool;  // never destroyed: blocks may be released at exit
+  return *p;
+}
+
+}  // namespace
+
+std::shared_ptr<void> pinned_host(size_t bytes) {
+  if (bytes == 0) bytes = 1;
+  PinnedPool& pool = pinned_pool();
+  void* p = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(pool.mu);
+    auto it = pool.free.find(bytes);
+    if (it != pool.free.end() && !it->second.empty()) {
+      p = it->second.back();
+      it->second.pop_back();
+    }
+  }
+  if (p == nullptr) {
+    const cudaError_t err = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      TG_THROW("cudaHostAlloc of ", bytes,
+               " bytes of page-locked memory failed: ", cudaGetErrorName(err), ": ",
+               cudaGetErrorString(err));
+    }
+  }
+  return std::shared_ptr<void>(p, [bytes](void* q) {
+    PinnedPool& pl = pinned_pool();
+    std::lock_guard<std::mutex> lock(pl.mu);
+    pl.free[bytes].push_back(q);
+  });
+}
+
 SideStreamScope::SideStreamScope(int device) : previous_(t_side_device) {
   side_state(device);  // create it here, where an error can still be reported
   t_side_device = device;
@@ -219,6 +281,22 @@ void Event::record() {
 void Event::wait() {
   DeviceGuard g(device_);
   TG_CUDA_CHECK(cudaStreamWaitEvent(thread_stream(device_), static_cast<cudaEvent_t>(event_), 0));
+}
+
+void Event::record_on(void* stream) {
+  DeviceGuard g(device_);
+  TG_CUDA_CHECK(
+      cudaEventRecord(static_cast<cudaEvent_t>(event_), static_cast<cudaStream_t>(stream)));
+}
+
+void Event::wait_on(void* stream) {
+  DeviceGuard g(device_);
+  TG_CUDA_CHECK(
+      cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event_), 0));
+}
+
+void Event::synchronize() {
+  TG_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)));
 }
 
 DeviceGuard::DeviceGuard(int device) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 
 namespace tg::cuda {
@@ -34,6 +35,19 @@ void copy_d2h(int device, void* dst, const void* src, size_t bytes);
 void copy_d2d(int device, void* dst, const void* src, size_t bytes);
 void copy_peer(int dst_device, void* dst, int src_device, const void* src, size_t bytes);
 void memset_async(int device, void* p, int value, size_t bytes);
+
+// Input staging (datasets/device_stager.h): a third stream per device for host-to-device copies
+// beside the main stream's compute, and page-locked host memory, which such a copy needs to run
+// asynchronously at the link's rate (a copy from pageable memory goes through a driver bounce
+// buffer and, on most systems, waits for it).
+void* copy_stream(int device);  // created on first use
+// cudaMemcpyAsync host -> device on `stream` (a cudaStream_t); returns without waiting.
+void copy_h2d_async(int device, void* dst, const void* src, size_t bytes, void* stream);
+// `bytes` of page-locked host memory, from a per-process pool: released, the block goes back to
+// the pool for the next request of the same size (a training run asks for the same batch sizes
+// every step, so cudaHostAlloc runs only in the first steps). Shared, so a batch tensor can keep
+// its block alive (Tensor::from_owner).
+std::shared_ptr<void> pinned_host(size_t bytes);
 
 // While alive, this thread's work on `device` runs on the device's side stream (created on first
 // use, at the highest priority the device offers, so that communication is not starved by the
@@ -65,6 +79,10 @@ class Event {
 
   void record();
   void wait();
+  // The same on a given stream (a cudaStream_t, e.g. copy_stream()), and a host wait.
+  void record_on(void* stream);
+  void wait_on(void* stream);
+  void synchronize();
 
  private:
   int device_;

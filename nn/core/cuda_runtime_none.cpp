@@ -68,5 +68,23 @@ void Event::record() {
 void Event::wait() {
   no_cuda("cuda::Event::wait");
 }
+void Event::record_on(void*) {
+  no_cuda("cuda::Event::record_on");
+}
+void Event::wait_on(void*) {
+  no_cuda("cuda::Event::wait_on");
+}
+void Event::synchronize() {
+  no_cuda("cuda::Event::synchronize");
+}
+void* copy_stream(int) {
+  no_cuda("cuda::copy_stream");
+}
+void copy_h2d_async(int, void*, const void*, size_t, void*) {
+  no_cuda("cuda::copy_h2d_async");
+}
+std::shared_ptr<void> pinned_host(size_t) {
+  no_cuda("cuda::pinned_host");
+}
 
 }  // namespace tg::cuda

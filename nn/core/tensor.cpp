@@ -51,6 +51,15 @@ Tensor Tensor::borrow(void* data, const Shape& shape, DType dtype, Device device
   return t;
 }
 
+Tensor Tensor::from_owner(std::shared_ptr<void> owner, const Shape& shape, DType dtype,
+                          Device device) {
+  int64_t bytes = 0;
+  Tensor t = unallocated(shape, dtype, device, bytes);
+  TG_CHECK(owner != nullptr || bytes == 0, "from_owner: null memory for shape ", shape_str(shape));
+  t.storage_ = std::make_shared<Storage>(std::move(owner), static_cast<size_t>(bytes), device);
+  return t;
+}
+
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, device);
   t.zero_();

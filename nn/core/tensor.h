@@ -26,6 +26,13 @@ class Storage {
   struct Borrowed {};
   Storage(void* data, size_t nbytes, Device device, Borrowed)
       : data_(data), nbytes_(nbytes), device_(device), owned_(false) {}
+  // Memory kept alive by `owner` (released with the storage), e.g. a pinned host block.
+  Storage(std::shared_ptr<void> owner, size_t nbytes, Device device)
+      : data_(owner.get()),
+        nbytes_(nbytes),
+        device_(device),
+        owned_(false),
+        owner_(std::move(owner)) {}
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -38,6 +45,7 @@ class Storage {
   size_t nbytes_ = 0;
   Device device_;
   bool owned_ = true;
+  std::shared_ptr<void> owner_;
 };
 
 struct AutogradMeta;  // nn/autograd/tape.h
@@ -61,6 +69,10 @@ class Tensor {
   // the tensor or any view of it lives: another framework's buffer, used in place. Nothing is
   // copied or freed. Throws if the device is unusable or data is null for a non-empty shape.
   static Tensor borrow(void* data, const Shape& shape, DType dtype, Device device);
+  // Wraps memory `owner` keeps alive (at least the shape's bytes): the tensor, and every view
+  // of it, holds `owner` until the last is gone (a pooled pinned block, cuda::pinned_host).
+  static Tensor from_owner(std::shared_ptr<void> owner, const Shape& shape, DType dtype,
+                           Device device);
 
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return shape_; }

@@ -484,6 +484,7 @@ Config unusual_config() {
   c.data.dataset.label_offset = 1;
   c.data.dataset.skip_bad_files = true;
   c.data.dataset.fast_decode = true;
+  c.data.pin_memory = false;
   c.data.dataset.synthetic_size = 3;
   c.data.dataset.synthetic_channels = 2;
   c.data.dataset.synthetic_classes = 7;

@@ -166,6 +166,39 @@ BatchPipeline::Plan unshuffled(int64_t batch) {
   };
 }
 
+// PipelineOptions::allocate: the batches are written into the memory it hands out (a CUDA run's
+// page-locked blocks; here blocks the test owns, kept alive by the tensors), with the same bytes.
+TEST(BatchPipeline, BatchesLandInTheAllocatorsMemory) {
+  Flaky ds;
+  std::vector<std::weak_ptr<void>> blocks;
+  std::vector<const void*> addresses;
+  PipelineOptions o{2, 1, false, 5};
+  o.allocate = [&](const Shape& shape, DType dtype) {
+    size_t bytes = element_size(dtype);
+    for (int64_t d : shape) bytes *= static_cast<size_t>(d);
+    std::shared_ptr<void> block(::operator new(bytes), [](void* p) { ::operator delete(p); });
+    blocks.push_back(block);
+    addresses.push_back(block.get());
+    return Tensor::from_owner(block, shape, dtype, Device::cpu());
+  };
+  BatchPipeline plain(ds, unshuffled(4), {2, 1, false, 5});
+  {
+    BatchPipeline p(ds, unshuffled(4), o);
+    for (int64_t s = 0; s < 3; ++s) {
+      const std::vector<HostBatch> got = p.get(s, 3), want = plain.get(s, 3);
+      ASSERT_EQ(got.size(), 1u);
+      EXPECT_TRUE(same_bytes(got[0].x, want[0].x)) << s;
+      EXPECT_TRUE(same_bytes(got[0].y, want[0].y)) << s;
+      EXPECT_NE(std::find(addresses.begin(), addresses.end(), got[0].x.raw_data()),
+                addresses.end());
+      EXPECT_NE(std::find(addresses.begin(), addresses.end(), got[0].y.raw_data()),
+                addresses.end());
+    }
+  }
+  // Every block is released once the pipeline and the batches are gone.
+  for (const auto& b : blocks) EXPECT_TRUE(b.expired());
+}
+
 TEST(BatchPipeline, AnErrorReachesTheStepThatNeededTheExample) {
   Flaky ds;
   BatchPipeline p(ds, unshuffled(4), {3, 2, false, 0});
