@@ -1,7 +1,18 @@
-// conv2d benchmark: forward, backward-data and backward-weight (im2col + GEMM) at the
-// convolution shapes of LeNet, CifarNet and AlexNet, on the CPU and, with a GPU, on CUDA.
-// Each rate is also given as a fraction of the large-matrix sgemm rate measured at the start
-// of the same run on the same device (target at LeNet conv2, CPU: fwd+bwd >= 50%).
+// conv2d benchmark: forward, backward-data and backward-weight at the convolution shapes of
+// LeNet, CifarNet, AlexNet, GoogLeNet and VGG-A, on the CPU and, with a GPU, on CUDA (the
+// algorithm cuda.conv_algo's default picks). Each rate is also given as a fraction of the
+// large-matrix sgemm rate measured at the start of the same run on the same device (target at
+// LeNet conv2, CPU: fwd+bwd >= 50%; issue 31, GPU: each AlexNet layer's fwd+bwd >= 60%).
+//
+// --algos (GPU): every algorithm of nn/ops/conv2d_kernels.h on every layer and pass: im2col,
+// im2col with cuBLAS TF32, the igemm rule's choice and each igemm tile with the rule's split;
+// one "conv2d_algo" line each, then per layer a "conv2d_layer" line with the fastest strict-fp32
+// algorithm of each pass and their fwd+bwd sum (what cuda.conv_algo = autotune would reach).
+//
+// --list: the GPU cases as JSON lines with their SAME padding resolved (bench/pytorch_conv.py
+// times the same layers with cuDNN from them).
+//
+// Usage: bench_conv2d [--cpu-only | --gpu-only] [--algos] [--seconds S per measurement] | --list
 //
 // FLOPs per pass: 2·N·K·(C/groups)·R·S·P·Q (forward, backward data and backward weight alike).
 #include <cstdio>
@@ -11,6 +22,7 @@
 #include "bench/harness.h"
 #include "nn/core/blas.h"
 #include "nn/core/cuda_runtime.h"
+#include "nn/core/precision.h"
 #include "nn/core/tensor.h"
 #include "nn/init/init.h"
 #include "nn/ops/conv2d.h"
@@ -37,6 +49,22 @@ const ConvCase kCases[] = {
     {"alexnet_conv3", 8, 128, 256, 13, 13, 384, 3, 3, 1, 1},
     {"alexnet_conv4", 8, 128, 384, 13, 13, 384, 3, 3, 1, 2},
     {"alexnet_conv5", 8, 128, 384, 13, 13, 256, 3, 3, 1, 2},
+    {"googlenet_conv1_7x7s2", 4, 128, 3, 224, 224, 64, 7, 7, 2, 1},
+    {"googlenet_conv2b_1x1", 4, 128, 64, 56, 56, 64, 1, 1, 1, 1},
+    {"googlenet_conv2c_3x3", 4, 128, 64, 56, 56, 192, 3, 3, 1, 1},
+    {"googlenet_mixed3b_1x1", 4, 128, 192, 28, 28, 64, 1, 1, 1, 1},
+    {"googlenet_mixed3b_3x3", 4, 128, 96, 28, 28, 128, 3, 3, 1, 1},
+    {"googlenet_mixed4b_1x1", 4, 128, 480, 14, 14, 192, 1, 1, 1, 1},
+    {"vgg_conv1", 2, 64, 3, 224, 224, 64, 3, 3, 1, 1},
+    {"vgg_conv2", 2, 64, 64, 112, 112, 128, 3, 3, 1, 1},
+    {"vgg_conv3_1", 2, 64, 128, 56, 56, 256, 3, 3, 1, 1},
+    {"vgg_conv4_1", 2, 64, 256, 28, 28, 512, 3, 3, 1, 1},
+    {"vgg_conv5_1", 2, 64, 512, 14, 14, 512, 3, 3, 1, 1},
+};
+
+struct Args {
+  bool cpu = true, gpu = true, algos = false;
+  double seconds = 0.2;
 };
 
 Tensor filled(const Shape& shape, uint64_t stream) {
@@ -65,7 +93,7 @@ double large_sgemm_gflops(const Device& dev, const std::function<void()>& sync) 
   return gf;
 }
 
-void run_device(const Device& dev) {
+void run_device(const Device& dev, const Args& args) {
   const std::function<void()> sync = [dev] {
     if (dev.is_cuda()) cuda::synchronize(dev.index);
   };
@@ -127,7 +155,7 @@ void run_device(const Device& dev) {
         {"fwd", &fwd}, {"bwd_data", &bwd_data}, {"bwd_weight", &bwd_weight}, {"fwd+bwd", &all}};
     for (const auto& [pass, fn] : passes) {
       const double pass_flops = std::strcmp(pass, "fwd+bwd") == 0 ? 3 * flops : flops;
-      const Timing t = time_it(*fn, sync);
+      const Timing t = time_it(*fn, sync, args.seconds);
       const double gf = pass_flops / (t.median_ms * 1e6);
       JsonLine()
           .add("bench", "conv2d")
@@ -149,21 +177,172 @@ void run_device(const Device& dev) {
   }
 }
 
+void list_cases() {
+  for (const ConvCase& c : kCases) {
+    Conv2dOptions o;
+    o.stride_h = o.stride_w = c.stride;
+    o.padding = Padding::same;
+    o.groups = c.groups;
+    const Conv2dShape s =
+        conv2d_shape({c.n_gpu, c.c, c.h, c.w}, {c.k, c.c / c.groups, c.r, c.s}, o);
+    const int64_t pad_h = (s.P - 1) * c.stride + c.r - c.h,
+                  pad_w = (s.Q - 1) * c.stride + c.s - c.w;
+    JsonLine()
+        .add("layer", c.name)
+        .add("n", static_cast<long long>(c.n_gpu))
+        .add("c", static_cast<long long>(c.c))
+        .add("h", static_cast<long long>(c.h))
+        .add("w", static_cast<long long>(c.w))
+        .add("k", static_cast<long long>(c.k))
+        .add("r", static_cast<long long>(c.r))
+        .add("s", static_cast<long long>(c.s))
+        .add("stride", static_cast<long long>(c.stride))
+        .add("groups", static_cast<long long>(c.groups))
+        .add("pad_top", static_cast<long long>(s.pad_top))
+        .add("pad_bottom", static_cast<long long>(pad_h - s.pad_top))
+        .add("pad_left", static_cast<long long>(s.pad_left))
+        .add("pad_right", static_cast<long long>(pad_w - s.pad_left))
+        .add("p", static_cast<long long>(s.P))
+        .add("q", static_cast<long long>(s.Q))
+        .print();
+  }
+}
+
+// --algos: every algorithm on every layer and pass, on GPU 0.
+void run_algos(const Args& args) {
+#if TG_CUDA
+  const Device dev = Device::cuda(0);
+  cuda::DeviceGuard guard(0);
+  const std::function<void()> sync = [] { cuda::synchronize(0); };
+  const double ref = large_sgemm_gflops(dev, sync);
+  for (const ConvCase& c : kCases) {
+    const int64_t n = c.n_gpu;
+    Conv2dOptions o;
+    o.stride_h = o.stride_w = c.stride;
+    o.padding = Padding::same;
+    o.groups = c.groups;
+    const Shape xs{n, c.c, c.h, c.w}, ws{c.k, c.c / c.groups, c.r, c.s};
+    const Conv2dShape s = conv2d_shape(xs, ws, o);
+    Tensor x = filled(xs, 3).to(dev), w = filled(ws, 4).to(dev), bias = filled({c.k}, 5).to(dev);
+    Tensor y = Tensor::zeros({n, c.k, s.P, s.Q}, DType::f32, dev);
+    Tensor dy = filled({n, c.k, s.P, s.Q}, 6).to(dev);
+    Tensor dx = Tensor::zeros(xs, DType::f32, dev), dw = Tensor::zeros(ws, DType::f32, dev);
+    const int64_t nws = std::max<int64_t>(conv2d_workspace_floats(s), 1);
+    Tensor ws_buf = Tensor::zeros({nws}, DType::f32, dev);
+    float* wsp = ws_buf.data<float>();
+    const double flops = 2.0 * n * c.k * (c.c / c.groups) * c.r * c.s * s.P * s.Q;
+    double best_sum = 0, im2col_sum = 0;
+    std::string best_names;
+    for (Conv2dPass pass :
+         {Conv2dPass::forward, Conv2dPass::backward_data, Conv2dPass::backward_weight}) {
+      const auto run = [&](const Conv2dAlgo& a) {
+        if (pass == Conv2dPass::forward)
+          conv2d_forward_cuda_with(a, s, x.data<float>(), w.data<float>(), bias.data<float>(),
+                                   y.data<float>(), wsp);
+        else if (pass == Conv2dPass::backward_data)
+          conv2d_backward_data_cuda_with(a, s, dy.data<float>(), w.data<float>(), dx.data<float>(),
+                                         wsp);
+        else
+          conv2d_backward_weight_cuda_with(a, s, x.data<float>(), dy.data<float>(),
+                                           dw.data<float>(), nullptr, wsp);
+      };
+      const Conv2dAlgo rule = conv2d_igemm_rule(s, pass, nws);
+      std::vector<std::pair<Conv2dAlgo, bool>> algos{{Conv2dAlgo{}, false}, {Conv2dAlgo{}, true}};
+      algos.emplace_back(rule, false);
+      for (const Conv2dAlgo& t : conv2d_igemm_tiles()) {
+        const Conv2dAlgo a = conv2d_igemm_split(s, pass, t.bm, t.bn, nws);
+        if (!(a == rule)) algos.emplace_back(a, false);
+      }
+      double best = 0, im2col_ms = 0;
+      std::string best_name;
+      for (const auto& [a, tf32] : algos) {
+        set_cuda_tf32(tf32);
+        const Timing t = time_it([&] { run(a); }, sync, args.seconds);
+        set_cuda_tf32(false);
+        const double gf = flops / (t.median_ms * 1e6);
+        JsonLine()
+            .add("bench", "conv2d_algo")
+            .add("device", dev.str())
+            .add("layer", c.name)
+            .add("pass", conv2d_pass_name(pass))
+            .add("algo", conv2d_algo_name(a))
+            .add("tf32", tf32 ? 1 : 0)
+            .add("rule", a == rule ? 1 : 0)
+            .add("n", static_cast<long long>(n))
+            .add_timing(t)
+            .add("gflops", gf)
+            .add("frac_of_sgemm", gf / ref)
+            .print();
+        if (tf32) continue;
+        if (a.kind == Conv2dAlgo::im2col) im2col_ms = t.median_ms;
+        if (best == 0 || t.median_ms < best) best = t.median_ms, best_name = conv2d_algo_name(a);
+      }
+      best_sum += best;
+      im2col_sum += im2col_ms;
+      best_names +=
+          std::string(best_names.empty() ? "" : " ") + conv2d_pass_name(pass) + "=" + best_name;
+    }
+    JsonLine()
+        .add("bench", "conv2d_layer")
+        .add("device", dev.str())
+        .add("layer", c.name)
+        .add("n", static_cast<long long>(n))
+        .add("best", best_names)
+        .add("best_fwd_bwd_ms", best_sum)
+        .add("im2col_fwd_bwd_ms", im2col_sum)
+        .add("best_frac_of_sgemm", 3 * flops / (best_sum * 1e6) / ref)
+        .print();
+  }
+#else
+  (void)args;
+  TG_THROW("--algos needs a CUDA build");
+#endif
+}
+
 }  // namespace
 }  // namespace tg::bench
 
 int main(int argc, char** argv) {
   using namespace tg;
   try {
-    const bool cpu_only = argc > 1 && std::string(argv[1]) == "--cpu-only";
+    bench::Args args;
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a == "--cpu-only") {
+        args.gpu = false;
+      } else if (a == "--gpu-only") {
+        args.cpu = false;
+      } else if (a == "--algos") {
+        args.algos = true;
+      } else if (a == "--list") {
+        bench::list_cases();
+        return 0;
+      } else if (a == "--seconds" && i + 1 < argc) {
+        args.seconds = std::atof(argv[++i]);
+        TG_CHECK(args.seconds > 0, "--seconds: must be > 0, got '", argv[i], "'");
+      } else {
+        std::fprintf(stderr,
+                     "usage: bench_conv2d [--cpu-only | --gpu-only] [--algos] [--seconds S]\n"
+                     "bench_conv2d: unknown argument '%s'\n",
+                     argv[i]);
+        return 1;
+      }
+    }
     bench::JsonLine()
         .add("bench", "machine")
         .add("cpu", bench::cpu_model())
         .add("blas_threads", blas_num_threads())
         .add("gpu", bench::gpu_name())
         .print();
-    bench::run_device(Device::cpu());
-    if (!cpu_only && cuda::device_count() > 0) bench::run_device(Device::cuda(0));
+    const bool gpu = args.gpu && cuda::device_count() > 0;
+    if (args.algos) {
+      TG_CHECK(gpu, "--algos compares the GPU's algorithms: no CUDA device (",
+               cuda::unavailable_reason(), ")");
+      bench::run_algos(args);
+      return 0;
+    }
+    if (args.cpu) bench::run_device(Device::cpu(), args);
+    if (gpu) bench::run_device(Device::cuda(0), args);
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_conv2d: %s\n", e.describe().c_str());
     return 1;

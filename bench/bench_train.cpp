@@ -36,6 +36,9 @@
 //
 // Usage: bench_train [--device cpu|cuda] [--net NAME --batch N] [--seconds S]
 //                    [--compression none|fp16|terngrad|qsgd|onebit] [--workers N]
+//                    [--set section.key=value ...]
+// --set passes config overrides to every case, as `terngrad train --set` (the GPU check: cuda.*
+// keys; a bad key or value is refused naming it before anything runs).
 //        bench_train --compression-share [--device D] [--seconds S]
 // --workers N emulates N workers on the total batch --batch (each takes batch / N images, as
 // `terngrad train` with workers.count = N). TernGrad uses the paper's defaults of the config:
@@ -64,12 +67,16 @@
 #include "bench/harness.h"
 #include "config/config.h"
 #include "datasets/dataset.h"
+#include "datasets/device_stager.h"
+#include "datasets/pipeline.h"
 #include "nn/core/blas.h"
 #include "nn/core/cpu_env.h"
 #include "nn/core/cuda_runtime.h"
 #include "nn/core/philox.h"
 #include "nn/core/profile.h"
 #include "nn/init/init.h"
+#include "nn/ops/conv2d_kernels.h"
+#include "nn/ops/cuda_options.h"
 #include "terngrad/compressor.h"
 #include "train/options.h"
 #include "train/step.h"
@@ -85,6 +92,7 @@ struct Case {
   // Repetitions: warm-up steps, at least min_steps timed steps (more until `seconds` pass),
   // profiled steps for the per-layer split.
   int warmup = 3, min_steps = 5, profiled = 5;
+  std::vector<std::string> sets{};  // --set overrides (e.g. cuda.conv_algo=igemm, cuda.tf32=true)
 };
 
 // The machine's large-matrix sgemm rate (GFLOP/s) on `dev`: the yardstick.
@@ -109,10 +117,11 @@ double sgemm_gflops(const Device& dev) {
 // The run configuration `terngrad train` would resolve for this case (config defaults: momentum
 // 0.9, weight decay 5e-4, EMA 0.9999, seed 123, TernGrad clip 2.5 / max sharing / two_bit).
 config::Config case_config(const Case& c, const Device& dev) {
-  return config::default_config({"model.name=" + c.net,
-                                 "train.batch_size=" + std::to_string(c.batch),
-                                 "workers.count=" + std::to_string(c.workers),
-                                 "compression.method=" + c.compression, "device=" + dev.str()});
+  std::vector<std::string> o{"model.name=" + c.net, "train.batch_size=" + std::to_string(c.batch),
+                             "workers.count=" + std::to_string(c.workers),
+                             "compression.method=" + c.compression, "device=" + dev.str()};
+  o.insert(o.end(), c.sets.begin(), c.sets.end());
+  return config::default_config(o);
 }
 
 // Re-times the rounds of the one-process aggregation (terngrad/aggregate.h: the generic path's
@@ -256,8 +265,102 @@ void print_layers(const Case& c, const Device& dev) {
   }
 }
 
+// A dataset that serves the bench's fixed batch (worker 0's): loading is a memcpy, so the staged
+// loop below measures the copy to the GPU, not the loader.
+class Replay final : public data::Dataset {
+ public:
+  explicit Replay(const train::HostBatch& b) : b_(b) {
+    const Shape& s = b.x.shape();
+    info_.name = "replay";
+    info_.size = s[0];
+    info_.channels = s[1];
+    info_.height = s[2];
+    info_.width = s[3];
+    info_.num_classes = 1 << 20;
+  }
+  void load(std::span<const int64_t> idx, bool, uint64_t, uint64_t, float* images,
+            int32_t* labels) const override {
+    const int64_t px = info_.channels * info_.height * info_.width;
+    for (size_t i = 0; i < idx.size(); ++i) {
+      std::memcpy(images + static_cast<int64_t>(i) * px, b_.x.data<float>() + idx[i] * px,
+                  sizeof(float) * px);
+      labels[i] = b_.y.data<int32_t>()[idx[i]];
+    }
+  }
+
+ private:
+  train::HostBatch b_;
+};
+
+struct StagedTimes {
+  double pageable_gbps = 0, pinned_gbps = 0, step_ms = 0, exposed_copy_ms = 0;
+};
+
+// CUDA: the batch copy's rate from pageable and from page-locked memory (one worker's batch, best
+// of 5), and steps fed as `terngrad train` feeds them with data.pin_memory (datasets/
+// device_stager.h): each step's batches copied on the copy stream while the previous step runs.
+// exposed_copy_ms is the median transfer phase there: what the step still waits for its input.
+StagedTimes time_staged(train::TrainStep& step, const Case& c,
+                        const std::vector<train::HostBatch>& batches, Tensor& loss_sum, int64_t& it,
+                        double seconds, const Device& dev) {
+  StagedTimes r;
+  const Tensor& x = batches[0].x;
+  const double gb = static_cast<double>(x.nbytes()) / 1e9;
+  double best_pageable = 1e30, best_pinned = 1e30;
+  std::shared_ptr<void> pinned = cuda::pinned_host(x.nbytes());
+  std::memcpy(pinned.get(), x.raw_data(), x.nbytes());
+  Tensor dst = Tensor::empty(x.shape(), DType::f32, dev);
+  void* copy = cuda::copy_stream(dev.index);
+  cuda::Event done(dev.index);
+  for (int i = 0; i < 5; ++i) {
+    cuda::synchronize(dev.index);
+    Stopwatch a;
+    Tensor t = x.to(dev);  // pageable, on the compute stream (returns when done)
+    best_pageable = std::min(best_pageable, a.lap_ms());
+    Stopwatch b;
+    cuda::copy_h2d_async(dev.index, dst.raw_data(), pinned.get(), x.nbytes(), copy);
+    done.record_on(copy);
+    done.synchronize();
+    best_pinned = std::min(best_pinned, b.lap_ms());
+  }
+  r.pageable_gbps = gb / (best_pageable * 1e-3);
+  r.pinned_gbps = gb / (best_pinned * 1e-3);
+
+  Replay replay(batches[0]);
+  const int64_t per_worker = x.shape()[0];
+  data::PipelineOptions po{4, 2, false, 0};
+  po.allocate = data::DeviceStager::host_allocator();
+  data::BatchPipeline pipeline(
+      replay,
+      [&](int64_t) {
+        std::vector<data::BatchRequest> req(static_cast<size_t>(c.workers));
+        for (auto& q : req)
+          for (int64_t i = 0; i < per_worker; ++i) q.indices.push_back(i);
+        return req;
+      },
+      po);
+  data::DeviceStager stager(pipeline, dev);
+  const int64_t first = it, end = it + 1000000;
+  std::vector<double> total, xfer;
+  double elapsed = 0;
+  for (int64_t k = 0; k < 3 || elapsed < seconds || total.size() < 5; ++k) {
+    const std::vector<train::HostBatch> staged = stager.get(it - first, end);
+    stager.prefetch(it - first + 1, end);
+    train::StepTimes t;
+    step.run(staged, it++, 0.01, loss_sum, k >= 2 ? &t : nullptr);
+    if (k < 2) continue;  // warm-up: the slots' first allocations and copies
+    total.push_back(t.total());
+    xfer.push_back(t.transfer_s);
+    elapsed += t.total();
+  }
+  r.step_ms = median(total) * 1e3;
+  r.exposed_copy_ms = median(xfer) * 1e3;
+  return r;
+}
+
 void run_case(const Case& c, const Device& dev, double seconds, double sgemm) {
   const config::Config cfg = case_config(c, dev);
+  apply_cuda_options(cfg.cuda);  // as the Trainer: conv policy and TF32 (autotune: in warm-up)
   auto net = make_net(cfg.model.name, train::net_options(cfg), dev);
   const NetInfo& info = net->info();
   auto opt = make_optimizer(cfg.train.optimizer);
@@ -285,6 +388,8 @@ void run_case(const Case& c, const Device& dev, double seconds, double sgemm) {
   for (int w = 0; w < c.warmup; ++w) step.run(batches, it++, 0.01, loss_sum);  // allocator, BLAS
   const StepSamples t = time_steps(step, batches, loss_sum, it, seconds, c.min_steps);
   const double step_s = median(t.total);
+  StagedTimes staged;
+  if (dev.is_cuda()) staged = time_staged(step, c, batches, loss_sum, it, seconds, dev);
 
   // Per-layer split and GEMM work from a few profiled steps.
   profile::reset();
@@ -304,11 +409,19 @@ void run_case(const Case& c, const Device& dev, double seconds, double sgemm) {
   j.add("kind", "step").add("net", c.net).add("device", dev.str());
   j.add("batch", static_cast<long long>(c.batch)).add("workers", static_cast<long long>(c.workers));
   j.add("compression", c.compression);
+  j.add("conv_algo", cfg.cuda.conv_algo).add("tf32", cfg.cuda.tf32 ? 1 : 0);
+  if (dev.is_cuda()) j.add("conv_algorithms", conv2d_pins_string(conv2d_choices()));
   j.add("step_ms", step_s * ms).add("p10_ms", percentile(t.total, 0.1) * ms);
   j.add("p90_ms", percentile(t.total, 0.9) * ms);
   j.add("steps", static_cast<long long>(t.total.size()));
   j.add("images_per_sec", c.batch / step_s);
   j.add("transfer_ms", median(t.xfer) * ms).add("forward_ms", median(t.fwd) * ms);
+  if (dev.is_cuda()) {
+    // The input's copy (issue 31 item 4): its rates, and the step fed a step ahead from pinned
+    // memory on the copy stream (what `terngrad train` does with data.pin_memory).
+    j.add("h2d_pageable_gbps", staged.pageable_gbps).add("h2d_pinned_gbps", staged.pinned_gbps);
+    j.add("staged_step_ms", staged.step_ms).add("exposed_copy_ms", staged.exposed_copy_ms);
+  }
   j.add("backward_ms", median(t.bwd) * ms).add("compress_ms", median(t.cmp) * ms);
   j.add("update_ms", median(t.upd) * ms).add("compress_share", median(t.share));
   j.add("payload_bytes_per_worker_per_iter", payload)
@@ -354,6 +467,7 @@ double parse_double(const char* flag, const std::string& v) {
 constexpr const char* kUsage =
     "usage: bench_train [--device cpu|cuda] [--net NAME --batch N] [--seconds S]\n"
     "                   [--compression none|fp16|terngrad|qsgd|onebit] [--workers N]\n"
+    "                   [--set section.key=value ...] (config overrides, e.g. cuda.tf32=true)\n"
     "       bench_train --compression-share [--device cpu|cuda] [--seconds S]\n";
 
 int main_impl(int argc, char** argv) {
@@ -361,6 +475,7 @@ int main_impl(int argc, char** argv) {
   int64_t batch = 0, workers = 1;
   double seconds = -1;
   bool share_mode = false, compression_set = false, workers_set = false;
+  std::vector<std::string> sets;
   for (int i = 1; i < argc; ++i) {
     auto next = [&](const char* flag) -> std::string {
       TG_CHECK(i + 1 < argc, flag, " needs a value");
@@ -389,6 +504,8 @@ int main_impl(int argc, char** argv) {
       workers = parse_int("--workers", next("--workers"));
       workers_set = true;
       TG_CHECK(workers >= 1 && workers <= 1024, "--workers: must be in [1, 1024], got ", workers);
+    } else if (!std::strcmp(argv[i], "--set")) {
+      sets.push_back(next("--set"));
     } else if (!std::strcmp(argv[i], "--compression-share")) {
       share_mode = true;
     } else {
@@ -400,6 +517,7 @@ int main_impl(int argc, char** argv) {
            "--compression-share runs fixed cases (LeNet 64, AlexNet 128; none/terngrad; 1 and 2 "
            "workers) and takes no --net, --batch, --compression or --workers");
   TG_CHECK(batch == 0 || !net_arg.empty(), "--batch needs --net");
+  config::default_config(sets);  // a bad --set is refused, naming it, before anything runs
 
   std::vector<Device> devices;
   if (device_arg.empty()) {
@@ -435,6 +553,7 @@ int main_impl(int argc, char** argv) {
         c.compression = compression;
         c.workers = workers;
       }
+      c.sets = sets;
       TG_CHECK(c.batch % c.workers == 0, "--workers ", c.workers, " must divide the total batch ",
                c.batch, " of ", c.net, " (each worker takes batch / workers images)");
     }

@@ -5,7 +5,9 @@ What it measures
 ----------------
 The wall-clock time of one training iteration of LeNet (batch 64), CifarNet (batch 128) and the
 two-column AlexNet (batch 128), built exactly as the TernGrad reference code
-(github.com/wenwei202/terngrad) and as nn/nets/{lenet,cifarnet,alexnet}.cpp build them:
+(github.com/wenwei202/terngrad) and as nn/nets/{lenet,cifarnet,alexnet}.cpp build them, and, with
+--net, GoogLeNet (slim inception_v1, batch 128) and VGG-A (batch 64) as nn/nets/googlenet.cpp and
+vgg_a.cpp build them (parameter counts asserted; weight decay on every conv (and fc) weight):
 
     forward (training mode: BN batch statistics, dropout 0.5 on AlexNet fc6/fc7)
     + softmax cross-entropy (mean over the batch)
@@ -71,8 +73,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-EXPECTED_PARAMS = {"lenet": 1_256_080, "cifarnet": 1_068_298, "alexnet": 60_969_321}
-DEFAULT_BATCH = {"lenet": 64, "cifarnet": 128, "alexnet": 128}
+EXPECTED_PARAMS = {"lenet": 1_256_080, "cifarnet": 1_068_298, "alexnet": 60_969_321,
+                   "googlenet": 6_618_649, "vgg_a": 132_863_336}
+DEFAULT_BATCH = {"lenet": 64, "cifarnet": 128, "alexnet": 128, "googlenet": 128, "vgg_a": 64}
 
 
 def tf_same_pad(size, k, s):
@@ -223,17 +226,128 @@ class AlexNet(nn.Module):
         return self.logits(x)
 
 
-NETS = {"lenet": LeNet, "cifarnet": CifarNet, "alexnet": AlexNet}
+class ConvBN(nn.Module):
+    """slim conv2d in inception_arg_scope: no bias, BN offset only, ReLU; TF SAME padding."""
+
+    def __init__(self, in_c, out_c, k, stride=1):
+        super().__init__()
+        self.k, self.stride = k, stride
+        self.conv = conv(in_c, out_c, k, 0.01, stride=stride, with_bias=False)
+        self.bn = BNOffset(out_c)
+
+    def forward(self, x):
+        ph = tf_same_pad(x.shape[2], self.k, self.stride)
+        pw = tf_same_pad(x.shape[3], self.k, self.stride)
+        if ph[0] == ph[1] and pw[0] == pw[1]:
+            y = F.conv2d(x, self.conv.weight, None, self.stride, (ph[0], pw[0]))
+        else:
+            y = F.conv2d(F.pad(x, (pw[0], pw[1], ph[0], ph[1])), self.conv.weight, None, self.stride)
+        return F.relu(self.bn(y))
+
+
+class Mixed(nn.Module):
+    """Inception v1 block: 1x1 | 1x1 -> 3x3 | 1x1 -> 3x3 | max 3x3/1 -> 1x1, concatenated."""
+
+    def __init__(self, in_c, b0, b1r, b1, b2r, b2, b3):
+        super().__init__()
+        self.b0 = ConvBN(in_c, b0, 1)
+        self.b1 = nn.Sequential(ConvBN(in_c, b1r, 1), ConvBN(b1r, b1, 3))
+        self.b2 = nn.Sequential(ConvBN(in_c, b2r, 1), ConvBN(b2r, b2, 3))
+        self.b3 = ConvBN(in_c, b3, 1)
+        self.pool = SameMaxPool(3, 1)
+        self.out = b0 + b1 + b2 + b3
+
+    def forward(self, x):
+        return torch.cat([self.b0(x), self.b1(x), self.b2(x), self.b3(self.pool(x))], 1)
+
+
+class GoogLeNet(nn.Module):
+    """slim inception_v1 (nn/nets/googlenet.cpp): BN convs, no auxiliary heads, 1001 classes."""
+
+    num_classes, in_channels, image_size = 1001, 3, 224
+    MIXED = [(64, 96, 128, 16, 32, 32), (128, 128, 192, 32, 96, 64),
+             (192, 96, 208, 16, 48, 64), (160, 112, 224, 24, 64, 64),
+             (128, 128, 256, 24, 64, 64), (112, 144, 288, 32, 64, 64),
+             (256, 160, 320, 32, 128, 128), (256, 160, 320, 32, 128, 128),
+             (384, 192, 384, 48, 128, 128)]
+
+    def __init__(self, dropout=0.2):
+        super().__init__()
+        self.conv1a = ConvBN(3, 64, 7, 2)
+        self.conv2b = ConvBN(64, 64, 1)
+        self.conv2c = ConvBN(64, 192, 3)
+        blocks, c = [], 192
+        for spec in self.MIXED:
+            blocks.append(Mixed(c, *spec))
+            c = blocks[-1].out
+        self.mixed = nn.ModuleList(blocks)
+        self.logits = nn.Conv2d(c, 1001, 1)
+        trunc_normal_(self.logits.weight, math.sqrt(1.3 * 2.0 / c))
+        nn.init.zeros_(self.logits.bias)
+        self.pool3, self.pool2 = SameMaxPool(3, 2), SameMaxPool(2, 2)
+        self.dropout = dropout
+        self.decayed = [m.weight for m in self.modules() if isinstance(m, nn.Conv2d)]
+
+    def forward(self, x):
+        x = self.pool3(self.conv1a(x))
+        x = self.pool3(self.conv2c(self.conv2b(x)))
+        for i, block in enumerate(self.mixed):
+            if i == 2:
+                x = self.pool3(x)
+            if i == 7:
+                x = self.pool2(x)
+            x = block(x)
+        x = F.dropout(F.avg_pool2d(x, x.shape[-1]), self.dropout, self.training)
+        return torch.flatten(self.logits(x), 1)
+
+
+class VggA(nn.Module):
+    """VGG-A as slim's vgg_a without BN (nn/nets/vgg_a.cpp): 3x3 convs with bias, 1000 classes."""
+
+    num_classes, in_channels, image_size = 1000, 3, 224
+
+    def __init__(self, dropout=0.5):
+        super().__init__()
+        plan = [[64], [128], [256, 256], [512, 512], [512, 512]]
+        stages, c = [], 3
+        for widths in plan:
+            layers = []
+            for w in widths:
+                cv = nn.Conv2d(c, w, 3, padding=1)
+                nn.init.xavier_uniform_(cv.weight)
+                nn.init.zeros_(cv.bias)
+                layers += [cv, nn.ReLU(inplace=True)]
+                c = w
+            layers.append(nn.MaxPool2d(2, 2))
+            stages.append(nn.Sequential(*layers))
+        self.features = nn.Sequential(*stages)
+        self.fcs = nn.ModuleList([nn.Linear(512 * 7 * 7, 4096), nn.Linear(4096, 4096),
+                                  nn.Linear(4096, 1000)])
+        for f in self.fcs:
+            nn.init.xavier_uniform_(f.weight)
+            nn.init.zeros_(f.bias)
+        self.dropout = dropout
+        self.decayed = [m.weight for m in self.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+
+    def forward(self, x):
+        x = torch.flatten(self.features(x), 1)
+        x = F.dropout(F.relu(self.fcs[0](x)), self.dropout, self.training)
+        x = F.dropout(F.relu(self.fcs[1](x)), self.dropout, self.training)
+        return self.fcs[2](x)
+
+
+NETS = {"lenet": LeNet, "cifarnet": CifarNet, "alexnet": AlexNet, "googlenet": GoogLeNet,
+        "vgg_a": VggA}
 
 
 def count_params(model):
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
-def check_param_counts():
-    """Asserts the three nets have our nets' parameter counts (built on CPU, cheap)."""
-    for name, cls in NETS.items():
-        n = count_params(cls())
+def check_param_counts(names):
+    """Asserts the nets have our nets' parameter counts (built on CPU)."""
+    for name in names:
+        n = count_params(NETS[name]())
         assert n == EXPECTED_PARAMS[name], f"{name}: {n} parameters, expected {EXPECTED_PARAMS[name]}"
 
 
@@ -359,7 +473,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--net", choices=sorted(NETS), action="append",
-                   help="repeatable; default lenet+cifarnet+alexnet on cuda, lenet+cifarnet on cpu")
+                   help="repeatable; default lenet+cifarnet+alexnet on cuda, lenet+cifarnet on cpu "
+                        "(googlenet, vgg_a only when named)")
     p.add_argument("--batch", type=int, default=0, help="override the per-net default batch")
     p.add_argument("--seconds", type=float, default=3.0, help="timed seconds per net (>= 5 steps)")
     p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: torch default)")
@@ -381,11 +496,10 @@ def main():
         torch.backends.cudnn.allow_tf32 = args.tf32
         torch.backends.cuda.matmul.allow_tf32 = args.tf32
 
-    check_param_counts()
-    check_shapes()
-
     nets = args.net or (["lenet", "cifarnet", "alexnet"] if device.type == "cuda"
                         else ["lenet", "cifarnet"])
+    check_param_counts(nets)
+    check_shapes()
     print(f"torch {torch.__version__}, device {device}"
           + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "")
           + f", threads {torch.get_num_threads()}", file=sys.stderr)

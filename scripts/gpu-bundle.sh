@@ -16,7 +16,7 @@
 #                                CUDA driver or a CUDA toolkit/NCCL library: those come from the
 #                                GPU machine),
 #                                lib/compat/ (libstdc++, libgcc_s: used there only when the
-#                                machine's own are missing or too old), bench/pytorch_step.py,
+#                                machine's own are missing or too old), bench/pytorch_step.py and pytorch_conv.py,
 #                                configs/, data/mnist/ (the four IDX files), dlopen-libraries.txt
 #                                (the CUDA libraries opened on demand, which ldd does not show),
 #                                src/ (what the TG_PYTHON_ONLY build of python/terngrad_torch
@@ -79,7 +79,7 @@ exe_path() {  # the built executable of a target
 }
 for t in "${PROGRAMS[@]}"; do cp "$(exe_path "$t")" "$P/bin/"; done
 for t in "${CUDA_TESTS[@]}"; do cp "$(exe_path "$t")" "$P/tests/"; done
-cp "$ROOT/bench/pytorch_step.py" "$P/bench/"
+cp "$ROOT/bench/pytorch_step.py" "$ROOT/bench/pytorch_conv.py" "$P/bench/"
 # The CUDA libraries the programs open with dlopen (cuBLAS, NCCL), one SONAME a line, written
 # by CMake: gpu-check.sh puts their folders on LD_LIBRARY_PATH, as it does for linked ones.
 [ -f "$BUILD_DIR/dlopen-libraries.txt" ] || die "$BUILD_DIR/dlopen-libraries.txt is missing (re-run cmake)"

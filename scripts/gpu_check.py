@@ -2,7 +2,7 @@
 """terngrad GPU check: runs from an unpacked bundle (scripts/gpu-bundle.sh) on a GPU machine.
 
 Usage: bash gpu-check.sh [--results DIR] [--work DIR] [--budget SECONDS] [--iterations N]
-                         [--only a,b,c,d,e,f,g,h]
+                         [--only a,b,c,d,e,f,g,h,i]
 
 Steps, in order, each under its own time limit (and all under --budget, default 510 s) so one
 hang cannot eat the rest; a failed step is recorded with why, and the next one runs:
@@ -33,9 +33,18 @@ hang cannot eat the rest; a failed step is recorded with why, and the next one r
      against the library's CPU aggregation, two processes sharing the GPU over Gloo, a bf16 model
      under autocast. On a GPU machine h comes last and may find the --budget spent: --only a,h
      runs it alone (a build of ~1-3 min with every core, the hook cases under a minute)
+  i  (issue 31; only with --only, e.g. --only a,i, as a-h fill the default budget) the GPU
+     engine against PyTorch: bench_conv2d --algos times every convolution algorithm on every
+     conv layer and pass of the five nets beside bench/pytorch_conv.py's cuDNN (fp32 and TF32);
+     then bench_train with cuda.conv_algo = autotune on LeNet, CifarNet, AlexNet, GoogLeNet and
+     VGG-A beside bench/pytorch_step.py eager and torch.compile, strict fp32 and TF32 on both
+     sides; gpu-compare.jsonl has one line per net and precision (net, batch, precision,
+     terngrad_ms, pytorch_eager_ms, pytorch_compile_ms, gpu, commit, the conv choices): commit
+     it as bench/gpu-results/<date>-<gpu>.jsonl
 
 Results go to --results (default $OUT if set, else ./gpu-results), at most eight files:
 results.jsonl (one JSON object per finding), summary.md, log.txt (every command and its output),
+gpu-compare.jsonl (step i),
 gtest-xml.tar.gz, runs.tar.gz (each training run's summary.json and metrics.jsonl).
 
 Exit status: 0 every step passed; 1 a step failed; 2 the bundle is broken (cannot unpack, a
@@ -93,7 +102,8 @@ class Check:
         self.bundle = os.path.dirname(os.path.abspath(__file__))
         self.results = os.path.abspath(args.results)
         os.makedirs(self.results, exist_ok=True)
-        for name in ("results.jsonl", "summary.md", "log.txt", "gtest-xml.tar.gz", "runs.tar.gz"):
+        for name in ("results.jsonl", "summary.md", "log.txt", "gtest-xml.tar.gz", "runs.tar.gz",
+                 "gpu-compare.jsonl"):
             p = os.path.join(self.results, name)
             if os.path.exists(p):
                 os.remove(p)
@@ -101,7 +111,7 @@ class Check:
         self.work = args.work or tempfile.mkdtemp(prefix="tg-gpu-check.")
         os.makedirs(self.work, exist_ok=True)
         self.iterations = args.iterations
-        self.only = set(args.only.split(",")) if args.only else set("abcdefgh")
+        self.only = set(args.only.split(",")) if args.only else set("abcdefgh")  # i: --only
         self.log_f = open(os.path.join(self.results, "log.txt"), "w")
         self.jsonl = open(os.path.join(self.results, "results.jsonl"), "w")
         self.steps = []  # (letter, title, status, seconds, one-line note)
@@ -115,6 +125,8 @@ class Check:
         # this script's own logic is tested on a machine without one. Never a GPU result.
         self.rehearsal = args.rehearse_on_cpu
         self.dev = "cpu" if self.rehearsal else "cuda"
+        self.gpu_name = "cpu (rehearsal)" if self.rehearsal else ""
+        self.commit = "unknown"
 
     # ---- output ---------------------------------------------------------------------------------
     def log(self, text):
@@ -419,6 +431,8 @@ class Check:
             if rec.get("kind") == "cuda_stack":
                 stack = rec
             elif rec.get("kind") == "cuda_device":
+                if rec.get("index") in (0, "0"):
+                    self.gpu_name = rec.get("name", "")
                 md.append(f"- device {rec['index']}: {rec['name']}, cc {rec['cc']}, {rec['sms']} SMs, "
                           f"{rec['total_mem_mib']} MiB ({rec['free_mem_mib']} free), L2 "
                           f"{rec['l2_kib']} KiB, PCI {rec['pci_bus_id']}")
@@ -1020,6 +1034,150 @@ print(json.dumps({"torch": torch.__version__, "torch_cuda": torch.version.cuda,
                          f"{r['err'].strip()[-300:]}")
         return status, "; ".join(notes) or f"built (CUDA {cuda}) in {build_s:.0f} s; hook: {cases} cases passed"
 
+    # ---- step i ---------------------------------------------------------------------------------
+    # (issue 31) Part 1: bench_conv2d --algos times every algorithm on every conv layer and pass
+    # of the five nets, bench/pytorch_conv.py the same layers with cuDNN (fp32, TF32). Part 2:
+    # bench_train on the five nets with cuda.conv_algo = autotune, strict fp32 and TF32, beside
+    # bench/pytorch_step.py eager and torch.compile on the same precision; one line per net and
+    # precision goes to gpu-compare.jsonl (the file to commit as bench/gpu-results/<date>-<gpu>.jsonl).
+    # Everything is budget-aware: what does not fit is recorded as skipped. Not in the default
+    # run (a-h fill the default budget): --only a,i.
+    NETS_I = (("alexnet", 128), ("googlenet", 128), ("vgg_a", 64), ("lenet", 64), ("cifarnet", 128))
+
+    def step_i(self):
+        if self.no_gpu and not self.rehearsal:
+            return "no-gpu", "no CUDA device"
+        notes, status = [], "pass"
+        bindir = os.path.join(self.root, "bin")
+        md = []
+        # Part 1: per layer (GPU only: the algorithms are CUDA kernels).
+        if not self.rehearsal:
+            r = self.run([os.path.join(bindir, "bench_conv2d"), "--algos", "--seconds", "0.05"],
+                         min(200, self.left() * 0.35), tag="conv algos")
+            layers, algos = {}, []
+            for rec in json_lines(r["out"]):
+                self.record(step="i", source="bench_conv2d", **rec)
+                if rec.get("bench") == "conv2d_layer":
+                    layers[rec["layer"]] = rec
+                elif rec.get("bench") == "conv2d_algo":
+                    algos.append(rec)
+            if r["rc"] != 0 or not layers:
+                status = "fail"
+                notes.append(f"bench_conv2d --algos rc {r['rc']}{' (timed out)' if r['timed_out'] else ''}: "
+                             f"{r['err'].strip()[-300:]}")
+            cudnn = {}
+            if self.python and self.torch_version:
+                lst = self.run([os.path.join(bindir, "bench_conv2d"), "--list"], 30)
+                path = os.path.join(self.work, "conv_layers.jsonl")
+                with open(path, "w") as f:
+                    f.write(lst["out"])
+                r = self.run([self.python, os.path.join(self.root, "bench", "pytorch_conv.py"),
+                              "--layers", path, "--seconds", "0.05"], min(150, self.left() * 0.3),
+                             env=dict(os.environ), tag="pytorch conv")
+                for rec in json_lines(r["out"]):
+                    self.record(step="i", source="pytorch_conv", **rec)
+                    cudnn[(rec["layer"], rec["pass"], rec["precision"])] = rec["median_ms"]
+                if r["rc"] != 0:
+                    notes.append(f"pytorch_conv rc {r['rc']}: {r['err'].strip()[-200:]}")
+            tf32_im2col = {}
+            for a in algos:
+                if a.get("tf32") == 1:
+                    tf32_im2col[a["layer"]] = tf32_im2col.get(a["layer"], 0.0) + a["median_ms"]
+            md += ["| layer | batch | ours fwd+bwd ms (fastest per pass) | im2col | cuDNN fp32 | "
+                   "cuDNN / ours | of SGEMM | ours TF32 (im2col) | cuDNN TF32 |", "|---|---|---|---|---|---|---|---|---|"]
+            fmt = lambda v: f"{v:.3f}" if v else "—"
+            for name, L in layers.items():
+                cd = [cudnn.get((name, p, "fp32")) for p in ("fwd", "bwd_data", "bwd_weight")]
+                ct = [cudnn.get((name, p, "tf32")) for p in ("fwd", "bwd_data", "bwd_weight")]
+                cd_sum = sum(cd) if all(cd) else None
+                ct_sum = sum(ct) if all(ct) else None
+                ratio = cd_sum / L["best_fwd_bwd_ms"] if cd_sum else None
+                self.record(step="i", kind="conv_compare", layer=name, batch=L["n"], ours_ms=L["best_fwd_bwd_ms"],
+                            best=L["best"], im2col_ms=L["im2col_fwd_bwd_ms"], cudnn_fp32_ms=cd_sum,
+                            cudnn_over_ours=ratio, frac_of_sgemm=L["best_frac_of_sgemm"],
+                            ours_tf32_ms=tf32_im2col.get(name), cudnn_tf32_ms=ct_sum)
+                md.append(f"| {name} | {L['n']} | {fmt(L['best_fwd_bwd_ms'])} ({L['best']}) | "
+                          f"{fmt(L['im2col_fwd_bwd_ms'])} | {fmt(cd_sum)} | "
+                          f"{f'{ratio:.2f}' if ratio else '—'} | {L['best_frac_of_sgemm']:.2f} | "
+                          f"{fmt(tf32_im2col.get(name))} | {fmt(ct_sum)} |")
+        # Part 2: the training step, five nets, fp32 and TF32.
+        nets = self.NETS_I[3:4] if self.rehearsal else self.NETS_I
+        secs = "0.3" if self.rehearsal else "1"
+        ours, torch_res = {}, {}
+        # Ours in both precisions first, then PyTorch eager, then torch.compile (slowest to start:
+        # what the budget drops first).
+        phases = [("ours", "fp32"), ("ours", "tf32"), ("eager", "fp32"), ("eager", "tf32"),
+                  ("compile", "fp32"), ("compile", "tf32")]
+        for side, precision in phases:
+            if side != "ours" and not (self.python and self.torch_version):
+                continue
+            for net, batch in nets:
+                if self.left() < (60 if side == "ours" else 40):
+                    notes.append(f"budget spent before {side} {net} {precision}")
+                    break
+                if side == "ours":
+                    sets = ["--set", "cuda.conv_algo=autotune", "--set",
+                            f"cuda.tf32={'true' if precision == 'tf32' else 'false'}"]
+                    r = self.run([os.path.join(bindir, "bench_train"), "--device", self.dev, "--net", net,
+                                  "--batch", str(batch), "--seconds", secs] + sets,
+                                 min(90, self.left() - 50), tag=f"bench_train {net} {precision}")
+                    for rec in json_lines(r["out"]):
+                        if rec.get("kind") == "step":
+                            ours[(net, precision)] = rec
+                            self.record(step="i", source="bench_train", precision=precision, **rec)
+                    if r["rc"] != 0:
+                        status = "fail"
+                        notes.append(f"bench_train {net} {precision} rc {r['rc']}: {r['err'].strip()[-200:]}")
+                    continue
+                extra = (["--tf32"] if precision == "tf32" else []) + (["--compile"] if side == "compile" else [])
+                r = self.run([self.python, os.path.join(self.root, "bench", "pytorch_step.py"),
+                              "--device", self.dev, "--net", net, "--batch", str(batch),
+                              "--seconds", secs] + extra,
+                             min(150 if side == "compile" else 60, self.left() - 30),
+                             env=dict(os.environ), tag=f"pytorch {side} {net} {precision}")
+                for rec in json_lines(r["out"]):
+                    if rec.get("kind") == "pytorch_step":
+                        torch_res[(net, precision, side)] = rec
+                        self.record(step="i", source="pytorch", mode=side, precision=precision, **rec)
+                if r["rc"] != 0:
+                    notes.append(f"torch {side} {net} {precision}: rc {r['rc']}"
+                                 f"{' (timed out)' if r['timed_out'] else ''}")
+        md += ["", "| net | batch | precision | terngrad ms/step | − H2D | PyTorch eager | torch.compile | "
+               "eager / ours |", "|---|---|---|---|---|---|---|---|"]
+        lines = []
+        for precision in ("fp32", "tf32"):
+            for net, batch in nets:
+                o = ours.get((net, precision))
+                e = torch_res.get((net, precision, "eager"))
+                c = torch_res.get((net, precision, "compile"))
+                if not o and not e:
+                    continue
+                ours_net = o["step_ms"] - o.get("transfer_ms", 0) if o else None
+                line = {"net": net, "batch": batch, "precision": precision,
+                        "terngrad_ms": o["step_ms"] if o else None,
+                        "terngrad_minus_h2d_ms": ours_net,
+                        "pytorch_eager_ms": e["step_ms"] if e else None,
+                        "pytorch_compile_ms": c["step_ms"] if c else None,
+                        "gpu": self.gpu_name, "commit": self.commit,
+                        "conv_algo": o.get("conv_algo") if o else None,
+                        "conv_algorithms": o.get("conv_algorithms") if o else None,
+                        "torch": self.torch_version, "rehearsal": self.rehearsal}
+                lines.append(line)
+                self.record(step="i", kind="compare", **line)
+                fmt = lambda v: f"{v:.3f}" if v is not None else "—"
+                ratio = e["step_ms"] / ours_net if o and e else None
+                md.append(f"| {net} | {batch} | {precision} | {fmt(line['terngrad_ms'])} | {fmt(ours_net)} | "
+                          f"{fmt(line['pytorch_eager_ms'])} | {fmt(line['pytorch_compile_ms'])} | "
+                          f"{f'{ratio:.2f}×' if ratio else '—'} |")
+        with open(os.path.join(self.results, "gpu-compare.jsonl"), "w") as f:
+            for line in lines:
+                f.write(json.dumps(line) + "\n")
+        self.summary["i"] = md
+        if not lines:
+            status = "fail"
+            notes.append("no training-step comparison")
+        return status, "; ".join(notes)[:600] or f"{len(lines)} net x precision lines in gpu-compare.jsonl"
+
     # ---- the whole check -------------------------------------------------------------------------
     def main(self):
         self.say(f"bundle {self.bundle}, results {self.results}, work {self.work}")
@@ -1028,6 +1186,9 @@ print(json.dumps({"torch": torch.__version__, "torch_cuda": torch.version.cuda,
             with open(manifest) as f:
                 head = [next(f, "").strip() for _ in range(5)]
             self.record(step="setup", kind="bundle", manifest=head)
+            for line in head:
+                if line.startswith("commit: "):
+                    self.commit = line[len("commit: "):]
         err = self.unpack()
         if err:
             self.record(step="setup", status="fail", why=err)
@@ -1058,6 +1219,8 @@ print(json.dumps({"torch": torch.__version__, "torch_cuda": torch.version.cuda,
         self.step("f", "NCCL training runs", self.step_f)
         self.step("g", "JPEG input: the loader on every core, AlexNet from JPEGs", self.step_g)
         self.step("h", "PyTorch extension: build from the bundle's source, the DDP hook on CUDA", self.step_h)
+        self.step("i", "GPU engine sweep: conv algorithms per layer, five nets against PyTorch, "
+                       "fp32 and TF32", self.step_i)
         code = EXIT_FAILED if self.failed else EXIT_NO_GPU if self.no_gpu else EXIT_OK
         if self.rehearsal:
             self.record(step="setup", kind="rehearsal",
@@ -1093,8 +1256,9 @@ print(json.dumps({"torch": torch.__version__, "torch_cuda": torch.version.cuda,
             lines.append(f"| {letter} | {title} | {status} | {secs:.0f} | {note[:400]} |")
         titles = {"a": "a. Device", "b": "b. CUDA tests", "c": "c. Training: GPU against CPU",
                   "d": "d. Step time against PyTorch", "e": "e. TernGrad kernels", "f": "f. NCCL",
-                  "g": "g. JPEG input", "h": "h. PyTorch extension"}
-        for k in "abcdefgh":
+                  "g": "g. JPEG input", "h": "h. PyTorch extension",
+                  "i": "i. GPU engine against PyTorch (per conv layer; per training step)"}
+        for k in "abcdefghi":
             if self.summary.get(k):
                 lines += ["", f"## {titles[k]}", ""] + self.summary[k]
         lines += ["", "Every finding is a JSON line in results.jsonl; every command and its output "
@@ -1119,13 +1283,14 @@ def main():
                    help="scratch folder, kept (default: a fresh temp folder, removed at the end)")
     p.add_argument("--budget", type=float, default=510.0, help="seconds for all steps (default 510)")
     p.add_argument("--iterations", type=int, default=2000, help="step c's training iterations")
-    p.add_argument("--only", default="", help="comma-separated steps to run (default all: a,...,h)")
+    p.add_argument("--only", default="",
+                   help="comma-separated steps to run (default a,...,h; i only when named)")
     p.add_argument("--rehearse-on-cpu", action="store_true",
                    help="test this script without a GPU: steps c-h on the CPU (Gloo for NCCL); "
                         "the results say so and are no GPU results")
     args = p.parse_args()
-    if args.only and not set(args.only.split(",")) <= set("abcdefgh"):
-        p.error(f"--only: expected letters from a,b,c,d,e,f,g,h, got '{args.only}'")
+    if args.only and not set(args.only.split(",")) <= set("abcdefghi"):
+        p.error(f"--only: expected letters from a,b,c,d,e,f,g,h,i, got '{args.only}'")
     if args.iterations < 1 or args.budget < 30:
         p.error("--iterations must be >= 1 and --budget >= 30")
     return Check(args).main()

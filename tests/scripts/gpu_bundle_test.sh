@@ -81,9 +81,10 @@ if "no CUDA device" not in steps["a"]["note"]:
     fail(f"step a note: {steps['a']['note']}")
 PY
 
-# 3. The rehearsal: steps c-h with the CPU standing in, each must pass.
+# 3. The rehearsal: steps c-i with the CPU standing in (i: its training-step part, LeNet), each
+#    must pass.
 (cd "$T/clean" && env -i PATH=/usr/bin:/bin HOME="$T" TMPDIR="$T" OMP_NUM_THREADS=1 bash gpu-bundle/gpu-check.sh \
-    --results "$T/rehearsal" --rehearse-on-cpu --iterations 20 --only a,c,e,f,g,h > "$T/rh.out" 2> "$T/rh.err")
+    --results "$T/rehearsal" --rehearse-on-cpu --iterations 20 --only a,c,e,f,g,h,i > "$T/rh.out" 2> "$T/rh.err")
 rc=$?
 [ "$rc" -eq 3 ] || fail "the rehearsal exited $rc, expected 3 (no device): $(tail -5 "$T/rh.err")"
 python3 - "$T/rehearsal/results.jsonl" <<'PY' || exit 1
@@ -91,8 +92,8 @@ import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
 def fail(m):
     print("FAIL:", m, file=sys.stderr); sys.exit(1)
-steps = {r["step"]: r for r in recs if "status" in r and r.get("step") in "abcdefgh"}
-for s in "cefgh":
+steps = {r["step"]: r for r in recs if "status" in r and r.get("step") in "abcdefghi"}
+for s in "cefghi":
     if steps.get(s, {}).get("status") != "pass":
         fail(f"rehearsal step {s}: {steps.get(s)}")
 train = [r for r in recs if r.get("kind") == "train"]
@@ -116,6 +117,16 @@ for c in ("one_rank", "two_ranks_gloo"):
 # Debian's torch 1.13 Gloo has no bf16 broadcast: unsupported there, pass on a newer torch.
 if cases.get("bf16_autocast", {}).get("status") not in ("pass", "unsupported"):
     fail(f"rehearsal hook case bf16_autocast: {cases.get('bf16_autocast')}")
+# Step i: the comparison lines, as bench/gpu-results/ keeps them (LeNet, both precisions; torch
+# eager where a torch is found).
+import os
+lines = [json.loads(l) for l in open(os.path.join(os.path.dirname(sys.argv[1]), "gpu-compare.jsonl"))]
+need = {"net", "batch", "precision", "terngrad_ms", "pytorch_eager_ms", "pytorch_compile_ms", "gpu",
+        "commit"}
+if sorted(l["precision"] for l in lines) != ["fp32", "tf32"] or \
+        not all(need <= set(l) and l["net"] == "lenet" and l["terngrad_ms"] > 0 and l["rehearsal"]
+                for l in lines):
+    fail(f"rehearsal gpu-compare.jsonl: {lines}")
 PY
 [ -f "$T/rehearsal/runs.tar.gz" ] || fail "the rehearsal wrote no runs.tar.gz"
 
