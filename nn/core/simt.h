@@ -18,6 +18,7 @@
 #define TG_DEV __device__ __forceinline__  // uses TG_SHARED / TG_SYNC
 #define TG_UNROLL _Pragma("unroll")        // before a loop of constant trip count
 #define TG_SHARED __shared__
+#define TG_SHARED16 __shared__ __align__(16)  // 16-byte aligned (vector loads)
 #define TG_SYNC() __syncthreads()
 
 #else
@@ -33,6 +34,7 @@
 #define TG_DEV inline
 #define TG_UNROLL
 #define TG_SHARED static
+#define TG_SHARED16 alignas(16) static
 #define TG_SYNC() ::tg::simt::sync()
 
 namespace tg::simt {

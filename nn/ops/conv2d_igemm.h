@@ -35,10 +35,39 @@
 
 namespace tg::igemm {
 
-// Problem sizes as 32-bit ints (element offsets are 64-bit): conv2d_igemm_cuda.cu checks they fit.
+// Division by a fixed positive divisor d as a multiply-high and a shift (Granlund and
+// Montgomery; CUTLASS's FastDivmod does the same): with l = ceil(log2 d), m = ceil(2^(31+l) / d)
+// fits 32 bits and q = (n * m) >> (31 + l) is n / d exactly for 0 <= n < 2^31, since
+// n * (m d - 2^(31+l)) < 2^31 * d <= 2^(31+l). The kernels' index arithmetic (every n, kd below
+// 2^31) runs through these instead of integer division.
+struct FastDiv {
+  int d = 1;
+  uint32_t m = 0;
+  int shift = 0;
+  FastDiv() = default;
+  explicit FastDiv(int divisor) : d(divisor) {
+    if (d <= 1) return;
+    int l = 0;
+    while ((int64_t{1} << l) < d) ++l;
+    m = static_cast<uint32_t>(((uint64_t{1} << (31 + l)) + static_cast<uint64_t>(d) - 1) /
+                              static_cast<uint64_t>(d));
+    shift = l - 1;
+  }
+  TG_HD int div(int n) const {
+    if (d == 1) return n;
+#if defined(__CUDA_ARCH__)
+    return static_cast<int>(__umulhi(static_cast<uint32_t>(n), m) >> shift);
+#else
+    return static_cast<int>(((static_cast<uint64_t>(static_cast<uint32_t>(n)) * m) >> 32) >> shift);
+#endif
+  }
+};
+
+// Problem sizes as 32-bit ints (element offsets are 64-bit): conv2d_cuda.cu checks they fit.
 struct Dims {
   int N, C, H, W, K, R, S, P, Q, sh, sw, pt, pl, G;
   int Cg, Kg, RS, PQ, HW;
+  FastDiv by_RS, by_S, by_PQ, by_Q, by_HW, by_W, by_sh, by_sw;
 };
 
 inline Dims dims_of(const Conv2dShape& s) {
@@ -62,6 +91,14 @@ inline Dims dims_of(const Conv2dShape& s) {
   d.RS = d.R * d.S;
   d.PQ = d.P * d.Q;
   d.HW = d.H * d.W;
+  d.by_RS = FastDiv(d.RS);
+  d.by_S = FastDiv(d.S);
+  d.by_PQ = FastDiv(d.PQ);
+  d.by_Q = FastDiv(d.Q);
+  d.by_HW = FastDiv(d.HW);
+  d.by_W = FastDiv(d.W);
+  d.by_sh = FastDiv(d.sh);
+  d.by_sw = FastDiv(d.sw);
   return d;
 }
 
@@ -100,7 +137,7 @@ struct Forward {
   TG_HD Col col(int g, int n) const {
     Col c{};
     c.ok = n < N();
-    const int nn = c.ok ? n : 0, img = nn / d.PQ, pq = nn - img * d.PQ, p = pq / d.Q;
+    const int nn = c.ok ? n : 0, img = d.by_PQ.div(nn), pq = nn - img * d.PQ, p = d.by_Q.div(pq);
     c.p = x + (static_cast<int64_t>(img) * d.C + static_cast<int64_t>(g) * d.Cg) * d.HW;
     c.ih0 = p * d.sh - d.pt;
     c.iw0 = (pq - p * d.Q) * d.sw - d.pl;
@@ -112,7 +149,7 @@ struct Forward {
   };
   TG_HD KB kb(int kd) const {
     if (kd >= Kd()) return {0, 0, 0, false};
-    const int c = kd / d.RS, rs = kd - c * d.RS, r = rs / d.S;
+    const int c = d.by_RS.div(kd), rs = kd - c * d.RS, r = d.by_S.div(rs);
     return {c * d.HW, r, rs - r * d.S, true};
   }
   TG_HD float b(const Col& c, const KB& k) const {
@@ -121,7 +158,7 @@ struct Forward {
     return c.p[k.off + ih * d.W + iw];
   }
   TG_HD void store(int g, int m, int n, float v) const {
-    const int img = n / d.PQ, pq = n - img * d.PQ, k = g * d.Kg + m;
+    const int img = d.by_PQ.div(n), pq = n - img * d.PQ, k = g * d.Kg + m;
     if (bias) v += bias[k];
     y[(static_cast<int64_t>(img) * d.K + k) * d.PQ + pq] = v;
   }
@@ -149,7 +186,7 @@ struct BackwardData {
   };
   TG_HD KA ka(int kd) const {
     if (kd >= Kd()) return {0, false};
-    const int k = kd / d.RS;
+    const int k = d.by_RS.div(kd);
     return {static_cast<int64_t>(k) * d.Cg * d.RS + (kd - k * d.RS), true};
   }
   TG_HD float a(const Row& r, const KA& k) const { return r.ok && k.ok ? r.p[k.off] : 0.0f; }
@@ -161,7 +198,7 @@ struct BackwardData {
   TG_HD Col col(int g, int n) const {
     Col c{};
     c.ok = n < N();
-    const int nn = c.ok ? n : 0, img = nn / d.HW, hw = nn - img * d.HW, h = hw / d.W;
+    const int nn = c.ok ? n : 0, img = d.by_HW.div(nn), hw = nn - img * d.HW, h = d.by_W.div(hw);
     c.p = dy + (static_cast<int64_t>(img) * d.K + static_cast<int64_t>(g) * d.Kg) * d.PQ;
     c.th0 = h + d.pt;
     c.tw0 = hw - h * d.W + d.pl;
@@ -173,18 +210,18 @@ struct BackwardData {
   };
   TG_HD KB kb(int kd) const {
     if (kd >= Kd()) return {0, 0, 0, false};
-    const int k = kd / d.RS, rs = kd - k * d.RS, r = rs / d.S;
+    const int k = d.by_RS.div(kd), rs = kd - k * d.RS, r = d.by_S.div(rs);
     return {k * d.PQ, r, rs - r * d.S, true};
   }
   TG_HD float b(const Col& c, const KB& k) const {
     const int th = c.th0 - k.r, tw = c.tw0 - k.s;
     if (!c.ok || !k.ok || th < 0 || tw < 0) return 0.0f;
-    const int p = th / d.sh, q = tw / d.sw;
+    const int p = d.by_sh.div(th), q = d.by_sw.div(tw);
     if (p * d.sh != th || q * d.sw != tw || p >= d.P || q >= d.Q) return 0.0f;
     return c.p[k.off + p * d.Q + q];
   }
   TG_HD void store(int g, int m, int n, float v) const {
-    const int img = n / d.HW, hw = n - img * d.HW;
+    const int img = d.by_HW.div(n), hw = n - img * d.HW;
     dx[(static_cast<int64_t>(img) * d.C + static_cast<int64_t>(g) * d.Cg + m) * d.HW + hw] = v;
   }
 };
@@ -211,7 +248,7 @@ struct BackwardWeight {
   };
   TG_HD KA ka(int kd) const {
     if (kd >= Kd()) return {0, false};
-    const int img = kd / d.PQ;
+    const int img = d.by_PQ.div(kd);
     return {static_cast<int64_t>(img) * d.K * d.PQ + (kd - img * d.PQ), true};
   }
   TG_HD float a(const Row& r, const KA& k) const { return r.ok && k.ok ? r.p[k.off] : 0.0f; }
@@ -223,9 +260,9 @@ struct BackwardWeight {
   TG_HD Col col(int g, int n) const {
     Col c{};
     c.ok = n < N();
-    const int nn = c.ok ? n : 0, ch = nn / d.RS, rs = nn - ch * d.RS;
+    const int nn = c.ok ? n : 0, ch = d.by_RS.div(nn), rs = nn - ch * d.RS;
     c.p = x + (static_cast<int64_t>(g) * d.Cg + ch) * d.HW;
-    c.r = rs / d.S;
+    c.r = d.by_S.div(rs);
     c.s = rs - c.r * d.S;
     return c;
   }
@@ -236,7 +273,7 @@ struct BackwardWeight {
   };
   TG_HD KB kb(int kd) const {
     if (kd >= Kd()) return {0, 0, 0, false};
-    const int img = kd / d.PQ, pq = kd - img * d.PQ, p = pq / d.Q;
+    const int img = d.by_PQ.div(kd), pq = kd - img * d.PQ, p = d.by_Q.div(pq);
     return {static_cast<int64_t>(img) * d.C * d.HW, p * d.sh - d.pt, (pq - p * d.Q) * d.sw - d.pl,
             true};
   }
@@ -252,14 +289,38 @@ struct BackwardWeight {
 
 // ---- the tiled GEMM body ----------------------------------------------------------------------
 
+// A thread's TM x TN outputs: rows in TM / VM groups of VM consecutive rows, the groups BM / GM
+// apart (likewise columns), so its operands come out of shared memory as float4 (float2) loads
+// that neighbouring threads take from consecutive addresses: no bank conflicts, a quarter of
+// the load instructions of one float at a time.
 template <int BM_, int BN_, int TM_, int TN_>
 struct Tiling {
   static constexpr int BM = BM_, BN = BN_, BK = 8, TM = TM_, TN = TN_;
   static constexpr int kThreads = (BM / TM) * (BN / TN);
   static constexpr int kLoadA = BM * BK / kThreads, kLoadB = BK * BN / kThreads;
+  static constexpr int VM = TM < 4 ? TM : 4, VN = TN < 4 ? TN : 4;
+  static constexpr int GM = TM / VM, GN = TN / VN;
   static_assert(kThreads % BK == 0 && kThreads % BN == 0 && kLoadA >= 1 && kLoadB >= 1,
                 "a thread's column and k-row of each tile load must be fixed");
+  static_assert(TM % VM == 0 && TN % VN == 0 && BM % 4 == 0 && BN % 4 == 0, "vector groups");
 };
+
+// V consecutive floats from shared memory, V-aligned: one vector load on the GPU.
+template <int V>
+TG_HD void load_vec(const float* p, float* out) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (V == 4) {
+    const float4 v = *reinterpret_cast<const float4*>(p);
+    out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
+    return;
+  } else if constexpr (V == 2) {
+    const float2 v = *reinterpret_cast<const float2*>(p);
+    out[0] = v.x, out[1] = v.y;
+    return;
+  }
+#endif
+  for (int i = 0; i < V; ++i) out[i] = p[i];
+}
 
 // Where split z's range of kd starts and ends: whole BK steps, the last one short.
 TG_HD int split_chunk(int kd, int splits, int bk) {
@@ -274,9 +335,10 @@ TG_DEV void igemm_block(const Prob& pr, int splits, float* partial, int bx, int 
                         int tid) {
   constexpr int BM = Tl::BM, BN = Tl::BN, BK = Tl::BK, TM = Tl::TM, TN = Tl::TN;
   constexpr int T = Tl::kThreads, LA = Tl::kLoadA, LB = Tl::kLoadB;
+  constexpr int VM = Tl::VM, VN = Tl::VN, GM = Tl::GM, GN = Tl::GN;
   constexpr int kPadA = 4;  // As rows padded: the k-fastest stores hit distinct banks
-  TG_SHARED float As[2][BK][BM + kPadA];
-  TG_SHARED float Bs[2][BK][BN];
+  TG_SHARED16 float As[2][BK][BM + kPadA];
+  TG_SHARED16 float Bs[2][BK][BN];
 
   const int M = pr.M(), N = pr.N(), Kd = pr.Kd();
   const int g = bz / splits, z = bz - g * splits;
@@ -330,9 +392,9 @@ TG_DEV void igemm_block(const Prob& pr, int splits, float* partial, int bx, int 
     for (int kk = 0; kk < BK; ++kk) {
       float av[TM], bv[TN];
       TG_UNROLL
-      for (int i = 0; i < TM; ++i) av[i] = As[buf][kk][ty + i * (BM / TM)];
+      for (int i = 0; i < GM; ++i) load_vec<VM>(&As[buf][kk][i * (BM / GM) + ty * VM], av + i * VM);
       TG_UNROLL
-      for (int j = 0; j < TN; ++j) bv[j] = Bs[buf][kk][tx + j * (BN / TN)];
+      for (int j = 0; j < GN; ++j) load_vec<VN>(&Bs[buf][kk][j * (BN / GN) + tx * VN], bv + j * VN);
       TG_UNROLL
       for (int i = 0; i < TM; ++i) TG_UNROLL
       for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
@@ -344,11 +406,11 @@ TG_DEV void igemm_block(const Prob& pr, int splits, float* partial, int bx, int 
 
   TG_UNROLL
   for (int i = 0; i < TM; ++i) {
-    const int m = m0 + ty + i * (BM / TM);
+    const int m = m0 + i / VM * (BM / GM) + ty * VM + i % VM;
     if (m >= M) continue;
     TG_UNROLL
     for (int j = 0; j < TN; ++j) {
-      const int n = n0 + tx + j * (BN / TN);
+      const int n = n0 + j / VN * (BN / GN) + tx * VN + j % VN;
       if (n >= N) continue;
       if (splits == 1)
         pr.store(g, m, n, acc[i][j]);

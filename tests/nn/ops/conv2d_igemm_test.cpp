@@ -137,6 +137,28 @@ TEST(Conv2dIgemm, SummationOrderIsTheDocumentedOne) {
   }
 }
 
+// The kernels' multiply-high division: exact for every divisor the convolutions can have and
+// every dividend below 2^31 (a dense sweep of small values, the largest values, and values
+// around each multiple near the top).
+TEST(Conv2dIgemm, FastDivIsExact) {
+  std::vector<int> divisors;
+  for (int d = 1; d <= 3000; ++d) divisors.push_back(d);
+  for (int d : {4095, 4096, 4097, 12544, 50176, 65535, 65536, 1 << 20, (1 << 20) + 1, 1000003,
+                (1 << 30) - 1, 1 << 30, (1 << 30) + 1, 2147483647})
+    divisors.push_back(d);
+  for (int d : divisors) {
+    const igemm::FastDiv f(d);
+    auto check = [&](int64_t n) {
+      if (n < 0 || n > 2147483647) return;
+      ASSERT_EQ(f.div(static_cast<int>(n)), static_cast<int>(n / d)) << n << " / " << d;
+    };
+    for (int64_t n = 0; n < 5000; ++n) check(n);
+    for (int64_t n = 2147483647; n > 2147483647 - 5000; --n) check(n);
+    for (int64_t q = 2147483647 / d; q > 2147483647 / d - 50 && q >= 0; --q)
+      for (int64_t e : {-1, 0, 1}) check(q * d + e);
+  }
+}
+
 TEST(Conv2dIgemm, AnEmptyBatchGivesAZeroWeightGradient) {
   const NetConv c{"N0", {0, 3, 5, 5}, {4, 3, 3, 3}, testing::conv_opts(1, 1, Padding::same)};
   const Data d = make(c, 3);
