@@ -34,7 +34,8 @@ hang cannot eat the rest; a failed step is recorded with why, and the next one r
      under autocast. On a GPU machine h comes last and may find the --budget spent: --only a,h
      runs it alone (a build of ~1-3 min with every core, the hook cases under a minute)
   i  (issue 31; only with --only, e.g. --only a,i, as a-h fill the default budget) the GPU
-     engine against PyTorch: bench_conv2d --algos times every convolution algorithm on every
+     engine against PyTorch: LeNet/MNIST trained in strict fp32, in TF32 (target: accuracy within
+     0.1 point) and twice with cuda.conv_algo = igemm (same params_sha256); bench_conv2d --algos times every convolution algorithm on every
      conv layer and pass of the five nets beside bench/pytorch_conv.py's cuDNN (fp32 and TF32);
      then bench_train with cuda.conv_algo = autotune on LeNet, CifarNet, AlexNet, GoogLeNet and
      VGG-A beside bench/pytorch_step.py eager and torch.compile, strict fp32 and TF32 on both
@@ -1100,6 +1101,52 @@ print(json.dumps({"torch": torch.__version__, "torch_cuda": torch.version.cuda,
                           f"{fmt(L['im2col_fwd_bwd_ms'])} | {fmt(cd_sum)} | "
                           f"{f'{ratio:.2f}' if ratio else '—'} | {L['best_frac_of_sgemm']:.2f} | "
                           f"{fmt(tf32_im2col.get(name))} | {fmt(ct_sum)} |")
+        # Part 0 (items 1-3 end to end): LeNet/MNIST trained with TF32 against strict fp32 (the
+        # accuracy must agree within 0.1 point), and twice with cuda.conv_algo = igemm (the
+        # implicit-GEMM path in training: the accuracy of the fp32 run within 0.25 point, the
+        # same params_sha256 both times, each pass's algorithm in summary.json).
+        full = self.iterations if self.rehearsal else 10000
+        runs0 = {}
+        for tag, iters, extra in (("fp32", full, []), ("tf32", full, ["--set", "cuda.tf32=true"]),
+                                  ("igemm", full, ["--set", "cuda.conv_algo=igemm"]),
+                                  ("igemm_rerun", full, ["--set", "cuda.conv_algo=igemm"])):
+            if self.left() < 120:
+                notes.append(f"budget spent before the LeNet {tag} run")
+                break
+            out = os.path.join(self.work, "runs", f"i_lenet_{tag}")
+            shutil.rmtree(out, ignore_errors=True)
+            r = self.run(self.train_cmd(out, self.dev, 1, "none", iters, 100, extra), 120,
+                         tag=f"lenet {tag}")
+            s_, _ = self.read_run(out)
+            runs0[tag] = s_
+            if r["rc"] != 0 or s_ is None:
+                status = "fail"
+                notes.append(f"LeNet {tag}: rc {r['rc']}: {r['err'].strip()[-200:]}")
+        acc = {k: 100 * v["test_accuracy"] for k, v in runs0.items() if v}
+        rec0 = {"kind": "lenet_precision", "iterations": full, "accuracy": acc,
+                "sha": {k: v.get("params_sha256") for k, v in runs0.items() if v},
+                "igemm_conv_algorithms": (runs0.get("igemm") or {}).get("conv_algorithms")}
+        if "fp32" in acc and "tf32" in acc:
+            rec0["tf32_minus_fp32_points"] = acc["tf32"] - acc["fp32"]
+            if abs(rec0["tf32_minus_fp32_points"]) > 0.1:
+                status = "fail"
+                notes.append(f"TF32 {acc['tf32']:.2f}% vs fp32 {acc['fp32']:.2f}% (target: within 0.1)")
+        if "fp32" in acc and "igemm" in acc and abs(acc["igemm"] - acc["fp32"]) > 0.25:
+            status = "fail"
+            notes.append(f"igemm {acc['igemm']:.2f}% vs im2col {acc['fp32']:.2f}%")
+        if runs0.get("igemm") and runs0.get("igemm_rerun"):
+            rec0["igemm_deterministic"] = runs0["igemm"]["params_sha256"] == runs0["igemm_rerun"]["params_sha256"]
+            if not rec0["igemm_deterministic"]:
+                status = "fail"
+                notes.append("two igemm runs ended with different parameters")
+            if not self.rehearsal and not rec0["igemm_conv_algorithms"]:
+                status = "fail"
+                notes.append("the igemm run's summary.json has no conv_algorithms")
+        self.record(step="i", **rec0)
+        md += ["", "LeNet/MNIST, " + f"{full} iterations: " +
+               ", ".join(f"{k} {v:.2f}%" for k, v in acc.items()) +
+               (f"; igemm runs {'bit-identical' if rec0.get('igemm_deterministic') else 'DIFFER'}"
+                if "igemm_deterministic" in rec0 else ""), ""]
         # Part 2: the training step, five nets, fp32 and TF32.
         nets = self.NETS_I[3:4] if self.rehearsal else self.NETS_I
         secs = "0.3" if self.rehearsal else "1"

@@ -127,6 +127,10 @@ if sorted(l["precision"] for l in lines) != ["fp32", "tf32"] or \
         not all(need <= set(l) and l["net"] == "lenet" and l["terngrad_ms"] > 0 and l["rehearsal"]
                 for l in lines):
     fail(f"rehearsal gpu-compare.jsonl: {lines}")
+prec = [r for r in recs if r.get("kind") == "lenet_precision"]
+if len(prec) != 1 or sorted(prec[0]["accuracy"]) != ["fp32", "igemm", "igemm_rerun", "tf32"] or \
+        not prec[0].get("igemm_deterministic"):
+    fail(f"rehearsal LeNet precision runs: {prec}")
 PY
 [ -f "$T/rehearsal/runs.tar.gz" ] || fail "the rehearsal wrote no runs.tar.gz"
 
