@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""One rank of PyTorch DistributedDataParallel (Gloo, CPU): the baseline of bench/race.sh.
+"""One rank of PyTorch DistributedDataParallel (Gloo; CPU, or --device cuda): the baseline of bench/race.sh.
 
 What it runs
 ------------
@@ -17,6 +17,10 @@ is as arbitrary; the timing does not depend on the pixels).
                 DIR is where the package is (default: on PYTHONPATH)
   --hook grace  TernGrad as GRACE implements it, in pure PyTorch (bench/grace_terngrad_hook.py:
                 int8 codes, per-worker scalers, allgather)
+  --error-feedback  with --hook terngrad: TernGradState(error_feedback=True)
+  --device cuda  the model and batch on GPU 0 (every rank the same GPU: the GPU race of issue
+                33), still over Gloo (NCCL refuses two ranks on one GPU); the step is timed after
+                a device synchronisation
 
 DDP is built with broadcast_buffers=False: terngrad does not synchronise AlexNet's BN moving
 averages either (LeNet has no buffers).
@@ -84,6 +88,9 @@ def parse_args():
     p.add_argument("--iterations", type=int, default=60, help="all steps, warm-up included")
     p.add_argument("--warmup", type=int, default=10, help="steps before the timed window")
     p.add_argument("--hook", choices=["none", "fp16", "terngrad", "grace"], default="none")
+    p.add_argument("--error-feedback", action="store_true",
+                   help="--hook terngrad: keep what ternarization drops and add it next step")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--terngrad-torch", default="",
                    help="directory holding the terngrad_torch package (e.g. build/python)")
     p.add_argument("--log", default="", help="rank 0: append train records here")
@@ -98,6 +105,8 @@ def parse_args():
         usage_error(p, "--batch and --threads must be >= 1")
     if not 1 <= args.warmup < args.iterations:
         usage_error(p, f"need 1 <= --warmup ({args.warmup}) < --iterations ({args.iterations})")
+    if args.error_feedback and args.hook != "terngrad":
+        usage_error(p, "--error-feedback needs --hook terngrad")
     return p, args
 
 
@@ -124,6 +133,17 @@ def main():
     dist.init_process_group("gloo", store=store, rank=args.rank, world_size=args.world_size,
                             timeout=datetime.timedelta(seconds=args.timeout))
 
+    cuda = args.device == "cuda"
+    if cuda:
+        if not torch.cuda.is_available():
+            raise SystemExit("ddp_train.py: --device cuda but torch sees no CUDA device")
+        torch.cuda.set_device(0)
+    dev = torch.device("cuda", 0) if cuda else torch.device("cpu")
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize(dev)
+
     torch.manual_seed(123)  # same initial weights on every rank (DDP broadcasts rank 0's anyway)
     model = ref.NETS[args.net]()
     model.train()
@@ -131,7 +151,8 @@ def main():
     expected = ref.EXPECTED_PARAMS[args.net]
     if params != expected:
         raise SystemExit(f"ddp_train.py: {args.net} has {params} parameters, terngrad's has {expected}")
-    ddp = DDP(model, broadcast_buffers=False)
+    model = model.to(dev)
+    ddp = DDP(model, device_ids=[0] if cuda else None, broadcast_buffers=False)
     hook_state = None
     if args.hook == "fp16":
         ddp.register_comm_hook(state=None, hook=default_hooks.fp16_compress_hook)
@@ -139,7 +160,7 @@ def main():
         if args.terngrad_torch:
             sys.path.insert(0, args.terngrad_torch)
         from terngrad_torch import TernGradState, terngrad_hook
-        hook_state = TernGradState(clip=2.5, seed=123)
+        hook_state = TernGradState(clip=2.5, seed=123, error_feedback=args.error_feedback)
         ddp.register_comm_hook(hook_state, terngrad_hook)
     elif args.hook == "grace":
         from grace_terngrad_hook import GraceTernGradState, grace_terngrad_hook
@@ -148,8 +169,9 @@ def main():
     ema = ref.Ema(model.parameters(), 0.9999)
 
     gen = torch.Generator().manual_seed(7 + args.rank)
-    x = torch.randn(args.batch, model.in_channels, model.image_size, model.image_size, generator=gen)
-    y = (torch.arange(args.batch) + args.rank) % model.num_classes
+    x = torch.randn(args.batch, model.in_channels, model.image_size, model.image_size,
+                    generator=gen).to(dev)
+    y = ((torch.arange(args.batch) + args.rank) % model.num_classes).to(dev)
 
     log = open(args.log, "a", buffering=1) if args.log and args.rank == 0 else None
     t_start = time.perf_counter()
@@ -159,7 +181,7 @@ def main():
             log.write(json.dumps({"type": "train", "step": step,
                                   "wall_seconds": time.perf_counter() - t_start}) + "\n")
 
-    loss_sum = 0.0
+    loss_acc = torch.zeros((), device=dev)  # summed on the device: no host sync per step
     t0 = b0 = None
     for step in range(1, args.iterations + 1):
         opt.zero_grad(set_to_none=True)
@@ -167,12 +189,16 @@ def main():
         loss.backward()  # DDP's allreduce of the gradient buckets overlaps the backward pass
         opt.step()
         ema.update(step - 1)
-        loss_sum += float(loss)
+        loss_acc += loss.detach()
         if step == args.warmup:
+            sync()
             t0, b0 = time.perf_counter(), net_bytes()
         if step % args.warmup == 0 or step == args.iterations:
+            sync()
             record(step)
+    sync()
     t1, b1 = time.perf_counter(), net_bytes()
+    loss_sum = float(loss_acc)
     if not math.isfinite(loss_sum):
         raise SystemExit(f"ddp_train.py: rank {args.rank}: non-finite loss")
 
@@ -180,7 +206,8 @@ def main():
     step_s = (t1 - t0) / steps
     print(json.dumps({
         "kind": "ddp_train", "rank": args.rank, "world_size": args.world_size, "net": args.net,
-        "hook": args.hook, "batch_per_rank": args.batch, "threads": torch.get_num_threads(),
+        "hook": args.hook, "error_feedback": args.error_feedback, "device": args.device,
+        "batch_per_rank": args.batch, "threads": torch.get_num_threads(),
         "params": params, "params_terngrad": expected, "step_ms": step_s * 1e3,
         "images_per_sec": args.batch * args.world_size / step_s, "timed_steps": steps,
         "tx_bytes_per_step": (b1[0] - b0[0]) / steps, "rx_bytes_per_step": (b1[1] - b0[1]) / steps,

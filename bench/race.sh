@@ -8,6 +8,7 @@
 #   ddp        bench/ddp_train.py: DDP, fp32 bucketed allreduce (PyTorch's default)
 #   ddp-fp16   bench/ddp_train.py: DDP with its fp16_compress_hook
 #   ddp-terngrad  bench/ddp_train.py: DDP with terngrad_torch's TernGrad hook (python/)
+#   ddp-terngrad-ef  the same with TernGradState(error_feedback=True)
 #   ddp-grace  bench/ddp_train.py: DDP with a pure-PyTorch TernGrad hook written the way GRACE does
 #              it (bench/grace_terngrad_hook.py: int8 codes, per-worker scalers, allgather)
 # then prints a markdown table (ms/step, img/s, wire bytes per step per rank, speedup over DDP
@@ -22,8 +23,15 @@
 #     --python PATH       a python3 with torch (default /usr/bin/python3: Debian's python3-torch)
 #     --procs LIST        process counts (default 2,4)
 #     --nets LIST         nets (default lenet,alexnet; also cifarnet)
-#     --methods LIST      any of none,terngrad,ddp,ddp-fp16,ddp-terngrad,ddp-grace (default
-#                         none,terngrad,ddp,ddp-fp16)
+#     --methods LIST      any of none,terngrad,ddp,ddp-fp16,ddp-terngrad,ddp-terngrad-ef,ddp-grace
+#                         (default none,terngrad,ddp,ddp-fp16)
+#     --device cpu|cuda   where every rank computes (default cpu). cuda: every rank on GPU 0 (the
+#                         GPU race of issue 33: ranks sharing one GPU, Gloo over the shaped link;
+#                         terngrad with comm.backend=gloo, DDP with CUDA tensors over Gloo); the
+#                         model then takes its compute and encode times from --bench-train on the
+#                         GPU instead of perf-model --calibrate on the CPU
+#     --bench-train PATH  bench_train, for --device cuda (default: beside --terngrad, then
+#                         build/bench/bench_train)
 #     --terngrad-torch DIR  where the terngrad_torch package is (default build/python)
 #     --batch LIST        total batch per net, NET=B,... (default lenet=64,alexnet=16: LeNet's
 #                         recipe; AlexNet small enough for 2 CPU cores, 8 per rank at P = 2)
@@ -53,6 +61,8 @@ declare -A BATCH=([lenet]=64 [alexnet]=16 [cifarnet]=128)
 declare -A ITERS=([lenet]=60 [alexnet]=8 [cifarnet]=40)
 declare -A WARM=([lenet]=10 [alexnet]=2 [cifarnet]=10)
 THREADS=
+DEVICE=cpu
+BENCH_TRAIN=
 RATE=1gbit
 LINK_GBIT=0.957
 TIMEOUT=900
@@ -81,6 +91,8 @@ while [[ $# -gt 0 ]]; do
     --iterations) need "$@"; set_map ITERS "$2"; shift 2 ;;
     --warmup) need "$@"; set_map WARM "$2"; shift 2 ;;
     --threads) need "$@"; THREADS="$2"; shift 2 ;;
+    --device) need "$@"; DEVICE="$2"; shift 2 ;;
+    --bench-train) need "$@"; BENCH_TRAIN="$2"; shift 2 ;;
     --rate) need "$@"; RATE="$2"; shift 2 ;;
     --link-gbit) need "$@"; LINK_GBIT="$2"; shift 2 ;;
     --timeout) need "$@"; TIMEOUT="$2"; shift 2 ;;
@@ -115,14 +127,28 @@ for m in "${METHOD_LIST[@]}"; do
   case "$m" in
     none|terngrad) ;;
     ddp|ddp-fp16|ddp-grace) WANT_DDP=1 ;;
-    ddp-terngrad) WANT_DDP=1; WANT_EXT=1 ;;
-    *) die "--methods: '$m' is not one of none, terngrad, ddp, ddp-fp16, ddp-terngrad, ddp-grace" ;;
+    ddp-terngrad|ddp-terngrad-ef) WANT_DDP=1; WANT_EXT=1 ;;
+    *) die "--methods: '$m' is not one of none, terngrad, ddp, ddp-fp16, ddp-terngrad, ddp-terngrad-ef, ddp-grace" ;;
   esac
 done
 [[ -z "$THREADS" || "$THREADS" =~ ^[1-9][0-9]*$ ]] || die "--threads must be a positive integer, got '$THREADS'"
 [[ "$TIMEOUT" =~ ^[1-9][0-9]*$ ]] || die "--timeout must be a positive integer, got '$TIMEOUT'"
 [[ -x "$TERNGRAD" ]] || die "no terngrad binary at $TERNGRAD (build it, or pass --terngrad PATH)"
 TERNGRAD=$(realpath "$TERNGRAD")
+[[ "$DEVICE" == cpu || "$DEVICE" == cuda ]] || die "--device must be cpu or cuda, got '$DEVICE'"
+if [[ "$DEVICE" == cuda ]]; then
+  if [[ -z "$BENCH_TRAIN" ]]; then
+    for c in "$(dirname "$TERNGRAD")/bench_train" "$(dirname "$TERNGRAD")/../bench/bench_train" build/bench/bench_train; do
+      [[ -x "$c" ]] && { BENCH_TRAIN=$c; break; }
+    done
+  fi
+  [[ -n "$BENCH_TRAIN" && -x "$BENCH_TRAIN" ]] || die "--device cuda needs bench_train (pass --bench-train PATH)"
+  BENCH_TRAIN=$(realpath "$BENCH_TRAIN")
+  if ((WANT_DDP)); then
+    "$PY" -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null ||
+      die "$PY has no torch with CUDA (--device cuda)"
+  fi
+fi
 if ((WANT_DDP)); then
   "$PY" -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null ||
     die "$PY has no torch with Gloo (apt-get install python3-torch, or pass --python PATH)"
@@ -149,6 +175,9 @@ echo "race: $MAXP namespaces, veths shaped both ways to $RATE; $CORES cores; out
 CUR_NET= CUR_P= CUR_T= CUR_M= CUR_DIR= CUR_B=
 tg_rank() {
   local r="$1" data=(--set data.synthetic_channels=1 --set data.synthetic_classes=10)
+  local dev=(--device "$DEVICE")
+  # Two ranks on one GPU: Gloo (NCCL refuses a GPU shared by ranks), over the shaped veth.
+  if [[ "$DEVICE" == cuda ]]; then dev+=(--set comm.backend=gloo); fi
   if [[ "$CUR_NET" == alexnet ]]; then
     data=(--set data.synthetic_channels=3 --set data.synthetic_classes=1001 --set data.image_size=224
           --set data.synthetic_size=$((2 * BATCH[alexnet])))
@@ -162,17 +191,19 @@ tg_rank() {
     --set data.augment=false --set train.batch_size="${BATCH[$CUR_NET]}" --set workers.count="$CUR_P" \
     --set train.iterations="${ITERS[$CUR_NET]}" --set train.log_every="${WARM[$CUR_NET]}" \
     --set train.eval_every=0 --set train.checkpoint_every=0 --set data.eval_limit=1 \
-    --set compression.method="$CUR_M" --out "$CUR_DIR/train"
+    --set compression.method="$CUR_M" "${dev[@]}" --out "$CUR_DIR/train"
 }
 ddp_rank() {
   local r="$1" hook=none
   [[ "$CUR_M" == ddp-fp16 ]] && hook=fp16
-  [[ "$CUR_M" == ddp-terngrad ]] && hook=terngrad
+  local ef=()
+  [[ "$CUR_M" == ddp-terngrad || "$CUR_M" == ddp-terngrad-ef ]] && hook=terngrad
+  [[ "$CUR_M" == ddp-terngrad-ef ]] && ef=(--error-feedback)
   [[ "$CUR_M" == ddp-grace ]] && hook=grace
   lab_exec "$r" env OMP_NUM_THREADS="$CUR_T" "$PY" "$HERE/ddp_train.py" --rank "$r" \
     --world-size "$CUR_P" --store "$CUR_DIR/store/ddp" --ifname tg0 --net "$CUR_NET" \
     --batch "$CUR_B" --threads "$CUR_T" --iterations "${ITERS[$CUR_NET]}" \
-    --warmup "${WARM[$CUR_NET]}" --hook "$hook" --terngrad-torch "$TORCH_EXT" \
+    --warmup "${WARM[$CUR_NET]}" --hook "$hook" "${ef[@]}" --device "$DEVICE" --terngrad-torch "$TORCH_EXT" \
     --log "$CUR_DIR/train/metrics.jsonl"
 }
 start_watch() {
@@ -206,7 +237,7 @@ for CUR_NET in "${NET_LIST[@]}"; do
       cat >"$CUR_DIR/meta.json" <<J
 {"net": "$CUR_NET", "net_order": $net_order, "procs": $CUR_P, "method": "$CUR_M", "threads": $CUR_T,
  "batch_total": ${BATCH[$CUR_NET]}, "batch_per_rank": $CUR_B, "iterations": ${ITERS[$CUR_NET]},
- "warmup": ${WARM[$CUR_NET]}, "rate": "$RATE", "rc": $rc, "dir": "$CUR_DIR"}
+ "warmup": ${WARM[$CUR_NET]}, "rate": "$RATE", "device": "$DEVICE", "rc": $rc, "dir": "$CUR_DIR"}
 J
     done
   done
@@ -216,7 +247,44 @@ done
 # The model: one process per node, both links at LINK_GBIT, T_c and T_enc measured here with the
 # same threads per process and per-rank batch (a single process: P = 4 on 2 cores oversubscribes
 # the runs, not the model).
+if [[ "$DEVICE" == cuda ]]; then
+  # On the GPU: one rank per "node" on a LINK_GBIT link (a cluster file), the compute and encode
+  # times of the per-rank batch measured by bench_train on the same GPU (forward + backward +
+  # update; TernGrad's compression of one worker).
+  cat >"$OUT/cluster.toml" <<T
+name = "race"
+description = "one rank per node on the emulated $LINK_GBIT Gbit/s link, compute measured on this GPU"
+gpus_per_node = 1
+full_duplex = true
+[intra]
+bandwidth_gbit = 100.0
+latency_us = 5.0
+[inter]
+bandwidth_gbit = $LINK_GBIT
+latency_us = 50.0
+T
+  for p in "${PROC_LIST[@]}"; do
+    : >"$OUT/model.P$p.jsonl"
+    for n in "${NET_LIST[@]}"; do
+      b=$((BATCH[$n] / p))
+      fp=$("$BENCH_TRAIN" --device cuda --net "$n" --batch "$b" --seconds 1 2>/dev/null | grep '"kind": "step"' | head -1) || true
+      tg=$("$BENCH_TRAIN" --device cuda --net "$n" --batch "$b" --seconds 1 --compression terngrad 2>/dev/null | grep '"kind": "step"' | head -1) || true
+      ct=$("$PY" -c 'import json,sys; print(json.loads(sys.argv[1])["step_ms"] / 1e3)' "$fp" 2>/dev/null) || ct=
+      et=$("$PY" -c 'import json,sys; print(json.loads(sys.argv[1])["compress_ms"] / 1e3)' "$tg" 2>/dev/null) || et=
+      if [[ -z "$ct" || -z "$et" ]]; then
+        FAILED=1
+        echo "race.sh: bench_train on the GPU gave no step time for $n (batch $b)" >&2
+        continue
+      fi
+      "$TERNGRAD" perf-model --json --cluster "$OUT/cluster.toml" --networks "$n" --batch "$n=$b" \
+        --gpus "$p" --topology ring --compute-time "$n=$ct" --encode-time "$n=$et" \
+        >>"$OUT/model.P$p.jsonl" 2>"$OUT/model.P$p.err" ||
+        { FAILED=1; echo "race.sh: perf-model failed for $n P = $p:" >&2; tail -n 3 "$OUT/model.P$p.err" >&2; }
+    done
+  done
+fi
 for p in "${PROC_LIST[@]}"; do
+  [[ "$DEVICE" == cuda ]] && break
   t=${THREADS:-$((CORES / p > 0 ? CORES / p : 1))}
   args=()
   for n in "${NET_LIST[@]}"; do args+=(--batch "$n=$((BATCH[$n] / p))"); done

@@ -17,6 +17,8 @@
 #                                GPU machine),
 #                                lib/compat/ (libstdc++, libgcc_s: used there only when the
 #                                machine's own are missing or too old), bench/pytorch_step.py and pytorch_conv.py,
+#                                bench/race.sh with netns_lab.sh, race_report.py, ddp_train.py
+#                                and grace_terngrad_hook.py (step j),
 #                                configs/, data/mnist/ (the four IDX files), dlopen-libraries.txt
 #                                (the CUDA libraries opened on demand, which ldd does not show),
 #                                src/ (what the TG_PYTHON_ONLY build of python/terngrad_torch
@@ -80,6 +82,9 @@ exe_path() {  # the built executable of a target
 for t in "${PROGRAMS[@]}"; do cp "$(exe_path "$t")" "$P/bin/"; done
 for t in "${CUDA_TESTS[@]}"; do cp "$(exe_path "$t")" "$P/tests/"; done
 cp "$ROOT/bench/pytorch_step.py" "$ROOT/bench/pytorch_conv.py" "$P/bench/"
+# Step j's race over a shaped link (issue 33): the lab, the DDP baseline and the report.
+cp "$ROOT/bench/race.sh" "$ROOT/bench/netns_lab.sh" "$ROOT/bench/race_report.py" \
+  "$ROOT/bench/ddp_train.py" "$ROOT/bench/grace_terngrad_hook.py" "$P/bench/"
 # The CUDA libraries the programs open with dlopen (cuBLAS, NCCL), one SONAME a line, written
 # by CMake: gpu-check.sh puts their folders on LD_LIBRARY_PATH, as it does for linked ones.
 [ -f "$BUILD_DIR/dlopen-libraries.txt" ] || die "$BUILD_DIR/dlopen-libraries.txt is missing (re-run cmake)"

@@ -2,7 +2,7 @@
 """terngrad GPU check: runs from an unpacked bundle (scripts/gpu-bundle.sh) on a GPU machine.
 
 Usage: bash gpu-check.sh [--results DIR] [--work DIR] [--budget SECONDS] [--iterations N]
-                         [--only a,b,c,d,e,f,g,h,i]
+                         [--only a,b,c,d,e,f,g,h,i,j]
 
 Steps, in order, each under its own time limit (and all under --budget, default 510 s) so one
 hang cannot eat the rest; a failed step is recorded with why, and the next one runs:
@@ -42,6 +42,12 @@ hang cannot eat the rest; a failed step is recorded with why, and the next one r
      sides; gpu-compare.jsonl has one line per net and precision (net, batch, precision,
      terngrad_ms, pytorch_eager_ms, pytorch_compile_ms, gpu, commit, the conv choices): commit
      it as bench/gpu-results/<date>-<gpu>.jsonl
+  j  (issue 33 item 6; only with --only, best --only a,h,j so terngrad_torch is built) the GPU
+     race: bench/race.sh --device cuda, AlexNet b128 as two ranks sharing the GPU, Gloo over
+     veths shaped to 1 Gbit/s: terngrad fp32 and TernGrad, DDP fp32, DDP's fp16 hook,
+     terngrad_torch with and without error feedback, and perf-model's figure for the setting from
+     times measured on the GPU; as root directly, else in a user namespace when step a found one
+     can shape a link; "not-possible" with why when neither
 
 Results go to --results (default $OUT if set, else ./gpu-results), at most eight files:
 results.jsonl (one JSON object per finding), summary.md, log.txt (every command and its output),
@@ -127,6 +133,8 @@ class Check:
         self.rehearsal = args.rehearse_on_cpu
         self.dev = "cpu" if self.rehearsal else "cuda"
         self.gpu_name = "cpu (rehearsal)" if self.rehearsal else ""
+        self.netns = {}  # step a's probe
+        self.ext_pythonpath = None  # step h's terngrad_torch build, for step j
         self.commit = "unknown"
 
     # ---- output ---------------------------------------------------------------------------------
@@ -400,6 +408,7 @@ class Check:
                 else:
                     rec["ip_netns_error"] = (r["err"].strip().splitlines() or [""])[-1][:200]
         self.record(**rec)
+        self.netns = rec
         can = rec.get("user_netns_tbf") or rec.get("ip_netns")
         md.append(f"- network namespaces for a shaped-link race: {'**possible**' if can else 'not possible'} "
                   f"({', '.join(f'{k} {v}' for k, v in rec.items() if k not in ('step', 'kind'))})")
@@ -1005,6 +1014,7 @@ print(json.dumps({"torch": torch.__version__, "torch_cuda": torch.version.cuda,
             md.append("- **the build is CPU-only**: the hook cannot run on CUDA tensors")
             return "fail", f"setup.py built without CUDA (torch.version.cuda {tools.get('torch_cuda')}, nvcc {tools['nvcc']})"
 
+        self.ext_pythonpath = os.path.join(build, "python")
         # The hook on the device's tensors, with torch's own libraries (not the CUDA toolkit's).
         henv = dict(os.environ, LD_LIBRARY_PATH=ld, PYTHONPATH=os.path.join(build, "python"),
                     OMP_NUM_THREADS="1")
@@ -1225,6 +1235,75 @@ print(json.dumps({"torch": torch.__version__, "torch_cuda": torch.version.cuda,
             notes.append("no training-step comparison")
         return status, "; ".join(notes)[:600] or f"{len(lines)} net x precision lines in gpu-compare.jsonl"
 
+    # ---- step j ---------------------------------------------------------------------------------
+    # (issue 33 item 6) The GPU race: AlexNet, two ranks sharing the GPU, Gloo over a veth pair
+    # shaped to 1 Gbit/s (bench/race.sh --device cuda): terngrad train fp32 and TernGrad, DDP
+    # fp32 and its fp16 hook, and, when step h built terngrad_torch in this call, DDP with the
+    # terngrad_torch hook with and without error feedback; perf-model's figure for the setting
+    # from compute and encode times measured on the GPU. As root the lab is made directly; else
+    # inside `unshare --net --mount --map-root-user` with a tmpfs on /run (where `ip netns`
+    # keeps its names), if step a found user namespaces can shape a link.
+    def step_j(self):
+        if self.no_gpu and not self.rehearsal:
+            return "no-gpu", "no CUDA device"
+        probe = self.netns
+        root = os.geteuid() == 0
+        if not probe.get("ip") or not probe.get("tc"):
+            return "not-possible", "no ip/tc on this machine (iproute2): the race needs them"
+        if not root and not probe.get("user_netns_tbf"):
+            return "not-possible", ("not root and user namespaces cannot shape a link: "
+                                    f"{probe.get('user_netns_tbf_error', 'unshare failed')}")
+        if not self.python or not self.torch_version:
+            return "fail", "no python3 with torch: the DDP baselines cannot run"
+        # The binaries with the bundle's libraries, torch with its own: wrappers carry the
+        # LD_LIBRARY_PATH, the race runs with the machine's environment.
+        wrap = {}
+        for name in ("terngrad", "bench_train"):
+            path = os.path.join(self.work, f"{name}-wrapped")
+            with open(path, "w") as f:
+                f.write(f"#!/bin/sh\nLD_LIBRARY_PATH='{self.env['LD_LIBRARY_PATH']}' exec "
+                        f"'{os.path.join(self.root, 'bin', name)}' \"$@\"\n")
+            os.chmod(path, 0o755)
+            wrap[name] = path
+        methods = ["none", "terngrad", "ddp", "ddp-fp16"]
+        notes = []
+        if self.ext_pythonpath:
+            methods += ["ddp-terngrad", "ddp-terngrad-ef"]
+        else:
+            notes.append("terngrad_torch not built in this call (run --only a,h,j): its two methods skipped")
+        net, batch, iters, warm = ("lenet", 64, 20, 10) if self.rehearsal else ("alexnet", 128, 12, 4)
+        out = os.path.join(self.work, "race")
+        shutil.rmtree(out, ignore_errors=True)
+        cmd = ["bash", os.path.join(self.root, "bench", "race.sh"), "--device", self.dev,
+               "--nets", net, "--procs", "2", "--methods", ",".join(methods),
+               "--terngrad", wrap["terngrad"], "--bench-train", wrap["bench_train"],
+               "--python", self.python, "--terngrad-torch", self.ext_pythonpath or "/nonexistent",
+               "--batch", f"{net}={batch}", "--iterations", f"{net}={iters}", "--warmup", f"{net}={warm}",
+               "--timeout", "150", "--out", out]
+        if not root:
+            cmd = ["unshare", "--net", "--mount", "--map-root-user", "--propagation", "private",
+                   "sh", "-c", 'mount -t tmpfs tmpfs /run && exec "$@"', "sh"] + cmd
+        env = dict(os.environ, PATH=os.environ.get("PATH", "/usr/bin:/bin") + ":/usr/sbin:/sbin")
+        r = self.run(cmd, max(60.0, self.left() - 15), env=env, tag="race")
+        rows = []
+        try:
+            with open(os.path.join(out, "results.jsonl")) as f:
+                rows = [json.loads(l) for l in f if l.strip()]
+        except OSError:
+            pass
+        for row in rows:
+            self.record(step="j", kind="race_row", **{k: v for k, v in row.items() if k != "dir"})
+        table = [l for l in r["out"].splitlines() if l.startswith("|") or l.startswith("- ")]
+        self.summary["j"] = [f"AlexNet b{batch} (2 ranks x {batch // 2}) on one GPU, Gloo over veths "
+                             f"shaped to 1 Gbit/s, {iters} steps ({warm} warm-up)" if not self.rehearsal
+                             else "rehearsal: LeNet on the CPU", ""] + table
+        for v in (l[2:] for l in table if l.startswith("- ")):
+            self.record(step="j", kind="race_verdict", verdict=v)
+        if r["rc"] != 0 or not rows:
+            why = "timed out" if r["timed_out"] else f"rc {r['rc']}: {r['err'].strip()[-400:]}"
+            return "fail", "; ".join(notes + [f"race.sh {why}"])
+        return "pass", "; ".join(notes) or f"{len(rows)} runs; table in summary.md"
+
     # ---- the whole check -------------------------------------------------------------------------
     def main(self):
         self.say(f"bundle {self.bundle}, results {self.results}, work {self.work}")
@@ -1268,6 +1347,8 @@ print(json.dumps({"torch": torch.__version__, "torch_cuda": torch.version.cuda,
         self.step("h", "PyTorch extension: build from the bundle's source, the DDP hook on CUDA", self.step_h)
         self.step("i", "GPU engine sweep: conv algorithms per layer, five nets against PyTorch, "
                        "fp32 and TF32", self.step_i)
+        self.step("j", "GPU race: AlexNet, two ranks on one GPU over a shaped 1 Gbit/s link",
+                  self.step_j)
         code = EXIT_FAILED if self.failed else EXIT_NO_GPU if self.no_gpu else EXIT_OK
         if self.rehearsal:
             self.record(step="setup", kind="rehearsal",
@@ -1304,8 +1385,9 @@ print(json.dumps({"torch": torch.__version__, "torch_cuda": torch.version.cuda,
         titles = {"a": "a. Device", "b": "b. CUDA tests", "c": "c. Training: GPU against CPU",
                   "d": "d. Step time against PyTorch", "e": "e. TernGrad kernels", "f": "f. NCCL",
                   "g": "g. JPEG input", "h": "h. PyTorch extension",
-                  "i": "i. GPU engine against PyTorch (per conv layer; per training step)"}
-        for k in "abcdefghi":
+                  "i": "i. GPU engine against PyTorch (per conv layer; per training step)",
+                  "j": "j. The GPU race over a shaped link"}
+        for k in "abcdefghij":
             if self.summary.get(k):
                 lines += ["", f"## {titles[k]}", ""] + self.summary[k]
         lines += ["", "Every finding is a JSON line in results.jsonl; every command and its output "
@@ -1331,13 +1413,13 @@ def main():
     p.add_argument("--budget", type=float, default=510.0, help="seconds for all steps (default 510)")
     p.add_argument("--iterations", type=int, default=2000, help="step c's training iterations")
     p.add_argument("--only", default="",
-                   help="comma-separated steps to run (default a,...,h; i only when named)")
+                   help="comma-separated steps to run (default a,...,h; i and j only when named)")
     p.add_argument("--rehearse-on-cpu", action="store_true",
                    help="test this script without a GPU: steps c-h on the CPU (Gloo for NCCL); "
                         "the results say so and are no GPU results")
     args = p.parse_args()
-    if args.only and not set(args.only.split(",")) <= set("abcdefghi"):
-        p.error(f"--only: expected letters from a,b,c,d,e,f,g,h,i, got '{args.only}'")
+    if args.only and not set(args.only.split(",")) <= set("abcdefghij"):
+        p.error(f"--only: expected letters from a,b,c,d,e,f,g,h,i,j, got '{args.only}'")
     if args.iterations < 1 or args.budget < 30:
         p.error("--iterations must be >= 1 and --budget >= 30")
     return Check(args).main()
