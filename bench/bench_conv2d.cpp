@@ -93,6 +93,40 @@ double large_sgemm_gflops(const Device& dev, const std::function<void()>& sync) 
   return gf;
 }
 
+// One case's tensors on `dev` (n images): inputs filled, outputs zeroed, the layer's workspace.
+struct Layer {
+  int64_t n = 0;
+  Conv2dShape s{};
+  Tensor x, w, bias, y, dy, dx, dw, db, ws;
+  double flops = 0;  // per pass
+};
+
+Conv2dOptions same_options(const ConvCase& c) {
+  Conv2dOptions o;
+  o.stride_h = o.stride_w = c.stride;
+  o.padding = Padding::same;
+  o.groups = c.groups;
+  return o;
+}
+
+Layer make_layer(const ConvCase& c, int64_t n, const Device& dev) {
+  Layer l;
+  l.n = n;
+  const Shape xs{n, c.c, c.h, c.w}, ws{c.k, c.c / c.groups, c.r, c.s};
+  l.s = conv2d_shape(xs, ws, same_options(c));
+  l.x = filled(xs, 3).to(dev);
+  l.w = filled(ws, 4).to(dev);
+  l.bias = filled({c.k}, 5).to(dev);
+  l.y = Tensor::zeros({n, c.k, l.s.P, l.s.Q}, DType::f32, dev);
+  l.dy = filled({n, c.k, l.s.P, l.s.Q}, 6).to(dev);
+  l.dx = Tensor::zeros(xs, DType::f32, dev);
+  l.dw = Tensor::zeros(ws, DType::f32, dev);
+  l.db = Tensor::zeros({c.k}, DType::f32, dev);
+  l.ws = Tensor::zeros({std::max<int64_t>(conv2d_workspace_floats(l.s), 1)}, DType::f32, dev);
+  l.flops = 2.0 * n * c.k * (c.c / c.groups) * c.r * c.s * l.s.P * l.s.Q;
+  return l;
+}
+
 void run_device(const Device& dev, const Args& args) {
   const std::function<void()> sync = [dev] {
     if (dev.is_cuda()) cuda::synchronize(dev.index);
@@ -100,20 +134,11 @@ void run_device(const Device& dev, const Args& args) {
   const double ref = large_sgemm_gflops(dev, sync);
   for (const ConvCase& c : kCases) {
     const int64_t n = dev.is_cpu() ? c.n_cpu : c.n_gpu;
-    Conv2dOptions o;
-    o.stride_h = o.stride_w = c.stride;
-    o.padding = Padding::same;
-    o.groups = c.groups;
-    const Shape xs{n, c.c, c.h, c.w}, ws{c.k, c.c / c.groups, c.r, c.s};
-    const Conv2dShape s = conv2d_shape(xs, ws, o);
-    Tensor x = filled(xs, 3).to(dev), w = filled(ws, 4).to(dev), bias = filled({c.k}, 5).to(dev);
-    Tensor y = Tensor::zeros({n, c.k, s.P, s.Q}, DType::f32, dev);
-    Tensor dy = filled({n, c.k, s.P, s.Q}, 6).to(dev);
-    Tensor dx = Tensor::zeros(xs, DType::f32, dev), dw = Tensor::zeros(ws, DType::f32, dev);
-    Tensor db = Tensor::zeros({c.k}, DType::f32, dev);
-    Tensor ws_buf =
-        Tensor::zeros({std::max<int64_t>(conv2d_workspace_floats(s), 1)}, DType::f32, dev);
-    float* wsp = ws_buf.data<float>();
+    Layer L = make_layer(c, n, dev);
+    const Conv2dShape& s = L.s;
+    Tensor &x = L.x, &w = L.w, &bias = L.bias, &y = L.y, &dy = L.dy, &dx = L.dx, &dw = L.dw,
+           &db = L.db;
+    float* wsp = L.ws.data<float>();
     std::function<void()> fwd, bwd_data, bwd_weight;
     if (dev.is_cpu()) {
       fwd = [&] {
@@ -145,7 +170,7 @@ void run_device(const Device& dev, const Args& args) {
       };
 #endif
     }
-    const double flops = 2.0 * n * c.k * (c.c / c.groups) * c.r * c.s * s.P * s.Q;
+    const double flops = L.flops;
     const std::function<void()> all = [&] {
       fwd();
       bwd_data();
@@ -179,12 +204,8 @@ void run_device(const Device& dev, const Args& args) {
 
 void list_cases() {
   for (const ConvCase& c : kCases) {
-    Conv2dOptions o;
-    o.stride_h = o.stride_w = c.stride;
-    o.padding = Padding::same;
-    o.groups = c.groups;
     const Conv2dShape s =
-        conv2d_shape({c.n_gpu, c.c, c.h, c.w}, {c.k, c.c / c.groups, c.r, c.s}, o);
+        conv2d_shape({c.n_gpu, c.c, c.h, c.w}, {c.k, c.c / c.groups, c.r, c.s}, same_options(c));
     const int64_t pad_h = (s.P - 1) * c.stride + c.r - c.h,
                   pad_w = (s.Q - 1) * c.stride + c.s - c.w;
     JsonLine()
@@ -217,20 +238,12 @@ void run_algos(const Args& args) {
   const double ref = large_sgemm_gflops(dev, sync);
   for (const ConvCase& c : kCases) {
     const int64_t n = c.n_gpu;
-    Conv2dOptions o;
-    o.stride_h = o.stride_w = c.stride;
-    o.padding = Padding::same;
-    o.groups = c.groups;
-    const Shape xs{n, c.c, c.h, c.w}, ws{c.k, c.c / c.groups, c.r, c.s};
-    const Conv2dShape s = conv2d_shape(xs, ws, o);
-    Tensor x = filled(xs, 3).to(dev), w = filled(ws, 4).to(dev), bias = filled({c.k}, 5).to(dev);
-    Tensor y = Tensor::zeros({n, c.k, s.P, s.Q}, DType::f32, dev);
-    Tensor dy = filled({n, c.k, s.P, s.Q}, 6).to(dev);
-    Tensor dx = Tensor::zeros(xs, DType::f32, dev), dw = Tensor::zeros(ws, DType::f32, dev);
-    const int64_t nws = std::max<int64_t>(conv2d_workspace_floats(s), 1);
-    Tensor ws_buf = Tensor::zeros({nws}, DType::f32, dev);
-    float* wsp = ws_buf.data<float>();
-    const double flops = 2.0 * n * c.k * (c.c / c.groups) * c.r * c.s * s.P * s.Q;
+    Layer L = make_layer(c, n, dev);
+    const Conv2dShape& s = L.s;
+    Tensor &x = L.x, &w = L.w, &bias = L.bias, &y = L.y, &dy = L.dy, &dx = L.dx, &dw = L.dw;
+    float* wsp = L.ws.data<float>();
+    const int64_t nws = L.ws.numel();
+    const double flops = L.flops;
     double best_sum = 0, im2col_sum = 0;
     std::string best_names;
     for (Conv2dPass pass :

@@ -16,38 +16,17 @@ using testing::NetConv;
 constexpr Conv2dPass kPasses[] = {Conv2dPass::forward, Conv2dPass::backward_data,
                                   Conv2dPass::backward_weight};
 
-struct Data {
-  Conv2dShape s;
-  Tensor x, w, bias, dy;  // host
-};
-
-Data make(const NetConv& c, uint64_t seed) {
-  Data d;
-  d.s = conv2d_shape(c.x, c.w, c.o);
-  d.x = testing::random_uniform(c.x, -1, 1, seed, 0);
-  d.w = testing::random_uniform(c.w, -1, 1, seed, 1);
-  d.bias = testing::random_uniform({c.w[0]}, -1, 1, seed, 2);
-  d.dy = testing::random_uniform({d.s.N, d.s.K, d.s.P, d.s.Q}, -1, 1, seed, 3);
-  return d;
-}
-
-Shape out_shape(const Conv2dShape& s, Conv2dPass p) {
-  switch (p) {
-    case Conv2dPass::forward:
-      return {s.N, s.K, s.P, s.Q};
-    case Conv2dPass::backward_data:
-      return {s.N, s.C, s.H, s.W};
-    case Conv2dPass::backward_weight:
-      return {s.K, s.C / s.groups, s.R, s.S};
-  }
-  return {};
-}
+using testing::ConvData;
+using testing::cpu_pass;
+using testing::emulated_pass;
+using testing::make_conv_data;
+using testing::pass_output_shape;
 
 // One pass of `a` on the GPU; the output comes back to the host.
-Tensor on_gpu(const Data& d, Conv2dPass p, const Conv2dAlgo& a) {
+Tensor on_gpu(const ConvData& d, Conv2dPass p, const Conv2dAlgo& a) {
   const Device gpu = Device::cuda(0);
   const Tensor x = d.x.to(gpu), w = d.w.to(gpu), b = d.bias.to(gpu), dy = d.dy.to(gpu);
-  Tensor out = Tensor::full(out_shape(d.s, p), 7.0, DType::f32, gpu);
+  Tensor out = Tensor::full(pass_output_shape(d.s, p), 7.0, DType::f32, gpu);
   const int64_t nws = std::max<int64_t>(conv2d_workspace_floats(d.s), 1);
   Tensor ws = Tensor::full({nws}, 1e30, DType::f32, gpu);
 #if TG_CUDA
@@ -72,42 +51,20 @@ Tensor on_gpu(const Data& d, Conv2dPass p, const Conv2dAlgo& a) {
   return out.to(Device::cpu());
 }
 
-Tensor emulated(const Data& d, Conv2dPass p, const Conv2dAlgo& a) {
-  Tensor out = Tensor::empty(out_shape(d.s, p));
-  testing::emulate_pass(a, p, d.s, d.x.data<float>(), d.w.data<float>(), d.bias.data<float>(),
-                        d.dy.data<float>(), out.data<float>());
-  return out;
-}
-
-Tensor reference(const Data& d, Conv2dPass p) {
-  Tensor out = Tensor::empty(out_shape(d.s, p));
-  std::vector<float> ws(static_cast<size_t>(std::max<int64_t>(conv2d_workspace_floats(d.s), 1)));
-  if (p == Conv2dPass::forward)
-    conv2d_forward_cpu(d.s, d.x.data<float>(), d.w.data<float>(), d.bias.data<float>(),
-                       out.data<float>(), ws.data());
-  else if (p == Conv2dPass::backward_data)
-    conv2d_backward_data_cpu(d.s, d.dy.data<float>(), d.w.data<float>(), out.data<float>(),
-                             ws.data());
-  else
-    conv2d_backward_weight_cpu(d.s, d.x.data<float>(), d.dy.data<float>(), out.data<float>(),
-                               nullptr, ws.data());
-  return out;
-}
-
 // The GPU computes exactly what the emulation does: same fmaf chains, same split order.
 TEST(Conv2dIgemmCuda, BitsEqualTheCpuEmulation) {
   TG_REQUIRE_CUDA();
   uint64_t seed = 21;
   for (const NetConv& c : testing::small_convs()) {
     SCOPED_TRACE(c.name);
-    const Data d = make(c, seed++);
+    const ConvData d = make_conv_data(c, seed++);
     for (Conv2dPass p : kPasses) {
       SCOPED_TRACE(conv2d_pass_name(p));
       for (Conv2dAlgo a : conv2d_igemm_tiles()) {
         for (int splits : {1, 3}) {
           a.splits = splits;
           SCOPED_TRACE(conv2d_algo_name(a));
-          testing::expect_bitwise_equal(on_gpu(d, p, a), emulated(d, p, a), "output");
+          testing::expect_bitwise_equal(on_gpu(d, p, a), emulated_pass(d, p, a), "output");
         }
       }
     }
@@ -123,11 +80,11 @@ TEST(Conv2dIgemmCuda, EveryNetShapeMatchesTheCpuAndRepeatsBitForBit) {
   for (int64_t batch : {1, 2}) {
     for (const NetConv& c : testing::net_convs(batch)) {
       SCOPED_TRACE(std::string(c.name) + " batch " + std::to_string(batch));
-      const Data d = make(c, seed++);
+      const ConvData d = make_conv_data(c, seed++);
       const int64_t nws = conv2d_workspace_floats(d.s);
       for (Conv2dPass p : kPasses) {
         SCOPED_TRACE(conv2d_pass_name(p));
-        const Tensor want = reference(d, p);
+        const Tensor want = cpu_pass(d, p);
         std::vector<Conv2dAlgo> algos{conv2d_igemm_rule(d.s, p, nws)};
         for (const Conv2dAlgo& t : conv2d_igemm_tiles())
           algos.push_back(conv2d_igemm_split(d.s, p, t.bm, t.bn, nws));
@@ -149,7 +106,7 @@ TEST(Conv2dIgemmCuda, ThePolicyPicksAndRecordsEachPass) {
   TG_REQUIRE_CUDA();
   const Device gpu = Device::cuda(0);
   const NetConv c{"3x3", {4, 8, 10, 10}, {16, 8, 3, 3}, testing::conv_opts(1, 1, Padding::same)};
-  const Data d = make(c, 9);
+  const ConvData d = make_conv_data(c, 9);
   auto run = [&](const Device& dev) {
     Tensor x = d.x.to(dev), w = d.w.to(dev), b = d.bias.to(dev);
     x.set_requires_grad(true);

@@ -21,61 +21,10 @@ using testing::NetConv;
 // another order: f32 rounding differences stay far below this.
 constexpr double kAtol = 1e-4, kRtol = 1e-4;
 
-struct Data {
-  Conv2dShape s;
-  Tensor x, w, bias, dy;
-};
-
-Data make(const NetConv& c, uint64_t seed) {
-  Data d;
-  d.s = conv2d_shape(c.x, c.w, c.o);
-  d.x = testing::random_uniform(c.x, -1, 1, seed, 0);
-  d.w = testing::random_uniform(c.w, -1, 1, seed, 1);
-  d.bias = testing::random_uniform({c.w[0]}, -1, 1, seed, 2);
-  d.dy = testing::random_uniform({d.s.N, d.s.K, d.s.P, d.s.Q}, -1, 1, seed, 3);
-  return d;
-}
-
-Shape out_shape(const Data& d, Conv2dPass p) {
-  const Conv2dShape& s = d.s;
-  switch (p) {
-    case Conv2dPass::forward:
-      return {s.N, s.K, s.P, s.Q};
-    case Conv2dPass::backward_data:
-      return {s.N, s.C, s.H, s.W};
-    case Conv2dPass::backward_weight:
-      return {s.K, s.C / s.groups, s.R, s.S};
-  }
-  return {};
-}
-
-Tensor reference(const Data& d, Conv2dPass p) {
-  Tensor out = Tensor::empty(out_shape(d, p));
-  std::vector<float> ws(static_cast<size_t>(std::max<int64_t>(conv2d_workspace_floats(d.s), 1)));
-  switch (p) {
-    case Conv2dPass::forward:
-      conv2d_forward_cpu(d.s, d.x.data<float>(), d.w.data<float>(), d.bias.data<float>(),
-                         out.data<float>(), ws.data());
-      break;
-    case Conv2dPass::backward_data:
-      conv2d_backward_data_cpu(d.s, d.dy.data<float>(), d.w.data<float>(), out.data<float>(),
-                               ws.data());
-      break;
-    case Conv2dPass::backward_weight:
-      conv2d_backward_weight_cpu(d.s, d.x.data<float>(), d.dy.data<float>(), out.data<float>(),
-                                 nullptr, ws.data());
-      break;
-  }
-  return out;
-}
-
-Tensor emulated(const Data& d, Conv2dPass p, const Conv2dAlgo& a) {
-  Tensor out = Tensor::empty(out_shape(d, p));
-  std::memset(out.data<float>(), 0xFF, sizeof(float) * out.numel());  // NaNs: every one written
-  testing::emulate_pass(a, p, d.s, d.x.data<float>(), d.w.data<float>(), d.bias.data<float>(),
-                        d.dy.data<float>(), out.data<float>());
-  return out;
-}
+using testing::ConvData;
+using testing::cpu_pass;
+using testing::emulated_pass;
+using testing::make_conv_data;
 
 constexpr Conv2dPass kPasses[] = {Conv2dPass::forward, Conv2dPass::backward_data,
                                   Conv2dPass::backward_weight};
@@ -86,15 +35,15 @@ TEST(Conv2dIgemm, EveryTileAndSplitMatchesTheCpuReference) {
   uint64_t seed = 11;
   for (const NetConv& c : testing::small_convs()) {
     SCOPED_TRACE(c.name);
-    const Data d = make(c, seed++);
+    const ConvData d = make_conv_data(c, seed++);
     for (Conv2dPass p : kPasses) {
       SCOPED_TRACE(conv2d_pass_name(p));
-      const Tensor want = reference(d, p);
+      const Tensor want = cpu_pass(d, p);
       for (Conv2dAlgo a : conv2d_igemm_tiles()) {
         for (int splits : {1, 3}) {
           a.splits = splits;
           SCOPED_TRACE(conv2d_algo_name(a));
-          testing::expect_close(emulated(d, p, a), want, kAtol, kRtol, "output");
+          testing::expect_close(emulated_pass(d, p, a), want, kAtol, kRtol, "output");
         }
       }
     }
@@ -106,14 +55,14 @@ TEST(Conv2dIgemm, EveryTileAndSplitMatchesTheCpuReference) {
 // split one the in-order sum of the pieces' chains. Checked on one forward shape directly.
 TEST(Conv2dIgemm, SummationOrderIsTheDocumentedOne) {
   const NetConv c{"3x3 same", {1, 5, 6, 7}, {4, 5, 3, 3}, testing::conv_opts(1, 1, Padding::same)};
-  const Data d = make(c, 5);
+  const ConvData d = make_conv_data(c, 5);
   const Conv2dShape& s = d.s;
   const float* x = d.x.data<float>();
   const float* w = d.w.data<float>();
   const int64_t Kd = s.C * s.R * s.S;
   for (int splits : {1, 2, 5}) {
     SCOPED_TRACE(splits);
-    const Tensor got = emulated(d, Conv2dPass::forward, {Conv2dAlgo::igemm, 64, 64, splits});
+    const Tensor got = emulated_pass(d, Conv2dPass::forward, {Conv2dAlgo::igemm, 64, 64, splits});
     const int chunk = igemm::split_chunk(static_cast<int>(Kd), splits, 8);
     for (int64_t k = 0; k < s.K; ++k) {
       for (int64_t pq = 0; pq < s.P * s.Q; ++pq) {
@@ -161,9 +110,9 @@ TEST(Conv2dIgemm, FastDivIsExact) {
 
 TEST(Conv2dIgemm, AnEmptyBatchGivesAZeroWeightGradient) {
   const NetConv c{"N0", {0, 3, 5, 5}, {4, 3, 3, 3}, testing::conv_opts(1, 1, Padding::same)};
-  const Data d = make(c, 3);
+  const ConvData d = make_conv_data(c, 3);
   for (const Conv2dAlgo& a : conv2d_igemm_tiles()) {
-    const Tensor dw = emulated(d, Conv2dPass::backward_weight, a);
+    const Tensor dw = emulated_pass(d, Conv2dPass::backward_weight, a);
     for (int64_t i = 0; i < dw.numel(); ++i) ASSERT_EQ(dw.data<float>()[i], 0.0f) << i;
   }
 }

@@ -3,12 +3,14 @@
 // indexing on any machine, and for the GPU's bits on a GPU machine).
 #pragma once
 
+#include <cstring>
 #include <vector>
 
 #include "nn/ops/conv2d.h"
 #include "nn/ops/conv2d_igemm.h"
 #include "nn/ops/conv2d_kernels.h"
 #include "tests/nn/ops/conv2d_test_util.h"
+#include "tests/testing/op_harness.h"
 
 namespace tg::testing {
 
@@ -121,6 +123,66 @@ inline void emulate_pass(const Conv2dAlgo& a, Conv2dPass p, const Conv2dShape& s
     case Conv2dPass::backward_weight:
       return emulate(a, igemm::BackwardWeight{d, x, dy, out}, G, ws.data());
   }
+}
+
+// A shape's inputs, uniform in [-1, 1) from (seed, stream): x, w, bias, dy (host).
+struct ConvData {
+  Conv2dShape s;
+  Tensor x, w, bias, dy;
+};
+
+inline ConvData make_conv_data(const NetConv& c, uint64_t seed) {
+  ConvData d;
+  d.s = conv2d_shape(c.x, c.w, c.o);
+  d.x = random_uniform(c.x, -1, 1, seed, 0);
+  d.w = random_uniform(c.w, -1, 1, seed, 1);
+  d.bias = random_uniform({c.w[0]}, -1, 1, seed, 2);
+  d.dy = random_uniform({d.s.N, d.s.K, d.s.P, d.s.Q}, -1, 1, seed, 3);
+  return d;
+}
+
+// What a pass writes: y, dx or dw.
+inline Shape pass_output_shape(const Conv2dShape& s, Conv2dPass p) {
+  switch (p) {
+    case Conv2dPass::forward:
+      return {s.N, s.K, s.P, s.Q};
+    case Conv2dPass::backward_data:
+      return {s.N, s.C, s.H, s.W};
+    case Conv2dPass::backward_weight:
+      return {s.K, s.C / s.groups, s.R, s.S};
+  }
+  return {};
+}
+
+// The CPU reference (im2col + OpenBLAS) of a pass.
+inline Tensor cpu_pass(const ConvData& d, Conv2dPass p) {
+  Tensor out = Tensor::empty(pass_output_shape(d.s, p));
+  std::vector<float> ws(static_cast<size_t>(std::max<int64_t>(conv2d_workspace_floats(d.s), 1)));
+  switch (p) {
+    case Conv2dPass::forward:
+      conv2d_forward_cpu(d.s, d.x.data<float>(), d.w.data<float>(), d.bias.data<float>(),
+                         out.data<float>(), ws.data());
+      break;
+    case Conv2dPass::backward_data:
+      conv2d_backward_data_cpu(d.s, d.dy.data<float>(), d.w.data<float>(), out.data<float>(),
+                               ws.data());
+      break;
+    case Conv2dPass::backward_weight:
+      conv2d_backward_weight_cpu(d.s, d.x.data<float>(), d.dy.data<float>(), out.data<float>(),
+                                 nullptr, ws.data());
+      break;
+  }
+  return out;
+}
+
+// The same pass of the implicit GEMM `a`, emulated; the output starts as NaNs, so an element
+// the kernel fails to write shows.
+inline Tensor emulated_pass(const ConvData& d, Conv2dPass p, const Conv2dAlgo& a) {
+  Tensor out = Tensor::empty(pass_output_shape(d.s, p));
+  std::memset(out.data<float>(), 0xFF, sizeof(float) * static_cast<size_t>(out.numel()));
+  emulate_pass(a, p, d.s, d.x.data<float>(), d.w.data<float>(), d.bias.data<float>(),
+               d.dy.data<float>(), out.data<float>());
+  return out;
 }
 
 }  // namespace tg::testing
