@@ -8,6 +8,7 @@
 #include "nn/autograd/tape.h"
 #include "nn/core/clock.h"
 #include "nn/core/json.h"
+#include "nn/ops/cuda_options.h"
 #include "nn/ops/softmax_xent.h"
 #include "train/checkpoint.h"
 #include "train/options.h"
@@ -75,6 +76,7 @@ CheckpointEval evaluate_checkpoint(const std::string& checkpoint_path,
            "' but the config says '", cfg.model.name, "'");
   const Device device = parse_device(cfg.device);
   check_device_usable(device);
+  apply_cuda_options(cfg.cuda);  // the config's GPU algorithms and TF32, as `train` runs them
   std::unique_ptr<Net> net = make_net(cfg.model.name, net_options(cfg), device);
   const bool ema = ck.has("ema") && !use_raw;
   const Tensor& src = ck.get(ema ? "ema" : "params");
