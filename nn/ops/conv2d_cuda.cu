@@ -218,7 +218,7 @@ void backward_weight_im2col(const Conv2dShape& s, const float* x, const float* d
 // ---- implicit GEMM ------------------------------------------------------------------------------
 
 template <class Tl, class Prob>
-__global__ void __launch_bounds__(Tl::kThreads)
+__global__ void __launch_bounds__(Tl::kThreads, Tl::kMinBlocks)
     igemm_kernel(Prob pr, int splits, float* __restrict__ partial) {
   igemm::igemm_block<Tl>(pr, splits, partial, blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x);
 }

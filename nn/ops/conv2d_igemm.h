@@ -107,6 +107,7 @@ inline Dims dims_of(const Conv2dShape& s) {
 // it needs about the current kd. at() returns 0 outside the matrices.
 
 struct Forward {
+  static constexpr bool kBKFastest = false;  // B's columns (n) are x's contiguous outputs
   Dims d;
   const float* x;
   const float* w;
@@ -165,6 +166,7 @@ struct Forward {
 };
 
 struct BackwardData {
+  static constexpr bool kBKFastest = false;  // B's columns (n) are dx's contiguous pixels
   Dims d;
   const float* dy;
   const float* w;
@@ -227,6 +229,9 @@ struct BackwardData {
 };
 
 struct BackwardWeight {
+  // B's rows (kd = image, p, q) walk x along a row; its columns (c, r, s) jump by W and H*W:
+  // neighbouring threads load neighbouring kd.
+  static constexpr bool kBKFastest = true;
   Dims d;
   const float* x;
   const float* dy;
@@ -300,6 +305,9 @@ struct Tiling {
   static constexpr int kLoadA = BM * BK / kThreads, kLoadB = BK * BN / kThreads;
   static constexpr int VM = TM < 4 ? TM : 4, VN = TN < 4 ? TN : 4;
   static constexpr int GM = TM / VM, GN = TN / VN;
+  // Blocks an SM should hold (__launch_bounds__): 2 of the 8 x 8-per-thread tile (<= 128
+  // registers), 4 of the smaller ones (<= 64).
+  static constexpr int kMinBlocks = TM * TN >= 64 ? 2 : 4;
   static_assert(kThreads % BK == 0 && kThreads % BN == 0 && kLoadA >= 1 && kLoadB >= 1,
                 "a thread's column and k-row of each tile load must be fixed");
   static_assert(TM % VM == 0 && TN % VN == 0 && BM % 4 == 0 && BN % 4 == 0, "vector groups");
@@ -336,9 +344,9 @@ TG_DEV void igemm_block(const Prob& pr, int splits, float* partial, int bx, int 
   constexpr int BM = Tl::BM, BN = Tl::BN, BK = Tl::BK, TM = Tl::TM, TN = Tl::TN;
   constexpr int T = Tl::kThreads, LA = Tl::kLoadA, LB = Tl::kLoadB;
   constexpr int VM = Tl::VM, VN = Tl::VN, GM = Tl::GM, GN = Tl::GN;
-  constexpr int kPadA = 4;  // As rows padded: the k-fastest stores hit distinct banks
+  constexpr int kPadA = 4;  // rows padded: k-fastest stores hit distinct banks
   TG_SHARED16 float As[2][BK][BM + kPadA];
-  TG_SHARED16 float Bs[2][BK][BN];
+  TG_SHARED16 float Bs[2][BK][BN + kPadA];
 
   const int M = pr.M(), N = pr.N(), Kd = pr.Kd();
   const int g = bz / splits, z = bz - g * splits;
@@ -347,30 +355,42 @@ TG_DEV void igemm_block(const Prob& pr, int splits, float* partial, int bx, int 
   const int k_end = k_begin + chunk < Kd ? k_begin + chunk : Kd;
   const int m0 = by * BM, n0 = bx * BN;
 
-  // This thread's loads: A elements (m0 + a_m + j*T/BK, k0 + a_k), B elements
-  // (k0 + b_k + j*T/BN, n0 + b_n).
-  const int a_k = tid % BK, a_m = tid / BK, b_n = tid % BN, b_k = tid / BN;
+  // This thread's loads: A elements (m0 + a_m + j*T/BK, k0 + a_k); B elements
+  // (k0 + b_k + j*dk, n0 + b_n + j*dn): n-fastest (one column, LB k-rows, dn = 0) or, when the
+  // problem says neighbouring kd are neighbouring addresses, k-fastest (one k-row, LB columns).
+  constexpr bool kBK = Prob::kBKFastest;
+  constexpr int dk = kBK ? 0 : T / BN, dn = kBK ? T / BK : 0, kCols = kBK ? LB : 1;
+  const int a_k = tid % BK, a_m = tid / BK;
+  const int b_k = kBK ? tid % BK : tid / BN, b_n = kBK ? tid / BK : tid % BN;
   typename Prob::Row rows[LA];
   TG_UNROLL
   for (int j = 0; j < LA; ++j) rows[j] = pr.row(g, m0 + a_m + j * (T / BK));
-  const typename Prob::Col col = pr.col(g, n0 + b_n);
+  typename Prob::Col cols[kCols];
+  TG_UNROLL
+  for (int j = 0; j < kCols; ++j) cols[j] = pr.col(g, n0 + b_n + j * dn);
 
   float ra[LA], rb[LB];
   auto load = [&](int k0) {
     const typename Prob::KA ka = pr.ka(k0 + a_k < k_end ? k0 + a_k : Kd);
     TG_UNROLL
     for (int j = 0; j < LA; ++j) ra[j] = pr.a(rows[j], ka);
-    TG_UNROLL
-    for (int j = 0; j < LB; ++j) {
-      const int kd = k0 + b_k + j * (T / BN);
-      rb[j] = pr.b(col, pr.kb(kd < k_end ? kd : Kd));
+    if constexpr (kBK) {
+      const typename Prob::KB kb = pr.kb(k0 + b_k < k_end ? k0 + b_k : Kd);
+      TG_UNROLL
+      for (int j = 0; j < LB; ++j) rb[j] = pr.b(cols[j], kb);
+    } else {
+      TG_UNROLL
+      for (int j = 0; j < LB; ++j) {
+        const int kd = k0 + b_k + j * dk;
+        rb[j] = pr.b(cols[0], pr.kb(kd < k_end ? kd : Kd));
+      }
     }
   };
   auto stash = [&](int buf) {
     TG_UNROLL
     for (int j = 0; j < LA; ++j) As[buf][a_k][a_m + j * (T / BK)] = ra[j];
     TG_UNROLL
-    for (int j = 0; j < LB; ++j) Bs[buf][b_k + j * (T / BN)][b_n] = rb[j];
+    for (int j = 0; j < LB; ++j) Bs[buf][b_k + j * dk][b_n + j * dn] = rb[j];
   };
 
   const int tx = tid % (BN / TN), ty = tid / (BN / TN);
