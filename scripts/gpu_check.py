@@ -1279,7 +1279,9 @@ print(json.dumps({"torch": torch.__version__, "torch_cuda": torch.version.cuda,
                "--terngrad", wrap["terngrad"], "--bench-train", wrap["bench_train"],
                "--python", self.python, "--terngrad-torch", self.ext_pythonpath or "/nonexistent",
                "--batch", f"{net}={batch}", "--iterations", f"{net}={iters}", "--warmup", f"{net}={warm}",
-               "--timeout", "150", "--out", out]
+               # AlexNet's slowest run (fp32 at 1 Gbit/s: ~2 s a step) takes ~40 s with start-up;
+               # a hung run (the CPU lab's DDP fp16 flake) must not eat the call.
+               "--timeout", "90", "--out", out]
         if not root:
             cmd = ["unshare", "--net", "--mount", "--map-root-user", "--propagation", "private",
                    "sh", "-c", 'mount -t tmpfs tmpfs /run && exec "$@"', "sh"] + cmd
