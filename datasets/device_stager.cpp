@@ -36,8 +36,7 @@ DeviceStager::~DeviceStager() {
 
 std::function<Tensor(const Shape&, DType)> DeviceStager::host_allocator() {
   return [](const Shape& shape, DType dtype) {
-    size_t bytes = element_size(dtype);
-    for (int64_t d : shape) bytes *= static_cast<size_t>(d);
+    const size_t bytes = element_size(dtype) * static_cast<size_t>(numel_of(shape));
     return Tensor::from_owner(cuda::pinned_host(bytes), shape, dtype, Device::cpu());
   };
 }

@@ -697,7 +697,7 @@ bool Trainer::State::step_once() {
     }
   }
   // The GPU's convolution algorithms, once every pass of the net has run (after the first step).
-  if (device.is_cuda() && conv_said < conv2d_choices().size()) {
+  if (device.is_cuda() && conv_said < conv2d_choice_count()) {
     const auto choices = conv2d_choices();
     for (; conv_said < choices.size(); ++conv_said)
       say("conv " + choices[conv_said].first + ": " + choices[conv_said].second +

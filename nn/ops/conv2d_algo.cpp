@@ -17,7 +17,7 @@ namespace {
 struct PolicyState {
   std::mutex mu;
   Conv2dPolicy policy;
-  std::vector<std::pair<std::string, std::string>> choices;
+  std::vector<std::pair<std::string, Conv2dAlgo>> choices;  // looked up on every conv call
 };
 
 PolicyState& policy_state() {
@@ -112,7 +112,15 @@ Conv2dPolicy conv2d_policy() {
 std::vector<std::pair<std::string, std::string>> conv2d_choices() {
   PolicyState& st = policy_state();
   std::lock_guard<std::mutex> lock(st.mu);
-  return st.choices;
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [key, a] : st.choices) out.emplace_back(key, conv2d_algo_name(a));
+  return out;
+}
+
+size_t conv2d_choice_count() {
+  PolicyState& st = policy_state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  return st.choices.size();
 }
 
 bool find_conv2d_choice(const std::string& key, Conv2dAlgo* out) {
@@ -120,7 +128,7 @@ bool find_conv2d_choice(const std::string& key, Conv2dAlgo* out) {
   std::lock_guard<std::mutex> lock(st.mu);
   for (const auto& c : st.choices) {
     if (c.first == key) {
-      *out = parse_conv2d_algo(c.second, key);
+      *out = c.second;
       return true;
     }
   }
@@ -132,7 +140,7 @@ void note_conv2d_choice(const std::string& key, const Conv2dAlgo& a) {
   std::lock_guard<std::mutex> lock(st.mu);
   for (const auto& c : st.choices)
     if (c.first == key) return;
-  st.choices.emplace_back(key, conv2d_algo_name(a));
+  st.choices.emplace_back(key, a);
 }
 
 Conv2dGemmDims conv2d_gemm_dims(const Conv2dShape& s, Conv2dPass p) {

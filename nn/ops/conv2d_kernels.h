@@ -88,6 +88,7 @@ void set_conv2d_policy(const Conv2dPolicy& p);  // validates (throws naming the 
 Conv2dPolicy conv2d_policy();
 // Every (pass key, algorithm name) chosen since the policy was set, in first-use order.
 std::vector<std::pair<std::string, std::string>> conv2d_choices();
+size_t conv2d_choice_count();  // conv2d_choices().size(), without copying
 // Records a choice (the CUDA dispatcher calls it; tests may); the first one for a key stays.
 void note_conv2d_choice(const std::string& key, const Conv2dAlgo& a);
 // The choice recorded for `key`, if any.
