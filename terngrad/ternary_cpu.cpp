@@ -441,4 +441,28 @@ void scale_accumulated_cpu(const int32_t* acc, int64_t n, float scale, float* ou
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(acc[i]) * scale;
 }
 
+// ---- buckets: the per-tensor kernels in order -----------------------------------------------
+
+void ternarize_pack_bucket_cpu(const PackTask* tasks, size_t count, uint64_t seed, PackFormat f) {
+  TG_CHECK(count == 0 || tasks != nullptr, "ternarize_pack_bucket_cpu: tasks is null");
+  for (size_t i = 0; i < count; ++i) {
+    const PackTask& t = tasks[i];
+    ternarize_pack_cpu(t.g, t.n, t.s, seed, t.stream, f, t.out);
+  }
+}
+
+void tensor_stats_bucket_cpu(const StatsTask* tasks, size_t count, TensorStats* out) {
+  TG_CHECK(count == 0 || (tasks != nullptr && out != nullptr),
+           "tensor_stats_bucket_cpu: tasks or out is null");
+  for (size_t i = 0; i < count; ++i) tensor_stats_cpu(tasks[i].g, tasks[i].n, out + i);
+}
+
+void scale_accumulated_bucket_cpu(const ScaleTask* tasks, size_t count) {
+  TG_CHECK(count == 0 || tasks != nullptr, "scale_accumulated_bucket_cpu: tasks is null");
+  for (size_t i = 0; i < count; ++i) {
+    const ScaleTask& t = tasks[i];
+    scale_accumulated_cpu(t.acc, t.n, t.scale, t.out);
+  }
+}
+
 }  // namespace tg::tern

@@ -61,6 +61,36 @@ void unpack_accumulate_many_cpu(const uint8_t* packed, int64_t count, size_t str
 void scale_accumulated_cpu(const int32_t* acc, int64_t n, float scale, float* out);
 double clipped_sum_sq_cpu(const float* g, int64_t n, float s);
 
+// ---- buckets: the kernels above over many tensors in one call --------------------------------
+// The same bytes, integers and floats as one call per tensor (stats: the same values up to the
+// double summation order, as always between devices). On CUDA one launch per kMaxSlots (64)
+// tensors (terngrad/ternary_bucket.h), and for stats one device-to-host copy and one
+// synchronization for the whole bucket; on the CPU a loop over the per-tensor kernels.
+// Tasks with n = 0 are skipped; every task's arguments are checked as the per-tensor call does.
+struct PackTask {
+  const float* g = nullptr;
+  int64_t n = 0;
+  float s = 0;          // the scaler (s <= 0: all-zero codes)
+  uint64_t stream = 0;  // rng_stream(RngPurpose::ternarize, step, worker, tensor)
+  uint8_t* out = nullptr;
+};
+struct StatsTask {
+  const float* g = nullptr;
+  int64_t n = 0;
+};
+struct ScaleTask {
+  const int32_t* acc = nullptr;
+  int64_t n = 0;
+  float scale = 0;
+  float* out = nullptr;
+};
+void ternarize_pack_bucket_cpu(const PackTask* tasks, size_t count, uint64_t seed, PackFormat f);
+void tensor_stats_bucket_cpu(const StatsTask* tasks, size_t count, TensorStats* out);
+void scale_accumulated_bucket_cpu(const ScaleTask* tasks, size_t count);
+void ternarize_pack_bucket_cuda(const PackTask* tasks, size_t count, uint64_t seed, PackFormat f);
+void tensor_stats_bucket_cuda(const StatsTask* tasks, size_t count, TensorStats* out);
+void scale_accumulated_bucket_cuda(const ScaleTask* tasks, size_t count);
+
 void tensor_stats_cuda(const float* g, int64_t n, TensorStats* out);
 void ternarize_pack_cuda(const float* g, int64_t n, float s, uint64_t seed, uint64_t stream,
                          PackFormat f, uint8_t* out);

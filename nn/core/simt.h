@@ -20,9 +20,12 @@
 #define TG_SHARED __shared__
 #define TG_SHARED16 __shared__ __align__(16)  // 16-byte aligned (vector loads)
 #define TG_SYNC() __syncthreads()
+#define TG_FENCE() __threadfence()                        // device-wide memory fence
+#define TG_ATOMIC_ADD_U32(p, v) atomicAdd((p), (v))  // returns the old value
 
 #else
 
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstdint>
@@ -36,6 +39,8 @@
 #define TG_SHARED static
 #define TG_SHARED16 alignas(16) static
 #define TG_SYNC() ::tg::simt::sync()
+#define TG_FENCE() std::atomic_thread_fence(std::memory_order_seq_cst)
+#define TG_ATOMIC_ADD_U32(p, v) std::atomic_ref<unsigned>(*(p)).fetch_add(v)
 
 namespace tg::simt {
 

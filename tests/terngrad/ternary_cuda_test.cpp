@@ -1,7 +1,9 @@
 // TernGrad kernels on CUDA vs CPU: packed bytes bit-identical in both formats (aligned and
 // misaligned g, s below/at/above max|g|, s <= 0), unpack_accumulate and scale_accumulated
 // bit-identical, stats equal within 1e-12 relative (double sums in a different order; max|g|
-// exact). Skips without a GPU.
+// exact). Buckets of many tensors (terngrad/ternary_bucket.h, several launches, misaligned
+// tensors): packed bytes equal the CPU's, stats and scaled floats equal the CPU emulation of
+// the same kernels bit for bit. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include "nn/core/cuda_runtime.h"
 #include "nn/core/philox.h"
 #include "terngrad/ternary_kernels.h"
+#include "tests/terngrad/ternary_bucket_emulation.h"
 #include "tests/testing/op_harness.h"
 
 namespace tg::tern {
@@ -186,6 +189,107 @@ TEST(TernaryCuda, StatsParity) {
     tensor_stats_cuda(dg.as<float>(), n, &again);
     EXPECT_EQ(std::memcmp(&again, &gpu, sizeof(gpu)), 0);
   }
+}
+
+// A bucket of 150 tensors of sizes 1 .. ~150k in one device buffer, each at its own misalignment
+// (g by 0..3 floats, outputs by 0..15 bytes): three launches per call.
+struct DeviceBucket {
+  std::vector<std::vector<float>> grads;
+  std::vector<size_t> g_at, out_at;  // byte offsets into the buffers
+  size_t g_bytes = 0, out_bytes = 0;
+  DeviceBucket(PackFormat f) {
+    for (int t = 0; t < 150; ++t) {
+      const int64_t n = t < 140 ? 1 + 37 * t : 150000 + 1111 * t;
+      grads.push_back(gaussian(n, 0.5f, 300 + t));
+      g_bytes = (g_bytes + 15) / 16 * 16 + sizeof(float) * (t % 4);
+      g_at.push_back(g_bytes);
+      g_bytes += n * sizeof(float);
+      out_bytes = (out_bytes + 15) / 16 * 16 + t % 16;
+      out_at.push_back(out_bytes);
+      out_bytes += packed_bytes(f, n);
+    }
+  }
+};
+
+TEST(TernaryCuda, BucketPackEqualsCpu) {
+  TG_REQUIRE_CUDA();
+  cuda::DeviceGuard guard(0);
+  for (PackFormat f : kFormats) {
+    const DeviceBucket b(f);
+    DeviceBuffer dg(b.g_bytes), dp(b.out_bytes + 16);
+    std::vector<PackTask> tasks;
+    std::vector<uint8_t> want(b.out_bytes + 16, 0xA7);
+    cuda::copy_h2d(0, dp.as<uint8_t>(), want.data(), want.size());
+    for (size_t t = 0; t < b.grads.size(); ++t) {
+      const int64_t n = static_cast<int64_t>(b.grads[t].size());
+      dg.upload(b.grads[t].data(), n * sizeof(float), b.g_at[t]);
+      const float s = t % 10 == 9 ? 0.0f : 1.0f;  // some all-zero-code tensors
+      const uint64_t stream = rng_stream(RngPurpose::ternarize, 3, 0, t);
+      tasks.push_back({dg.as<float>(b.g_at[t]), n, s, stream, dp.as<uint8_t>(b.out_at[t])});
+      ternarize_pack_cpu(b.grads[t].data(), n, s, kSeed, stream, f, want.data() + b.out_at[t]);
+    }
+    ternarize_pack_bucket_cuda(tasks.data(), tasks.size(), kSeed, f);
+    ASSERT_EQ(dp.download<uint8_t>(want.size()), want)
+        << (f == PackFormat::two_bit ? "two_bit" : "base3");
+  }
+}
+
+TEST(TernaryCuda, BucketStatsEqualEmulationBitForBit) {
+  TG_REQUIRE_CUDA();
+  cuda::DeviceGuard guard(0);
+  const DeviceBucket b(PackFormat::two_bit);
+  DeviceBuffer dg(b.g_bytes);
+  std::vector<StatsTask> dev, host;
+  std::vector<std::vector<float>> hmem;
+  hmem.reserve(b.grads.size());
+  for (size_t t = 0; t < b.grads.size(); ++t) {
+    const int64_t n = static_cast<int64_t>(b.grads[t].size());
+    dg.upload(b.grads[t].data(), n * sizeof(float), b.g_at[t]);
+    dev.push_back({dg.as<float>(b.g_at[t]), n});
+    hmem.push_back(b.grads[t]);
+    host.push_back({hmem.back().data(), n});
+  }
+  std::vector<TensorStats> gpu(dev.size()), again(dev.size());
+  tensor_stats_bucket_cuda(dev.data(), dev.size(), gpu.data());
+  tensor_stats_bucket_cuda(dev.data(), dev.size(), again.data());
+  const std::vector<TensorStats> emu = emulated_stats(host);
+  for (size_t t = 0; t < dev.size(); ++t) {
+    SCOPED_TRACE("tensor " + std::to_string(t));
+    EXPECT_EQ(gpu[t].n, host[t].n);
+    EXPECT_EQ(gpu[t].sum, emu[t].sum);
+    EXPECT_EQ(gpu[t].sum_sq, emu[t].sum_sq);
+    EXPECT_EQ(gpu[t].l1, emu[t].l1);
+    EXPECT_EQ(gpu[t].max_abs, emu[t].max_abs);
+    EXPECT_EQ(std::memcmp(&gpu[t], &again[t], sizeof(TensorStats)), 0);
+    TensorStats one;  // a bucket of one: the same kernel, the same bits
+    tensor_stats_cuda(dev[t].g, dev[t].n, &one);
+    EXPECT_EQ(std::memcmp(&one, &gpu[t], sizeof(TensorStats)), 0);
+  }
+}
+
+TEST(TernaryCuda, BucketScaleEqualsCpu) {
+  TG_REQUIRE_CUDA();
+  cuda::DeviceGuard guard(0);
+  std::vector<ScaleTask> tasks;
+  std::vector<int32_t> acc;
+  std::vector<size_t> at;
+  for (int t = 0; t < 100; ++t) {
+    at.push_back(acc.size() + t % 3);
+    acc.resize(at.back() + 1 + 211 * t, 0);
+    for (size_t i = at.back(); i < acc.size(); ++i) acc[i] = static_cast<int32_t>(i % 17) - 8;
+  }
+  DeviceBuffer da(acc.size() * sizeof(int32_t)), dout(acc.size() * sizeof(float));
+  da.upload(acc.data(), acc.size() * sizeof(int32_t));
+  std::vector<float> want(acc.size(), 0.0f);
+  cuda::memset_async(0, dout.as<float>(), 0, acc.size() * sizeof(float));
+  for (int t = 0; t < 100; ++t) {
+    const int64_t n = 1 + 211 * t;
+    const float scale = 0.37f / static_cast<float>(t + 1);
+    tasks.push_back({da.as<int32_t>(at[t] * 4), n, scale, dout.as<float>(at[t] * 4)});
+    scale_accumulated_cpu(acc.data() + at[t], n, scale, want.data() + at[t]);
+  }
+  scale_accumulated_bucket_cuda(tasks.data(), tasks.size());
+  EXPECT_EQ(dout.download<float>(acc.size()), want);
 }
 
 #else

@@ -1,0 +1,66 @@
+// The bucket kernels of terngrad/ternary_bucket.h run on the CPU through nn/core/simt.h, as
+// ternary_cuda.cu launches them on the GPU (the same plans, grids and bodies): the reference for
+// ternary_bucket_test.cpp on any machine and for the GPU's bits in ternary_cuda_test.cpp.
+#pragma once
+
+#include <cmath>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "nn/core/simt.h"
+#include "terngrad/ternary_bucket.h"
+#include "terngrad/ternary_kernels.h"
+
+namespace tg::tern {
+
+inline void emulated_pack(const std::vector<PackTask>& tasks, uint64_t seed, PackFormat f) {
+  for (const bucket::PackArgs& a : bucket::plan_pack(tasks.data(), tasks.size(), seed, f))
+    simt::launch({a.blocks, 1, 1}, {bucket::kPackThreads, 1, 1},
+                 [&](const simt::Dim3& b, const simt::Dim3& th) {
+                   if (f == PackFormat::two_bit)
+                     bucket::pack_thread<bucket::TwoBit>(a, b.x, th.x);
+                   else
+                     bucket::pack_thread<bucket::Base3>(a, b.x, th.x);
+                 });
+}
+
+// Runs the stats bucket on the emulated GPU; out[t] for every task (n = 0: zeros).
+inline std::vector<TensorStats> emulated_stats(const std::vector<StatsTask>& tasks) {
+  std::vector<size_t> index;
+  std::vector<bucket::StatsArgs> plans = bucket::plan_stats(tasks.data(), tasks.size(), index);
+  std::vector<TensorStats> out(tasks.size());
+  std::vector<unsigned> done(bucket::kMaxSlots, 0);
+  size_t k = 0;
+  for (bucket::StatsArgs& a : plans) {
+    const uint32_t blocks = bucket::stats_blocks(a);
+    std::vector<double> partial(4 * static_cast<size_t>(blocks), std::nan("")), res(4 * a.count);
+    a.partial = partial.data();
+    a.out = res.data();
+    a.done = done.data();
+    simt::launch({blocks, 1, 1}, {bucket::kStatsThreads, 1, 1},
+                 [&](const simt::Dim3& b, const simt::Dim3& th) {
+                   bucket::stats_block(a, b.x, th.x);
+                 });
+    for (unsigned d : done) EXPECT_EQ(d, 0u) << "a counter was left non-zero";
+    for (int s = 0; s < a.count; ++s, ++k) {
+      TensorStats& o = out[index[k]];
+      o.n = tasks[index[k]].n;
+      o.sum = res[4 * s];
+      o.sum_sq = res[4 * s + 1];
+      o.l1 = res[4 * s + 2];
+      o.max_abs = res[4 * s + 3];
+    }
+  }
+  return out;
+}
+
+inline void emulated_scale(const std::vector<ScaleTask>& tasks) {
+  for (const bucket::ScaleArgs& a : bucket::plan_scale(tasks.data(), tasks.size()))
+    simt::launch({a.blocks, 1, 1}, {bucket::kScaleThreads, 1, 1},
+                 [&](const simt::Dim3& b, const simt::Dim3& th) {
+                   bucket::scale_thread(a, b.x, th.x);
+                 });
+}
+
+}  // namespace tg::tern
