@@ -46,8 +46,8 @@ constexpr int kMaxSlots = 64;  // tensors per launch (the parameter block stays 
 constexpr int kPackThreads = 128;
 constexpr int kStatsThreads = 256;
 constexpr int kScaleThreads = 256;
-constexpr int64_t kMaxStatsBlocks = 512;   // per tensor: the number of partials it combines
-constexpr int64_t kStatsPerThread = 16;    // below this many elements per thread, fewer blocks
+constexpr int64_t kMaxStatsBlocks = 512;  // per tensor: the number of partials it combines
+constexpr int64_t kStatsPerThread = 16;   // below this many elements per thread, fewer blocks
 
 // ---- arithmetic shared by host and device --------------------------------------------------
 
@@ -138,6 +138,7 @@ enum SlotFlags : uint32_t {
 struct PackSlot {
   const float* g = nullptr;
   uint8_t* out = nullptr;
+  uint8_t* scaler_out = nullptr;  // s's 4 bytes go there (unit 0's thread) when set
   int64_t n = 0;
   uint64_t stream = 0;
   float s = 0, c = 0;  // the scaler and keep_scale(s)
@@ -168,7 +169,11 @@ struct Base3 {
   TG_HD static int word(int e) { return e / 20; }
   TG_HD static uint32_t mult(int e) {
     const int digit = e % 5;
-    const uint32_t pow3 = digit == 0 ? 1u : digit == 1 ? 3u : digit == 2 ? 9u : digit == 3 ? 27u : 81u;
+    const uint32_t pow3 = digit == 0   ? 1u
+                          : digit == 1 ? 3u
+                          : digit == 2 ? 9u
+                          : digit == 3 ? 27u
+                                       : 81u;
     return pow3 << (8 * ((e / 5) & 3));
   }
   TG_HD static int64_t bytes(int64_t n) { return (n + 4) / 5; }
@@ -210,7 +215,8 @@ TG_HD void pack_unit(const PackSlot& sl, uint64_t seed, int64_t u) {
   uint32_t w[4] = {0, 0, 0, 0};
   if (sl.flags & kZeroCodes) {
     TG_UNROLL
-    for (int e = 0; e < F::kElems; ++e) w[F::word(e)] += (kFull || e0 + e < sl.n ? 1u : F::kPad) * F::mult(e);
+    for (int e = 0; e < F::kElems; ++e)
+      w[F::word(e)] += (kFull || e0 + e < sl.n ? 1u : F::kPad) * F::mult(e);
   } else {
     float x[F::kElems];
     if (kFull && (sl.flags & kAlignedIn)) {
@@ -223,8 +229,7 @@ TG_HD void pack_unit(const PackSlot& sl, uint64_t seed, int64_t u) {
     Pending pend;
     TG_UNROLL
     for (int blk = 0; blk < F::kBlocks; ++blk) {
-      const Philox4 r =
-          philox_block(seed, sl.stream, static_cast<uint64_t>(u * F::kBlocks + blk));
+      const Philox4 r = philox_block(seed, sl.stream, static_cast<uint64_t>(u * F::kBlocks + blk));
       TG_UNROLL
       for (int k = 0; k < kCodesPerBlock; ++k) {
         const int e = kCodesPerBlock * blk + k;
@@ -278,6 +283,15 @@ TG_HD void pack_thread(const PackArgs& a, uint32_t block, uint32_t thread) {
   const int64_t u = static_cast<int64_t>(block - sl.first_block) * kPackThreads + thread;
   const int64_t units = units_of<F>(sl.n);
   if (u >= units) return;
+  if (u == 0 && sl.scaler_out != nullptr) {
+#if defined(__CUDA_ARCH__)
+    const uint32_t bits = __float_as_uint(sl.s);
+#else
+    uint32_t bits = 0;
+    std::memcpy(&bits, &sl.s, sizeof bits);
+#endif
+    for (int k = 0; k < 4; ++k) sl.scaler_out[k] = static_cast<uint8_t>(bits >> (8 * k));
+  }
   if ((u + 1) * F::kElems <= sl.n)
     pack_unit<F, true>(sl, a.seed, u);
   else
@@ -449,13 +463,67 @@ TG_HD void scale_thread(const ScaleArgs& a, uint32_t block, uint32_t thread) {
   if (sl.aligned && i0 + 4 <= sl.n) {
 #if defined(__CUDA_ARCH__)
     const int4 v = *reinterpret_cast<const int4*>(sl.acc + i0);
-    *reinterpret_cast<float4*>(sl.out + i0) =
-        make_float4(__fmul_rn(__int2float_rn(v.x), sl.scale), __fmul_rn(__int2float_rn(v.y), sl.scale),
-                    __fmul_rn(__int2float_rn(v.z), sl.scale), __fmul_rn(__int2float_rn(v.w), sl.scale));
+    *reinterpret_cast<float4*>(sl.out + i0) = make_float4(
+        __fmul_rn(__int2float_rn(v.x), sl.scale), __fmul_rn(__int2float_rn(v.y), sl.scale),
+        __fmul_rn(__int2float_rn(v.z), sl.scale), __fmul_rn(__int2float_rn(v.w), sl.scale));
     return;
 #endif
   }
-  for (int64_t i = i0; i < i0 + 4 && i < sl.n; ++i) sl.out[i] = mul_rn(int_to_float(sl.acc[i]), sl.scale);
+  for (int64_t i = i0; i < i0 + 4 && i < sl.n; ++i)
+    sl.out[i] = mul_rn(int_to_float(sl.acc[i]), sl.scale);
+}
+
+// ---- unpack + accumulate -------------------------------------------------------------------
+
+struct UnpackSlot {
+  const uint8_t* packed = nullptr;  // vector v at packed + v * stride
+  int32_t* acc = nullptr;
+  int64_t n = 0;
+  int64_t vectors = 0;
+  uint64_t stride = 0;
+  uint32_t first_block = 0;
+};
+
+struct UnpackArgs {
+  int count = 0;
+  uint32_t blocks = 0;
+  UnpackSlot slot[kMaxSlots];
+};
+static_assert(sizeof(UnpackArgs) <= 4000, "kernel parameters are limited to 4 KB");
+
+constexpr int kUnpackThreads = 256;
+
+// acc += the sum of the slot's code vectors at packed byte j: the vectors' digits summed in
+// registers, one read-modify-write of acc per element. Per = 4 (two_bit) or 5 (base3). Byte
+// values the packer never writes (two_bit digit 3, base3 bytes 243..255) decode as code 0,
+// like the CPU table.
+template <int Per>
+TG_HD void unpack_thread(const UnpackArgs& a, uint32_t block, uint32_t thread) {
+  const UnpackSlot& sl = a.slot[find_slot(a.slot, a.count, block)];
+  const int64_t j = static_cast<int64_t>(block - sl.first_block) * kUnpackThreads + thread;
+  if (j >= (sl.n + Per - 1) / Per) return;
+  int32_t sum[Per];
+  TG_UNROLL
+  for (int k = 0; k < Per; ++k) sum[k] = 0;
+  for (int64_t v = 0; v < sl.vectors; ++v) {
+    uint32_t b = sl.packed[v * static_cast<int64_t>(sl.stride) + j];
+    if (Per == 4) {
+      TG_UNROLL
+      for (int k = 0; k < Per; ++k) {
+        const int d = static_cast<int>((b >> (2 * k)) & 3u);
+        sum[k] += d == 3 ? 0 : d - 1;
+      }
+    } else if (b <= 242) {
+      TG_UNROLL
+      for (int k = 0; k < Per; ++k) {
+        sum[k] += static_cast<int32_t>(b % 3) - 1;
+        b /= 3;
+      }
+    }
+  }
+  TG_UNROLL
+  for (int k = 0; k < Per; ++k)
+    if (Per * j + k < sl.n) sl.acc[Per * j + k] += sum[k];
 }
 
 // ---- launch plans (host) -------------------------------------------------------------------
@@ -486,6 +554,7 @@ inline std::vector<PackArgs> plan_pack(const PackTask* task, size_t count, uint6
     PackSlot& sl = a.slot[a.count++];
     sl.g = t.g;
     sl.out = t.out;
+    sl.scaler_out = t.scaler_out;
     sl.n = t.n;
     sl.stream = t.stream;
     sl.s = t.s;
@@ -551,6 +620,30 @@ inline std::vector<ScaleArgs> plan_scale(const ScaleTask* task, size_t count) {
     sl.scale = t.scale;
     sl.first_block = a.blocks;
     sl.aligned = aligned16(t.acc) && aligned16(t.out) ? 1u : 0u;
+    a.blocks += static_cast<uint32_t>(blocks);
+  }
+  return plans;
+}
+
+inline std::vector<UnpackArgs> plan_unpack(const UnpackTask* task, size_t count, PackFormat f) {
+  std::vector<UnpackArgs> plans;
+  for (size_t i = 0; i < count; ++i) {
+    const UnpackTask& t = task[i];
+    if (!detail::unpack_args(t.packed, t.count, t.stride, t.n, f, t.acc, "unpack_accumulate_cuda"))
+      continue;
+    const int64_t blocks =
+        (static_cast<int64_t>(packed_bytes(f, t.n)) + kUnpackThreads - 1) / kUnpackThreads;
+    if (plans.empty() || plans.back().count == kMaxSlots ||
+        plans.back().blocks + blocks > (int64_t{1} << 31) - 1)
+      plans.emplace_back();
+    UnpackArgs& a = plans.back();
+    UnpackSlot& sl = a.slot[a.count++];
+    sl.packed = t.packed;
+    sl.acc = t.acc;
+    sl.n = t.n;
+    sl.vectors = t.count;
+    sl.stride = t.stride;
+    sl.first_block = a.blocks;
     a.blocks += static_cast<uint32_t>(blocks);
   }
   return plans;

@@ -448,6 +448,7 @@ void ternarize_pack_bucket_cpu(const PackTask* tasks, size_t count, uint64_t see
   for (size_t i = 0; i < count; ++i) {
     const PackTask& t = tasks[i];
     ternarize_pack_cpu(t.g, t.n, t.s, seed, t.stream, f, t.out);
+    if (t.scaler_out != nullptr) std::memcpy(t.scaler_out, &t.s, sizeof t.s);
   }
 }
 
@@ -462,6 +463,14 @@ void scale_accumulated_bucket_cpu(const ScaleTask* tasks, size_t count) {
   for (size_t i = 0; i < count; ++i) {
     const ScaleTask& t = tasks[i];
     scale_accumulated_cpu(t.acc, t.n, t.scale, t.out);
+  }
+}
+
+void unpack_accumulate_bucket_cpu(const UnpackTask* tasks, size_t count, PackFormat f) {
+  TG_CHECK(count == 0 || tasks != nullptr, "unpack_accumulate_bucket_cpu: tasks is null");
+  for (size_t i = 0; i < count; ++i) {
+    const UnpackTask& t = tasks[i];
+    unpack_accumulate_many_cpu(t.packed, t.count, t.stride, t.n, f, t.acc);
   }
 }
 

@@ -2,15 +2,13 @@
 // bit-identical, stats equal up to double summation order). All work runs on
 // cuda::current_stream(); n = number of elements of one gradient tensor g (f32, contiguous).
 //
-// Statistics, ternarize + pack and scale run as bucket kernels (terngrad/ternary_bucket.h: one
-// launch per up to 64 tensors, the kernel bodies shared with the CPU emulation test); a
-// per-tensor call is a bucket of one. tensor_stats copies the bucket's results to the host
-// (one synchronization per call); the last-block election of its single pass uses kMaxSlots
-// counters per (device, stream), zeroed once and left at zero by every launch.
+// Statistics, ternarize + pack, unpack + accumulate and scale run as bucket kernels
+// (terngrad/ternary_bucket.h: one launch per up to 64 tensors, the kernel bodies shared with the
+// CPU emulation test); a per-tensor call is a bucket of one. tensor_stats copies the bucket's
+// results to the host (one synchronization per call); the last-block election of its single pass
+// uses kMaxSlots counters per (device, stream), zeroed once and left at zero by every launch.
+// unpack_accumulate(_many) runs as a bucket kernel too: one thread per packed byte.
 // clipped_sum_sq: two deterministic passes, no atomics (the pattern of nn/ops/reduce_cuda.cu).
-// unpack_accumulate(_many): one thread per packed byte, the digits of all vectors summed in
-//   registers, one read-modify-write of acc (base3: 5 digits by constant divisions). Undefined
-//   byte values decode as code 0, like the CPU table.
 //
 // Napkin math (H100, ~3 TB/s; bench/README "TernGrad kernels on the GPU" for the measurements):
 // ternarize reads 4 B and writes 0.25 B per element, ~700 G elements/s at the copy rate. The
@@ -28,8 +26,8 @@
 #include "nn/core/allocator.h"
 #include "nn/core/cuda_block_reduce.cuh"
 #include "nn/core/cuda_check.cuh"
-#include "nn/core/device.h"
 #include "nn/core/cuda_runtime.h"
+#include "nn/core/device.h"
 #include "nn/core/philox.h"
 #include "terngrad/ternary_bucket.h"
 #include "terngrad/ternary_kernels.h"
@@ -113,36 +111,10 @@ unsigned* done_counters(cudaStream_t st) {
   return p;
 }
 
-// acc += the sum of `count` code vectors (vector v at packed + v * stride): one thread per
-// packed byte j, the vectors' digits summed in registers, one read-modify-write of acc.
 template <int Per>
-__global__ void unpack_many_kernel(const uint8_t* __restrict__ packed, int64_t count, size_t stride,
-                                   int64_t n, int64_t bytes, int32_t* __restrict__ acc) {
-  for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < bytes;
-       j += (int64_t)gridDim.x * blockDim.x) {
-    int32_t sum[Per];
-#pragma unroll
-    for (int k = 0; k < Per; ++k) sum[k] = 0;
-    for (int64_t v = 0; v < count; ++v) {
-      uint32_t b = packed[v * stride + j];
-      if (Per == 4) {
-#pragma unroll
-        for (int k = 0; k < Per; ++k) {
-          const int d = (b >> (2 * k)) & 3;
-          sum[k] += d == 3 ? 0 : d - 1;  // digit 3 is never written: code 0, like the CPU table
-        }
-      } else if (b <= 242) {  // larger bytes are never written: code 0
-#pragma unroll
-        for (int k = 0; k < Per; ++k) {
-          sum[k] += static_cast<int32_t>(b % 3) - 1;
-          b /= 3;
-        }
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < Per; ++k)
-      if (Per * j + k < n) acc[Per * j + k] += sum[k];
-  }
+__global__ void __launch_bounds__(bucket::kUnpackThreads)
+    unpack_kernel(const __grid_constant__ bucket::UnpackArgs a) {
+  bucket::unpack_thread<Per>(a, blockIdx.x, threadIdx.x);
 }
 
 // Device memory from the caching allocator of the current device, returned on scope exit (safe
@@ -236,8 +208,7 @@ void tensor_stats_cuda(const float* g, int64_t n, TensorStats* out) {
   tensor_stats_bucket_cuda(&t, 1, out);
 }
 
-void ternarize_pack_bucket_cuda(const PackTask* tasks, size_t count, uint64_t seed,
-                                PackFormat f) {
+void ternarize_pack_bucket_cuda(const PackTask* tasks, size_t count, uint64_t seed, PackFormat f) {
   detail::check_format(f, "ternarize_pack_cuda");
   TG_CHECK(count == 0 || tasks != nullptr, "ternarize_pack_cuda: tasks is null");
   cudaStream_t st = cuda::current_stream();
@@ -260,18 +231,23 @@ void unpack_accumulate_cuda(const uint8_t* packed, int64_t n, PackFormat f, int3
   unpack_accumulate_many_cuda(packed, 1, 0, n, f, acc);
 }
 
+void unpack_accumulate_bucket_cuda(const UnpackTask* tasks, size_t count, PackFormat f) {
+  detail::check_format(f, "unpack_accumulate_cuda");
+  TG_CHECK(count == 0 || tasks != nullptr, "unpack_accumulate_cuda: tasks is null");
+  cudaStream_t st = cuda::current_stream();
+  for (const bucket::UnpackArgs& a : bucket::plan_unpack(tasks, count, f)) {
+    if (f == PackFormat::two_bit)
+      unpack_kernel<4><<<a.blocks, bucket::kUnpackThreads, 0, st>>>(a);
+    else
+      unpack_kernel<5><<<a.blocks, bucket::kUnpackThreads, 0, st>>>(a);
+    TG_CUDA_LAUNCH_CHECK();
+  }
+}
+
 void unpack_accumulate_many_cuda(const uint8_t* packed, int64_t count, size_t stride, int64_t n,
                                  PackFormat f, int32_t* acc) {
-  if (!detail::unpack_args(packed, count, stride, n, f, acc, "unpack_accumulate_cuda")) return;
-  const int64_t bytes = static_cast<int64_t>(packed_bytes(f, n));
-  cudaStream_t st = cuda::current_stream();
-  if (f == PackFormat::two_bit)
-    unpack_many_kernel<4><<<cuda::grid_for(bytes, kThreads), kThreads, 0, st>>>(
-        packed, count, stride, n, bytes, acc);
-  else
-    unpack_many_kernel<5><<<cuda::grid_for(bytes, kThreads), kThreads, 0, st>>>(
-        packed, count, stride, n, bytes, acc);
-  TG_CUDA_LAUNCH_CHECK();
+  const UnpackTask t{packed, count, stride, n, acc};
+  unpack_accumulate_bucket_cuda(&t, 1, f);
 }
 
 void scale_accumulated_bucket_cuda(const ScaleTask* tasks, size_t count) {

@@ -73,6 +73,7 @@ struct PackTask {
   float s = 0;          // the scaler (s <= 0: all-zero codes)
   uint64_t stream = 0;  // rng_stream(RngPurpose::ternarize, step, worker, tensor)
   uint8_t* out = nullptr;
+  uint8_t* scaler_out = nullptr;  // when set: s's 4 bytes are written there (any alignment)
 };
 struct StatsTask {
   const float* g = nullptr;
@@ -84,12 +85,21 @@ struct ScaleTask {
   float scale = 0;
   float* out = nullptr;
 };
+struct UnpackTask {
+  const uint8_t* packed = nullptr;  // vector v at packed + v * stride
+  int64_t count = 1;                // vectors
+  size_t stride = 0;
+  int64_t n = 0;
+  int32_t* acc = nullptr;
+};
 void ternarize_pack_bucket_cpu(const PackTask* tasks, size_t count, uint64_t seed, PackFormat f);
 void tensor_stats_bucket_cpu(const StatsTask* tasks, size_t count, TensorStats* out);
 void scale_accumulated_bucket_cpu(const ScaleTask* tasks, size_t count);
+void unpack_accumulate_bucket_cpu(const UnpackTask* tasks, size_t count, PackFormat f);
 void ternarize_pack_bucket_cuda(const PackTask* tasks, size_t count, uint64_t seed, PackFormat f);
 void tensor_stats_bucket_cuda(const StatsTask* tasks, size_t count, TensorStats* out);
 void scale_accumulated_bucket_cuda(const ScaleTask* tasks, size_t count);
+void unpack_accumulate_bucket_cuda(const UnpackTask* tasks, size_t count, PackFormat f);
 
 void tensor_stats_cuda(const float* g, int64_t n, TensorStats* out);
 void ternarize_pack_cuda(const float* g, int64_t n, float s, uint64_t seed, uint64_t stream,

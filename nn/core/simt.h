@@ -20,7 +20,7 @@
 #define TG_SHARED __shared__
 #define TG_SHARED16 __shared__ __align__(16)  // 16-byte aligned (vector loads)
 #define TG_SYNC() __syncthreads()
-#define TG_FENCE() __threadfence()                        // device-wide memory fence
+#define TG_FENCE() __threadfence()                   // device-wide memory fence
 #define TG_ATOMIC_ADD_U32(p, v) atomicAdd((p), (v))  // returns the old value
 
 #else

@@ -38,10 +38,9 @@ inline std::vector<TensorStats> emulated_stats(const std::vector<StatsTask>& tas
     a.partial = partial.data();
     a.out = res.data();
     a.done = done.data();
-    simt::launch({blocks, 1, 1}, {bucket::kStatsThreads, 1, 1},
-                 [&](const simt::Dim3& b, const simt::Dim3& th) {
-                   bucket::stats_block(a, b.x, th.x);
-                 });
+    simt::launch(
+        {blocks, 1, 1}, {bucket::kStatsThreads, 1, 1},
+        [&](const simt::Dim3& b, const simt::Dim3& th) { bucket::stats_block(a, b.x, th.x); });
     for (unsigned d : done) EXPECT_EQ(d, 0u) << "a counter was left non-zero";
     for (int s = 0; s < a.count; ++s, ++k) {
       TensorStats& o = out[index[k]];
@@ -57,9 +56,19 @@ inline std::vector<TensorStats> emulated_stats(const std::vector<StatsTask>& tas
 
 inline void emulated_scale(const std::vector<ScaleTask>& tasks) {
   for (const bucket::ScaleArgs& a : bucket::plan_scale(tasks.data(), tasks.size()))
-    simt::launch({a.blocks, 1, 1}, {bucket::kScaleThreads, 1, 1},
+    simt::launch(
+        {a.blocks, 1, 1}, {bucket::kScaleThreads, 1, 1},
+        [&](const simt::Dim3& b, const simt::Dim3& th) { bucket::scale_thread(a, b.x, th.x); });
+}
+
+inline void emulated_unpack(const std::vector<UnpackTask>& tasks, PackFormat f) {
+  for (const bucket::UnpackArgs& a : bucket::plan_unpack(tasks.data(), tasks.size(), f))
+    simt::launch({a.blocks, 1, 1}, {bucket::kUnpackThreads, 1, 1},
                  [&](const simt::Dim3& b, const simt::Dim3& th) {
-                   bucket::scale_thread(a, b.x, th.x);
+                   if (f == PackFormat::two_bit)
+                     bucket::unpack_thread<4>(a, b.x, th.x);
+                   else
+                     bucket::unpack_thread<5>(a, b.x, th.x);
                  });
 }
 

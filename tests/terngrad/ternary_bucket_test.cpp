@@ -9,7 +9,8 @@
 //   - statistics: within 1e-12 relative of tensor_stats_cpu (double sums in another order), max
 //     exact; the same bits at an aligned and a misaligned address; the per-tensor counters back
 //     at zero after every launch;
-//   - scale: the same floats as scale_accumulated_cpu.
+//   - scale: the same floats as scale_accumulated_cpu; unpack + accumulate: the same integers as
+//     unpack_accumulate_many_cpu (several vectors, every byte value).
 // A CUDA machine checks the GPU's results against this emulation (ternary_cuda_test.cpp).
 #include <gtest/gtest.h>
 
@@ -64,8 +65,19 @@ TEST(TernaryBucket, TwoPassRuleEqualsTheRule) {
   std::uniform_real_distribution<float> u(0.0f, 1.2f);
   int64_t checked = 0, refined = 0;
   for (float s : scalers) {
-    std::vector<float> gs = {0.0f, -0.0f, s, -s, std::nextafter(s, 0.0f), std::nextafter(s, inf),
-                             inf, -inf, nan, 1.0e-45f, -1.0e-45f, 1.0e-40f, 2.0f * s};
+    std::vector<float> gs = {0.0f,
+                             -0.0f,
+                             s,
+                             -s,
+                             std::nextafter(s, 0.0f),
+                             std::nextafter(s, inf),
+                             inf,
+                             -inf,
+                             nan,
+                             1.0e-45f,
+                             -1.0e-45f,
+                             1.0e-40f,
+                             2.0f * s};
     for (int k = 0; k <= 256; ++k) {  // x = a * 256 / s on and beside every integer
       const float g = s * static_cast<float>(k) / 256.0f;
       gs.push_back(g);
@@ -82,8 +94,7 @@ TEST(TernaryBucket, TwoPassRuleEqualsTheRule) {
         bool pending = false;
         bucket::decide(g, s, c, b, pending);
         refined += pending;
-        ASSERT_EQ(two_pass_keep(g, s, b, stream, i), want)
-            << "g=" << g << " s=" << s << " b=" << b;
+        ASSERT_EQ(two_pass_keep(g, s, b, stream, i), want) << "g=" << g << " s=" << s << " b=" << b;
         ++checked;
       }
     }
@@ -108,7 +119,7 @@ void check_bucket(const std::vector<Case>& cases, PackFormat f, uint32_t seed) {
   constexpr size_t kGuard = 16;  // bytes around each output that must stay untouched
   constexpr uint8_t kFill = 0xA7;
   std::vector<std::vector<float>> grads;
-  std::vector<std::vector<float>> gmem;                  // aligned storage + offset
+  std::vector<std::vector<float>> gmem;  // aligned storage + offset
   std::vector<std::vector<uint8_t>> got, want;
   std::vector<PackTask> tasks;
   for (size_t t = 0; t < cases.size(); ++t) {
@@ -135,7 +146,8 @@ void check_bucket(const std::vector<Case>& cases, PackFormat f, uint32_t seed) {
     tasks.push_back({g, c.n, c.s, stream, o});
     ternarize_pack_cpu(grads[t].data(), c.n, c.s, kSeed, stream, f, want[t].data());
   }
-  const std::vector<bucket::PackArgs> plans = bucket::plan_pack(tasks.data(), tasks.size(), kSeed, f);
+  const std::vector<bucket::PackArgs> plans =
+      bucket::plan_pack(tasks.data(), tasks.size(), kSeed, f);
   EXPECT_EQ(plans.size(), (cases.size() + bucket::kMaxSlots - 1) / bucket::kMaxSlots);
   emulated_pack(tasks, kSeed, f);
   for (size_t t = 0; t < cases.size(); ++t) {
@@ -281,13 +293,43 @@ TEST(TernaryBucket, ScaleEqualsCpu) {
   }
 }
 
+// ---- unpack + accumulate ---------------------------------------------------------------------
+
+TEST(TernaryBucket, UnpackEqualsCpu) {
+  // 90 tensors (two launches), 1 to 3 vectors each at a stride longer than a vector, random
+  // bytes: every byte value, including those the packer never writes (decoded as code 0).
+  for (PackFormat f : {PackFormat::two_bit, PackFormat::base3}) {
+    std::mt19937 rng(17);
+    std::vector<std::vector<uint8_t>> packed;
+    std::vector<std::vector<int32_t>> got, want;
+    std::vector<UnpackTask> tasks;
+    for (int t = 0; t < 90; ++t) {
+      const int64_t n = 1 + 41 * t, count = 1 + t % 3;
+      const size_t stride = packed_bytes(f, n) + t % 7;
+      packed.emplace_back(stride * count);
+      for (uint8_t& b : packed.back()) b = static_cast<uint8_t>(rng());
+      got.emplace_back(static_cast<size_t>(n), t);
+      want.emplace_back(static_cast<size_t>(n), t);
+    }
+    for (int t = 0; t < 90; ++t) {
+      const int64_t n = static_cast<int64_t>(got[t].size()), count = 1 + t % 3;
+      const size_t stride = packed[t].size() / count;
+      tasks.push_back({packed[t].data(), count, stride, n, got[t].data()});
+      unpack_accumulate_many_cpu(packed[t].data(), count, stride, n, f, want[t].data());
+    }
+    emulated_unpack(tasks, f);
+    for (int t = 0; t < 90; ++t) ASSERT_EQ(got[t], want[t]) << "tensor " << t;
+  }
+}
+
 // The CPU bucket calls are the per-tensor kernels in order.
 TEST(TernaryBucket, CpuBucketCallsEqualPerTensorCalls) {
   const std::vector<float> g = gaussian(5000, 9);
   std::vector<PackTask> tasks;
   std::vector<std::vector<uint8_t>> out;
   for (int t = 0; t < 5; ++t) out.emplace_back(packed_bytes(PackFormat::base3, 1000));
-  for (int t = 0; t < 5; ++t) tasks.push_back({g.data() + 1000 * t, 1000, 1.0f, uint64_t(t), out[t].data()});
+  for (int t = 0; t < 5; ++t)
+    tasks.push_back({g.data() + 1000 * t, 1000, 1.0f, uint64_t(t), out[t].data()});
   ternarize_pack_bucket_cpu(tasks.data(), tasks.size(), kSeed, PackFormat::base3);
   for (int t = 0; t < 5; ++t) {
     std::vector<uint8_t> want(packed_bytes(PackFormat::base3, 1000));

@@ -292,6 +292,41 @@ TEST(TernaryCuda, BucketScaleEqualsCpu) {
   EXPECT_EQ(dout.download<float>(acc.size()), want);
 }
 
+TEST(TernaryCuda, BucketUnpackEqualsCpu) {
+  TG_REQUIRE_CUDA();
+  cuda::DeviceGuard guard(0);
+  for (PackFormat f : kFormats) {
+    std::vector<uint8_t> packed;
+    std::vector<int32_t> acc;
+    std::vector<size_t> p_at, a_at;
+    std::vector<int64_t> ns;
+    for (int t = 0; t < 100; ++t) {
+      const int64_t n = 1 + 301 * t, count = 1 + t % 3;
+      const size_t stride = packed_bytes(f, n) + t % 5;
+      p_at.push_back(packed.size());
+      for (size_t i = 0; i < stride * count; ++i)
+        packed.push_back(static_cast<uint8_t>(i * 37 + t));
+      a_at.push_back(acc.size() + t % 4);
+      acc.resize(a_at.back() + n, t);
+      ns.push_back(n);
+    }
+    DeviceBuffer dp(packed.size()), da(acc.size() * sizeof(int32_t));
+    dp.upload(packed.data(), packed.size());
+    da.upload(acc.data(), acc.size() * sizeof(int32_t));
+    std::vector<UnpackTask> tasks;
+    std::vector<int32_t> want = acc;
+    for (int t = 0; t < 100; ++t) {
+      const int64_t count = 1 + t % 3;
+      const size_t stride = packed_bytes(f, ns[t]) + t % 5;
+      tasks.push_back({dp.as<uint8_t>(p_at[t]), count, stride, ns[t], da.as<int32_t>(a_at[t] * 4)});
+      unpack_accumulate_many_cpu(packed.data() + p_at[t], count, stride, ns[t], f,
+                                 want.data() + a_at[t]);
+    }
+    unpack_accumulate_bucket_cuda(tasks.data(), tasks.size(), f);
+    EXPECT_EQ(da.download<int32_t>(acc.size()), want);
+  }
+}
+
 #else
 TEST(TernaryCuda, BuiltWithoutCuda) {
   TG_REQUIRE_CUDA();
