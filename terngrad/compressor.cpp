@@ -26,16 +26,23 @@ void copy_bytes(const Device& d, void* dst, const void* src, size_t n) {
     cuda::copy_d2d(d.index, dst, src, n);
 }
 
-TensorStats stats(const Device& d, const float* g, int64_t n) {
-  TensorStats st;
-  TG_DISPATCH(d, "tensor_stats", tensor_stats_cpu(g, n, &st), tensor_stats_cuda(g, n, &st));
-  return st;
+// The bucket forms (one launch per up to 64 tensors on CUDA; the per-tensor kernels in order on
+// the CPU, so the same bits either way).
+void stats_bucket(const Device& d, const std::vector<StatsTask>& t, std::vector<TensorStats>& out) {
+  out.assign(t.size(), TensorStats{});
+  TG_DISPATCH(d, "tensor_stats", tensor_stats_bucket_cpu(t.data(), t.size(), out.data()),
+              tensor_stats_bucket_cuda(t.data(), t.size(), out.data()));
 }
 
-void ternarize(const Device& d, const float* g, int64_t n, float s, uint64_t seed, uint64_t stream,
-               PackFormat f, uint8_t* out) {
-  TG_DISPATCH(d, "ternarize_pack", ternarize_pack_cpu(g, n, s, seed, stream, f, out),
-              ternarize_pack_cuda(g, n, s, seed, stream, f, out));
+void ternarize_bucket(const Device& d, const std::vector<PackTask>& t, uint64_t seed,
+                      PackFormat f) {
+  TG_DISPATCH(d, "ternarize_pack", ternarize_pack_bucket_cpu(t.data(), t.size(), seed, f),
+              ternarize_pack_bucket_cuda(t.data(), t.size(), seed, f));
+}
+
+void scale_bucket(const Device& d, const std::vector<ScaleTask>& t) {
+  TG_DISPATCH(d, "scale_accumulated", scale_accumulated_bucket_cpu(t.data(), t.size()),
+              scale_accumulated_bucket_cuda(t.data(), t.size()));
 }
 
 void unpack(const Device& d, const uint8_t* in, int64_t n, PackFormat f, int32_t* acc) {
@@ -248,15 +255,21 @@ class TernGradCompressor final : public Compressor {
     const Device d = g.device();
     const float* p = g.data<float>();
     const int64_t m = meta_per_slot();
+    std::vector<StatsTask> tasks;  // the statistics of all ternarized slots in one bucket call
+    for (size_t t = r.first; t < r.last; ++t)
+      if (ternary_[t]) tasks.push_back({p + layout_[t].offset, layout_[t].numel});
+    std::vector<TensorStats> st;
+    stats_bucket(d, tasks, st);
+    size_t k = 0;
     for (size_t t = r.first; t < r.last; ++t) {
       float* out = meta + (t - r.first) * m;
       out[0] = 0.0f;
       if (o_.rescale) out[1] = 0.0f;
       if (!ternary_[t]) continue;
       const GradSlot& sl = layout_[t];
-      const TensorStats st = stats(d, p + sl.offset, sl.numel);
-      out[0] = scaler_of(st);
-      if (o_.rescale) out[1] = length_ratio(d, p + sl.offset, sl.numel, st, out[0]);
+      out[0] = scaler_of(st[k]);
+      if (o_.rescale) out[1] = length_ratio(d, p + sl.offset, sl.numel, st[k], out[0]);
+      ++k;
     }
   }
 
@@ -329,60 +342,87 @@ class TernGradCompressor final : public Compressor {
     const float* p = g.data<float>();
     uint8_t* m = msg.data<uint8_t>();
     float* res = nullptr;
-    Tensor tmp_i, tmp_f;  // error feedback: the decoded codes of one chunk of a slot
-    int64_t chunk = 0;    // their size (CPU: kResidualChunk or less; CUDA: the largest slot)
     if (o_.error_feedback) {
       check_worker(*this, "encode", worker);
       res = residuals_.on(worker, d);
     }
+    // Own scalers: the statistics of every ternarized slot first, in one bucket call.
+    std::vector<TensorStats> own;
+    if (!shared()) {
+      std::vector<StatsTask> st;
+      for (size_t t = r.first; t < r.last; ++t)
+        if (ternary(t, step)) st.push_back({p + layout_[t].offset, layout_[t].numel});
+      stats_bucket(d, st, own);
+    }
+    // Pass 1: raw slots copied, ternarized slots' inputs (with error feedback v = residual + g)
+    // and scalers gathered; TernGrad's codes of the whole range are then packed in one bucket
+    // call, and the grid's per slot.
+    struct Coded {
+      size_t t;
+      float s;
+      float* e;  // error feedback: the slot's residual, holding v until pass 3
+      uint8_t* codes;
+    };
+    std::vector<Coded> coded;
+    std::vector<PackTask> tasks;
+    size_t k = 0;
     for (size_t t = r.first; t < r.last; ++t) {
       const GradSlot& sl = layout_[t];
       if (!ternary(t, step)) {
         copy_bytes(d, m, p + sl.offset, sl.numel * sizeof(float));
-      } else {
-        // The scaler is always the gradient's (shared or own), also with error feedback.
-        float s = 0;
-        uint8_t* codes = m;
-        if (shared()) {
-          s = shared_meta[(t - r.first) * meta_per_slot()];
-        } else {
-          s = scaler_of(stats(d, p + sl.offset, sl.numel));
-          write_float(d, m, s);
-          codes = m + sizeof(float);
-        }
-        const float* x = p + sl.offset;
-        float* e = nullptr;
-        if (res != nullptr) {
-          e = res + sl.offset;
-          axpy(d, sl.numel, 1.0f, x, e);  // e = residual + g = v
-          x = e;
-        }
-        const uint64_t stream = rng_stream(RngPurpose::ternarize, static_cast<uint64_t>(step),
-                                           static_cast<uint64_t>(worker), rng_index(sl, t));
-        if (grid())
-          grid_pack(d, x, sl.numel, s, o_.levels, o_.seed, stream, codes);
-        else
-          ternarize(d, x, sl.numel, s, o_.seed, stream, o_.pack, codes);
-        if (e != nullptr) {
-          // residual = v - s * code. On the CPU in chunks whose decoded codes stay in cache
-          // (element-wise, so the same bits as one pass over the slot); a chunk starts on a
-          // whole byte of codes in every packing (3, 4 or 5 codes per byte divide 60).
-          if (!tmp_i.defined()) {
-            chunk = d.is_cpu() ? std::min(kResidualChunk, largest_slot(r)) : largest_slot(r);
-            tmp_i = Tensor::empty({chunk}, DType::i32, d);
-            tmp_f = Tensor::empty({chunk}, DType::f32, d);
-          }
-          for (int64_t c0 = 0; c0 < sl.numel; c0 += chunk) {
-            const int64_t n = std::min(chunk, sl.numel - c0);
-            Tensor ci = tmp_i.slice(0, 0, n);
-            ci.zero_();
-            unpack_codes(d, codes + code_bytes(c0), n, ci.data<int32_t>());
-            scale_ints(d, ci.data<int32_t>(), n, unit(s), tmp_f.data<float>());
-            axpy(d, n, -1.0f, tmp_f.data<float>(), e + c0);
-          }
-        }
+        m += slot_bytes(t, step);
+        continue;
       }
+      // The scaler is always the gradient's (shared or own), also with error feedback.
+      float s = 0;
+      uint8_t* codes = m;
+      uint8_t* scaler_at = nullptr;
+      if (shared()) {
+        s = shared_meta[(t - r.first) * meta_per_slot()];
+      } else {
+        s = scaler_of(own[k++]);
+        scaler_at = m;
+        codes = m + sizeof(float);
+      }
+      const float* x = p + sl.offset;
+      float* e = nullptr;
+      if (res != nullptr) {
+        e = res + sl.offset;
+        axpy(d, sl.numel, 1.0f, x, e);  // e = residual + g = v
+        x = e;
+      }
+      const uint64_t stream = rng_stream(RngPurpose::ternarize, static_cast<uint64_t>(step),
+                                         static_cast<uint64_t>(worker), rng_index(sl, t));
+      if (grid()) {
+        if (scaler_at != nullptr) write_float(d, scaler_at, s);
+        grid_pack(d, x, sl.numel, s, o_.levels, o_.seed, stream, codes);
+      } else if (sl.numel == 0) {
+        if (scaler_at != nullptr) write_float(d, scaler_at, s);
+      } else {
+        tasks.push_back({x, sl.numel, s, stream, codes, scaler_at});
+      }
+      coded.push_back({t, s, e, codes});
       m += slot_bytes(t, step);
+    }
+    // Pass 2: every TernGrad slot's codes (and own scaler) at once.
+    ternarize_bucket(d, tasks, o_.seed, o_.pack);
+    if (res == nullptr || coded.empty()) return;
+    // Pass 3, error feedback: residual = v - s * code. On the CPU in chunks whose decoded codes
+    // stay in cache (element-wise, so the same bits as one pass over the slot); a chunk starts
+    // on a whole byte of codes in every packing (3, 4 or 5 codes per byte divide 60).
+    const int64_t chunk = d.is_cpu() ? std::min(kResidualChunk, largest_slot(r)) : largest_slot(r);
+    Tensor tmp_i = Tensor::empty({chunk}, DType::i32, d);
+    Tensor tmp_f = Tensor::empty({chunk}, DType::f32, d);
+    for (const Coded& c : coded) {
+      const GradSlot& sl = layout_[c.t];
+      for (int64_t c0 = 0; c0 < sl.numel; c0 += chunk) {
+        const int64_t n = std::min(chunk, sl.numel - c0);
+        Tensor ci = tmp_i.slice(0, 0, n);
+        ci.zero_();
+        unpack_codes(d, c.codes + code_bytes(c0), n, ci.data<int32_t>());
+        scale_ints(d, ci.data<int32_t>(), n, unit(c.s), tmp_f.data<float>());
+        axpy(d, n, -1.0f, tmp_f.data<float>(), c.e + c0);
+      }
     }
   }
 
@@ -433,15 +473,17 @@ class TernGradCompressor final : public Compressor {
     // slot in a floating-gradient epoch) float sums; each slot written once. Own scalers: every
     // slot was summed as floats.
     const Device d = out.device();
+    std::vector<ScaleTask> tasks;  // the integer-sum slots, scaled in one bucket call
     for (size_t t = r.first; t < r.last; ++t) {
       const GradSlot& sl = layout_[t];
       if (shared() && ternary(t, step))
-        scale_ints(d, acc.int_at(sl.offset), sl.numel,
-                   final_scale(shared_meta + (t - r.first) * meta_per_slot(), workers),
-                   out.data<float>() + sl.offset);
+        tasks.push_back({acc.int_at(sl.offset), sl.numel,
+                         final_scale(shared_meta + (t - r.first) * meta_per_slot(), workers),
+                         out.data<float>() + sl.offset});
       else
         finalize_floats(acc, workers, sl.offset, sl.numel, out);
     }
+    scale_bucket(d, tasks);
   }
 
  public:

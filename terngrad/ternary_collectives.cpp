@@ -148,16 +148,21 @@ comm::WireBytes bucket_rank_bytes(TernaryAlgorithm a, const TernaryBucketShape& 
 
 // ---- device dispatch ----------------------------------------------------------------------
 
-// acc += the codes of `count` vectors of n elements, vector v at packed + v * stride.
-void unpack_codes(const Device& d, const uint8_t* packed, int64_t count, size_t stride, int64_t n,
-                  tern::PackFormat f, int32_t* acc) {
+// For every piece p of `pieces`: acc_of(p) += the codes of `count` vectors of p.n elements,
+// vector v at base + p.byte + v * stride. One bucket call (CUDA: one launch per 64 pieces).
+template <class AccOf>
+void unpack_pieces(const Device& d, const std::vector<Piece>& pieces, const uint8_t* base,
+                   int64_t count, size_t stride, tern::PackFormat f, AccOf acc_of) {
+  std::vector<tern::UnpackTask> tasks;
+  tasks.reserve(pieces.size());
+  for (const Piece& p : pieces) tasks.push_back({base + p.byte, count, stride, p.n, acc_of(p)});
   switch (d.type) {
     case DeviceType::cpu:
-      tern::unpack_accumulate_many_cpu(packed, count, stride, n, f, acc);
+      tern::unpack_accumulate_bucket_cpu(tasks.data(), tasks.size(), f);
       return;
     case DeviceType::cuda:
 #if TG_CUDA
-      tern::unpack_accumulate_many_cuda(packed, count, stride, n, f, acc);
+      tern::unpack_accumulate_bucket_cuda(tasks.data(), tasks.size(), f);
       return;
 #else
       break;
@@ -351,9 +356,8 @@ void run_ps(const BucketRun& r) {
           uint8_t* got = all.data<uint8_t>() + r.total * c.begin;
           r.comm.gather(send.at(r, c), got, bytes, 0);
           int32_t* sp = sums.data<int32_t>();
-          for (const Piece& p : c.pieces)
-            unpack_codes(r.d, got + p.byte, r.total, static_cast<size_t>(c.bytes), p.n, r.f,
-                         sp + c.elem_base + p.elem);
+          unpack_pieces(r.d, c.pieces, got, r.total, static_cast<size_t>(c.bytes), r.f,
+                        [&](const Piece& p) { return sp + c.elem_base + p.elem; });
           pack_chunk_fields(r, c, sp, static_cast<int32_t>(r.total), wp);
         } else {
           r.comm.gather(send.at(r, c), nullptr, bytes, 0);
@@ -377,9 +381,8 @@ void run_allgather(const BucketRun& r) {
       [&](int64_t i) {
         const Chunk& c = r.plan.chunks[i];
         const uint8_t* got = all.data<uint8_t>() + r.total * c.begin;
-        for (const Piece& p : c.pieces)
-          unpack_codes(r.d, got + p.byte, r.total, static_cast<size_t>(c.bytes), p.n, r.f,
-                       r.acc[p.seg] + p.first);
+        unpack_pieces(r.d, c.pieces, got, r.total, static_cast<size_t>(c.bytes), r.f,
+                      [&](const Piece& p) { return r.acc[p.seg] + p.first; });
       });
 }
 
@@ -393,9 +396,8 @@ void run_packed_allreduce(const BucketRun& r) {
       static_cast<int64_t>(r.plan.chunks.size()), r.collectives,
       [&](int64_t i) {
         const Chunk& c = r.plan.chunks[i];
-        for (const Piece& p : c.pieces)
-          unpack_codes(r.d, r.codes + c.begin + p.byte, r.workers, stride, p.n, r.f,
-                       lp + c.elem_base + p.elem);
+        unpack_pieces(r.d, c.pieces, r.codes + c.begin, r.workers, stride, r.f,
+                      [&](const Piece& p) { return lp + c.elem_base + p.elem; });
         pack_chunk_fields(r, c, lp, r.workers, wp);
       },
       [&](int64_t i) {
