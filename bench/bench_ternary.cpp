@@ -11,7 +11,10 @@
 //   unpack_accumulate:    packed + 8n     (int32 acc read and written)
 //   scale_accumulated:    8n
 // `frac_of_copy` = GB/s of the kernel / GB/s of the best copy on that device (target on the CPU:
-// ternarize_pack >= 0.5).
+// ternarize_pack >= 0.5; on the GPU at n = 10M: tensor_stats and two_bit ternarize_pack >= 0.8,
+// base3 >= 0.6, unpack_accumulate >= 1.0).
+// On the GPU also {"bench": "ternary_bucket"} lines: each net's whole gradient (its parameter
+// tensors at their arena offsets) through the per-tensor calls and through one bucket call.
 // Usage: bench_ternary [--device cpu|cuda|all]   (all: CPU, then GPU 0 when present)
 #include <algorithm>
 #include <cstdio>
@@ -25,6 +28,7 @@
 #include "nn/core/cuda_runtime.h"
 #include "nn/core/error.h"
 #include "nn/core/philox.h"
+#include "nn/nets/net.h"
 #include "terngrad/grid_kernels.h"
 #include "terngrad/ternary_kernels.h"
 
@@ -186,6 +190,105 @@ void run_cuda() {
         8.0 * n, copy_gbps);
   }
 }
+
+// A net's whole gradient as one bucket (every parameter tensor at its arena offset, as the
+// compressor hands a slot range to the kernels): the per-tensor calls against one bucket call
+// (ternary_bucket.h: one launch per 64 tensors), for stats, two-bit ternarize + pack and scale.
+// GB/s count the bucket's bytes as above; frac_of_copy against a device copy of the whole
+// gradient in the same run.
+void run_cuda_buckets() {
+  cuda::DeviceGuard guard(0);
+  const std::function<void()> sync = [] { cuda::synchronize(0); };
+  for (const char* net_name : {"lenet", "cifarnet", "alexnet", "googlenet", "vgg_a"}) {
+    std::vector<std::pair<int64_t, int64_t>> slots;  // offset, numel
+    int64_t total = 0;
+    {
+      const std::unique_ptr<Net> net = make_net(net_name, NetOptions{}, Device::cpu());
+      for (const ParamArena::Entry& e : net->arena().entries()) {
+        slots.emplace_back(e.offset, e.numel);
+        total = std::max(total, e.offset + e.numel);
+      }
+    }
+    const std::vector<float> g = gradient(total);
+    size_t packed = 0;
+    std::vector<size_t> packed_at;
+    for (const auto& [off, n] : slots) {
+      packed_at.push_back(packed);
+      packed += tern::packed_bytes(PackFormat::two_bit, n);
+    }
+    DeviceBuffer dg(total * sizeof(float)), ddst(total * sizeof(float)),
+        dacc(total * sizeof(int32_t)), dout(total * sizeof(float)), dp(packed);
+    cuda::copy_h2d(0, dg.p, g.data(), total * sizeof(float));
+    cuda::memset_async(0, dacc.p, 0, total * sizeof(int32_t));
+    const Timing t_copy =
+        time_it([&] { cuda::copy_d2d(0, ddst.p, dg.p, total * sizeof(float)); }, sync);
+    const double copy_gbps = 8.0 * total / (t_copy.median_ms * 1e6);
+    std::vector<tern::StatsTask> st;
+    std::vector<tern::PackTask> pk;
+    std::vector<tern::ScaleTask> sc;
+    uint64_t step = 0;
+    for (size_t i = 0; i < slots.size(); ++i) {
+      const auto [off, n] = slots[i];
+      st.push_back({dg.as<float>() + off, n});
+      pk.push_back({dg.as<float>() + off, n, 1e-3f, rng_stream(RngPurpose::ternarize, 0, 0, i),
+                    dp.as<uint8_t>() + packed_at[i]});
+      sc.push_back({dacc.as<int32_t>() + off, n, 0.25f, dout.as<float>() + off});
+    }
+    std::vector<tern::TensorStats> res(slots.size());
+    auto line = [&](const char* op, const Timing& per, const Timing& bucket, double bytes) {
+      const double gbps = bytes / (bucket.median_ms * 1e6);
+      JsonLine()
+          .add("bench", "ternary_bucket")
+          .add("device", "cuda:0")
+          .add("net", net_name)
+          .add("op", op)
+          .add("tensors", static_cast<long long>(slots.size()))
+          .add("n", static_cast<long long>(total))
+          .add("per_tensor_ms", per.median_ms)
+          .add("bucket_ms", bucket.median_ms)
+          .add("speedup", per.median_ms / bucket.median_ms)
+          .add("gbps", gbps)
+          .add("frac_of_copy", gbps / copy_gbps)
+          .add("copy_gbps", copy_gbps)
+          .print();
+    };
+    line("tensor_stats",
+         time_it(
+             [&] {
+               for (size_t i = 0; i < st.size(); ++i)
+                 tern::tensor_stats_cuda(st[i].g, st[i].n, &res[i]);
+             },
+             sync),
+         time_it([&] { tern::tensor_stats_bucket_cuda(st.data(), st.size(), res.data()); }, sync),
+         4.0 * total);
+    line("ternarize_pack",
+         time_it(
+             [&] {
+               for (tern::PackTask& t : pk) {
+                 t.stream = rng_stream(RngPurpose::ternarize, ++step);
+                 tern::ternarize_pack_cuda(t.g, t.n, t.s, kSeed, t.stream, PackFormat::two_bit,
+                                           t.out);
+               }
+             },
+             sync),
+         time_it(
+             [&] {
+               for (tern::PackTask& t : pk) t.stream = rng_stream(RngPurpose::ternarize, ++step);
+               tern::ternarize_pack_bucket_cuda(pk.data(), pk.size(), kSeed, PackFormat::two_bit);
+             },
+             sync),
+         4.0 * total + packed);
+    line("scale_accumulated",
+         time_it(
+             [&] {
+               for (const tern::ScaleTask& t : sc)
+                 tern::scale_accumulated_cuda(t.acc, t.n, t.scale, t.out);
+             },
+             sync),
+         time_it([&] { tern::scale_accumulated_bucket_cuda(sc.data(), sc.size()); }, sync),
+         8.0 * total);
+  }
+}
 #endif
 
 }  // namespace
@@ -226,7 +329,10 @@ int main(int argc, char** argv) {
       TG_CHECK(device == "all" || cuda::device_count() > 0,
                "--device cuda: no usable CUDA device (", cuda::unavailable_reason(), ")");
 #if TG_CUDA
-      if (cuda::device_count() > 0) bench::run_cuda();
+      if (cuda::device_count() > 0) {
+        bench::run_cuda();
+        bench::run_cuda_buckets();
+      }
 #endif
     }
   } catch (const Error& e) {
