@@ -193,7 +193,7 @@ void run_cuda() {
 
 // A net's whole gradient as one bucket (every parameter tensor at its arena offset, as the
 // compressor hands a slot range to the kernels): the per-tensor calls against one bucket call
-// (ternary_bucket.h: one launch per 64 tensors), for stats, two-bit ternarize + pack and scale.
+// (ternary_bucket.h: one launch per 60 tensors), for stats, two-bit ternarize + pack and scale.
 // GB/s count the bucket's bytes as above; frac_of_copy against a device copy of the whole
 // gradient in the same run.
 void run_cuda_buckets() {

@@ -26,7 +26,7 @@ void copy_bytes(const Device& d, void* dst, const void* src, size_t n) {
     cuda::copy_d2d(d.index, dst, src, n);
 }
 
-// The bucket forms (one launch per up to 64 tensors on CUDA; the per-tensor kernels in order on
+// The bucket forms (one launch per up to 60 tensors on CUDA; the per-tensor kernels in order on
 // the CPU, so the same bits either way).
 void stats_bucket(const Device& d, const std::vector<StatsTask>& t, std::vector<TensorStats>& out) {
   out.assign(t.size(), TensorStats{});
@@ -354,16 +354,9 @@ class TernGradCompressor final : public Compressor {
         if (ternary(t, step)) st.push_back({p + layout_[t].offset, layout_[t].numel});
       stats_bucket(d, st, own);
     }
-    // Pass 1: raw slots copied, ternarized slots' inputs (with error feedback v = residual + g)
-    // and scalers gathered; TernGrad's codes of the whole range are then packed in one bucket
-    // call, and the grid's per slot.
-    struct Coded {
-      size_t t;
-      float s;
-      float* e;  // error feedback: the slot's residual, holding v until pass 3
-      uint8_t* codes;
-    };
-    std::vector<Coded> coded;
+    // Raw slots are copied and the grid's slots coded one by one; TernGrad's slots (with error
+    // feedback: the codes of v = residual + g and the residual update, in the same pass) are
+    // gathered and coded in one bucket call (ternary_kernels.h).
     std::vector<PackTask> tasks;
     size_t k = 0;
     for (size_t t = r.first; t < r.last; ++t) {
@@ -384,45 +377,43 @@ class TernGradCompressor final : public Compressor {
         scaler_at = m;
         codes = m + sizeof(float);
       }
-      const float* x = p + sl.offset;
-      float* e = nullptr;
-      if (res != nullptr) {
-        e = res + sl.offset;
-        axpy(d, sl.numel, 1.0f, x, e);  // e = residual + g = v
-        x = e;
-      }
       const uint64_t stream = rng_stream(RngPurpose::ternarize, static_cast<uint64_t>(step),
                                          static_cast<uint64_t>(worker), rng_index(sl, t));
-      if (grid()) {
-        if (scaler_at != nullptr) write_float(d, scaler_at, s);
-        grid_pack(d, x, sl.numel, s, o_.levels, o_.seed, stream, codes);
-      } else if (sl.numel == 0) {
-        if (scaler_at != nullptr) write_float(d, scaler_at, s);
+      float* e = res != nullptr ? res + sl.offset : nullptr;
+      if (!grid() && sl.numel > 0) {
+        tasks.push_back({p + sl.offset, sl.numel, s, stream, codes, scaler_at, e});
       } else {
-        tasks.push_back({x, sl.numel, s, stream, codes, scaler_at});
+        if (scaler_at != nullptr) write_float(d, scaler_at, s);
+        if (grid()) grid_encode(d, p + sl.offset, e, sl.numel, s, stream, codes, r);
       }
-      coded.push_back({t, s, e, codes});
       m += slot_bytes(t, step);
     }
-    // Pass 2: every TernGrad slot's codes (and own scaler) at once.
     ternarize_bucket(d, tasks, o_.seed, o_.pack);
-    if (res == nullptr || coded.empty()) return;
-    // Pass 3, error feedback: residual = v - s * code. On the CPU in chunks whose decoded codes
-    // stay in cache (element-wise, so the same bits as one pass over the slot); a chunk starts
-    // on a whole byte of codes in every packing (3, 4 or 5 codes per byte divide 60).
+  }
+
+  // One grid slot of n elements: its codes from g, or with error feedback (e = the slot's
+  // residual) from v = residual + g, after which residual = v - unit(s) * code. On the CPU the
+  // update runs in chunks whose decoded codes stay in cache (element-wise, so the same bits as
+  // one pass); a chunk starts on a whole byte of codes (3, 4 or 5 codes per byte divide 60).
+  void grid_encode(const Device& d, const float* g, float* e, int64_t n, float s, uint64_t stream,
+                   uint8_t* codes, SlotRange r) {
+    const float* x = g;
+    if (e != nullptr) {
+      axpy(d, n, 1.0f, g, e);  // e = residual + g = v
+      x = e;
+    }
+    grid_pack(d, x, n, s, o_.levels, o_.seed, stream, codes);
+    if (e == nullptr) return;
     const int64_t chunk = d.is_cpu() ? std::min(kResidualChunk, largest_slot(r)) : largest_slot(r);
     Tensor tmp_i = Tensor::empty({chunk}, DType::i32, d);
     Tensor tmp_f = Tensor::empty({chunk}, DType::f32, d);
-    for (const Coded& c : coded) {
-      const GradSlot& sl = layout_[c.t];
-      for (int64_t c0 = 0; c0 < sl.numel; c0 += chunk) {
-        const int64_t n = std::min(chunk, sl.numel - c0);
-        Tensor ci = tmp_i.slice(0, 0, n);
-        ci.zero_();
-        unpack_codes(d, c.codes + code_bytes(c0), n, ci.data<int32_t>());
-        scale_ints(d, ci.data<int32_t>(), n, unit(c.s), tmp_f.data<float>());
-        axpy(d, n, -1.0f, tmp_f.data<float>(), c.e + c0);
-      }
+    for (int64_t c0 = 0; c0 < n; c0 += chunk) {
+      const int64_t len = std::min(chunk, n - c0);
+      Tensor ci = tmp_i.slice(0, 0, len);
+      ci.zero_();
+      unpack_codes(d, codes + code_bytes(c0), len, ci.data<int32_t>());
+      scale_ints(d, ci.data<int32_t>(), len, unit(s), tmp_f.data<float>());
+      axpy(d, len, -1.0f, tmp_f.data<float>(), e + c0);
     }
   }
 

@@ -42,7 +42,7 @@
 
 namespace tg::tern::bucket {
 
-constexpr int kMaxSlots = 64;  // tensors per launch (the parameter block stays under 4 KB)
+constexpr int kMaxSlots = 60;  // tensors per launch (the parameter block stays under 4 KB)
 constexpr int kPackThreads = 128;
 constexpr int kStatsThreads = 256;
 constexpr int kScaleThreads = 256;
@@ -96,6 +96,28 @@ TG_HD void store16(uint8_t* p, const uint32_t* w) {
 #endif
 }
 
+TG_HD float add_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+TG_HD float sub_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+TG_HD void store16(float* p, const float* x) {
+#if defined(__CUDA_ARCH__)
+  *reinterpret_cast<float4*>(p) = make_float4(x[0], x[1], x[2], x[3]);
+#else
+  std::memcpy(p, x, 16);
+#endif
+}
+
 // A double read that bypasses the (non-coherent) L1 cache: another block's partial.
 TG_HD double load_cg(const double* p) {
 #if defined(__CUDA_ARCH__)
@@ -133,12 +155,15 @@ enum SlotFlags : uint32_t {
   kAlignedIn = 1,   // g is 16-byte aligned
   kAlignedOut = 2,  // out is 16-byte aligned
   kZeroCodes = 4,   // s <= 0 or NaN: every code 0
+  kAlignedRes = 8,  // residual is 16-byte aligned
 };
 
 struct PackSlot {
   const float* g = nullptr;
   uint8_t* out = nullptr;
   uint8_t* scaler_out = nullptr;  // s's 4 bytes go there (unit 0's thread) when set
+  float* residual =
+      nullptr;  // error feedback: codes of v = residual + g, then residual = v - s*code
   int64_t n = 0;
   uint64_t stream = 0;
   float s = 0, c = 0;  // the scaler and keep_scale(s)
@@ -149,7 +174,8 @@ struct PackSlot {
 struct PackArgs {
   uint64_t seed = 0;
   int count = 0;
-  uint32_t blocks = 0;  // of the launch
+  uint32_t blocks = 0;    // of the launch
+  bool residual = false;  // every slot has a residual (error feedback), or none has
   PackSlot slot[kMaxSlots];
 };
 static_assert(sizeof(PackArgs) <= 4000, "kernel parameters are limited to 4 KB");
@@ -162,6 +188,9 @@ struct TwoBit {
   TG_HD static int word(int e) { return e >> 4; }
   TG_HD static uint32_t mult(int e) { return 1u << (2 * (e & 15)); }
   TG_HD static int64_t bytes(int64_t n) { return (n + 3) / 4; }
+  TG_HD static int code(const uint32_t* w, int e) {
+    return static_cast<int>((w[word(e)] >> (2 * (e & 15))) & 3u) - 1;
+  }
 };
 struct Base3 {
   static constexpr int kElems = 80, kBlocks = 5;
@@ -177,6 +206,16 @@ struct Base3 {
     return pow3 << (8 * ((e / 5) & 3));
   }
   TG_HD static int64_t bytes(int64_t n) { return (n + 4) / 5; }
+  TG_HD static int code(const uint32_t* w, int e) {
+    const uint32_t byte = (w[word(e)] >> (8 * ((e / 5) & 3))) & 0xFFu;
+    const int digit = e % 5;
+    const uint32_t pow3 = digit == 0   ? 1u
+                          : digit == 1 ? 3u
+                          : digit == 2 ? 9u
+                          : digit == 3 ? 27u
+                                       : 81u;
+    return static_cast<int>(byte / pow3 % 3u) - 1;
+  }
 };
 
 // Elements of a unit whose refine word decides (up to 80).
@@ -208,17 +247,16 @@ TG_HD int64_t units_of(int64_t n) {
 }
 
 // The codes of unit u of slot sl: elements [u * kElems, (u + 1) * kElems) (kFull: all < n).
-template <class F, bool kFull>
+// kEF (error feedback, sl.residual set): the codes of v = residual + g, and residual = v - s * code
+// afterwards, with the roundings of the CPU path (one add, an exact product, one subtract).
+template <class F, bool kFull, bool kEF>
 TG_HD void pack_unit(const PackSlot& sl, uint64_t seed, int64_t u) {
   const int64_t e0 = u * F::kElems;
   const int64_t bytes = F::bytes(sl.n);
+  const bool zero = (sl.flags & kZeroCodes) != 0;
   uint32_t w[4] = {0, 0, 0, 0};
-  if (sl.flags & kZeroCodes) {
-    TG_UNROLL
-    for (int e = 0; e < F::kElems; ++e)
-      w[F::word(e)] += (kFull || e0 + e < sl.n ? 1u : F::kPad) * F::mult(e);
-  } else {
-    float x[F::kElems];
+  float x[F::kElems];  // g, or v = residual + g
+  if (kEF || !zero) {
     if (kFull && (sl.flags & kAlignedIn)) {
       TG_UNROLL
       for (int k = 0; k < F::kElems / 4; ++k) load16(sl.g + e0 + 4 * k, x + 4 * k);
@@ -226,6 +264,27 @@ TG_HD void pack_unit(const PackSlot& sl, uint64_t seed, int64_t u) {
       TG_UNROLL
       for (int e = 0; e < F::kElems; ++e) x[e] = kFull || e0 + e < sl.n ? sl.g[e0 + e] : 0.0f;
     }
+    if (kEF) {
+      if (kFull && (sl.flags & kAlignedRes)) {
+        TG_UNROLL
+        for (int k = 0; k < F::kElems / 4; ++k) {
+          float r[4];
+          load16(sl.residual + e0 + 4 * k, r);
+          TG_UNROLL
+          for (int j = 0; j < 4; ++j) x[4 * k + j] = add_rn(r[j], x[4 * k + j]);
+        }
+      } else {
+        TG_UNROLL
+        for (int e = 0; e < F::kElems; ++e)
+          if (kFull || e0 + e < sl.n) x[e] = add_rn(sl.residual[e0 + e], x[e]);
+      }
+    }
+  }
+  if (zero) {
+    TG_UNROLL
+    for (int e = 0; e < F::kElems; ++e)
+      w[F::word(e)] += (kFull || e0 + e < sl.n ? 1u : F::kPad) * F::mult(e);
+  } else {
     Pending pend;
     TG_UNROLL
     for (int blk = 0; blk < F::kBlocks; ++blk) {
@@ -245,7 +304,7 @@ TG_HD void pack_unit(const PackSlot& sl, uint64_t seed, int64_t u) {
     while (pend.any()) {  // rare: ~1 element in 256
       const int e = pend.pop();
       const int64_t i = e0 + e;
-      const float gi = sl.g[i];
+      const float gi = kEF ? add_rn(sl.residual[i], sl.g[i]) : sl.g[i];  // x[e], re-read
       if (refine_keep(gi, sl.c, seed, sl.stream, static_cast<uint64_t>(i))) {
         const uint32_t m = F::mult(e), add = gi > 0.0f ? m : 0u - m;  // digit 1 -> 2 or 0
         const int wi = F::word(e);
@@ -260,6 +319,19 @@ TG_HD void pack_unit(const PackSlot& sl, uint64_t seed, int64_t u) {
   } else {
     const int64_t len = bytes - 16 * u < 16 ? bytes - 16 * u : 16;
     for (int64_t k = 0; k < len; ++k) out[k] = static_cast<uint8_t>(w[k >> 2] >> (8 * (k & 3)));
+  }
+  if (kEF) {
+    TG_UNROLL
+    for (int e = 0; e < F::kElems; ++e)
+      x[e] = sub_rn(x[e], mul_rn(static_cast<float>(F::code(w, e)), sl.s));
+    if (kFull && (sl.flags & kAlignedRes)) {
+      TG_UNROLL
+      for (int k = 0; k < F::kElems / 4; ++k) store16(sl.residual + e0 + 4 * k, x + 4 * k);
+    } else {
+      TG_UNROLL
+      for (int e = 0; e < F::kElems; ++e)
+        if (kFull || e0 + e < sl.n) sl.residual[e0 + e] = x[e];
+    }
   }
 }
 
@@ -277,7 +349,9 @@ TG_HD int find_slot(const Slot* slot, int count, uint32_t block) {
   return lo;
 }
 
-template <class F>
+// kEF: the launch's slots have residuals (a separate kernel: its registers would otherwise cost
+// every launch occupancy).
+template <class F, bool kEF>
 TG_HD void pack_thread(const PackArgs& a, uint32_t block, uint32_t thread) {
   const PackSlot& sl = a.slot[find_slot(a.slot, a.count, block)];
   const int64_t u = static_cast<int64_t>(block - sl.first_block) * kPackThreads + thread;
@@ -293,9 +367,9 @@ TG_HD void pack_thread(const PackArgs& a, uint32_t block, uint32_t thread) {
     for (int k = 0; k < 4; ++k) sl.scaler_out[k] = static_cast<uint8_t>(bits >> (8 * k));
   }
   if ((u + 1) * F::kElems <= sl.n)
-    pack_unit<F, true>(sl, a.seed, u);
+    pack_unit<F, true, kEF>(sl, a.seed, u);
   else
-    pack_unit<F, false>(sl, a.seed, u);
+    pack_unit<F, false, kEF>(sl, a.seed, u);
 }
 
 // ---- statistics ----------------------------------------------------------------------------
@@ -543,12 +617,14 @@ inline std::vector<PackArgs> plan_pack(const PackTask* task, size_t count, uint6
              " elements exceed the limit of the random-number layout (", kMaxTernaryElements, ")");
     const int64_t units = f == PackFormat::two_bit ? units_of<TwoBit>(t.n) : units_of<Base3>(t.n);
     const int64_t blocks = (units + kPackThreads - 1) / kPackThreads;
-    if (plans.empty() || plans.back().count == kMaxSlots ||
+    const bool ef = t.residual != nullptr;
+    if (plans.empty() || plans.back().count == kMaxSlots || plans.back().residual != ef ||
         plans.back().blocks + blocks > (int64_t{1} << 31) - 1) {
       TG_CHECK(blocks < (int64_t{1} << 31), "ternarize_pack_cuda: ", t.n,
                " elements need more blocks than one launch has");
       plans.emplace_back();
       plans.back().seed = seed;
+      plans.back().residual = ef;
     }
     PackArgs& a = plans.back();
     PackSlot& sl = a.slot[a.count++];
@@ -561,8 +637,9 @@ inline std::vector<PackArgs> plan_pack(const PackTask* task, size_t count, uint6
     const bool zero = !(t.s > 0.0f);
     sl.c = zero ? 0.0f : keep_scale(t.s);
     sl.first_block = a.blocks;
+    sl.residual = t.residual;
     sl.flags = (aligned16(t.g) ? kAlignedIn : 0u) | (aligned16(t.out) ? kAlignedOut : 0u) |
-               (zero ? kZeroCodes : 0u);
+               (zero ? kZeroCodes : 0u) | (aligned16(t.residual) ? kAlignedRes : 0u);
     a.blocks += static_cast<uint32_t>(blocks);
   }
   return plans;

@@ -149,7 +149,7 @@ comm::WireBytes bucket_rank_bytes(TernaryAlgorithm a, const TernaryBucketShape& 
 // ---- device dispatch ----------------------------------------------------------------------
 
 // For every piece p of `pieces`: acc_of(p) += the codes of `count` vectors of p.n elements,
-// vector v at base + p.byte + v * stride. One bucket call (CUDA: one launch per 64 pieces).
+// vector v at base + p.byte + v * stride. One bucket call (CUDA: one launch per 60 pieces).
 template <class AccOf>
 void unpack_pieces(const Device& d, const std::vector<Piece>& pieces, const uint8_t* base,
                    int64_t count, size_t stride, tern::PackFormat f, AccOf acc_of) {

@@ -443,11 +443,38 @@ void scale_accumulated_cpu(const int32_t* acc, int64_t n, float scale, float* ou
 
 // ---- buckets: the per-tensor kernels in order -----------------------------------------------
 
+namespace {
+// Error feedback of one task: v = residual + g in place, the codes of v, then residual = v - s *
+// code, the codes decoded a chunk at a time (a multiple of 60 elements: a whole byte of codes
+// in both formats) so they stay in cache. Element-wise: the same bits for any thread count.
+void pack_with_residual(const PackTask& t, uint64_t seed, PackFormat f) {
+  TG_CHECK(t.n >= 0, "ternarize_pack_cpu: element count ", t.n, " is negative (expected n >= 0)");
+  if (t.n == 0) return;
+  TG_CHECK(t.g != nullptr, "ternarize_pack_cpu: null pointer for n = ", t.n);
+  float* r = t.residual;
+  const float* g = t.g;
+#pragma omp parallel for schedule(static) if (t.n >= kParallelMin)
+  for (int64_t i = 0; i < t.n; ++i) r[i] = r[i] + g[i];
+  ternarize_pack_cpu(r, t.n, t.s, seed, t.stream, f, t.out);
+  constexpr int64_t kChunk = 60 * 256;
+  std::vector<int32_t> code(static_cast<size_t>(std::min(kChunk, t.n)));
+  for (int64_t c0 = 0; c0 < t.n; c0 += kChunk) {
+    const int64_t len = std::min(kChunk, t.n - c0);
+    std::fill(code.begin(), code.begin() + len, 0);
+    unpack_accumulate_cpu(t.out + packed_bytes(f, c0), len, f, code.data());
+    for (int64_t i = 0; i < len; ++i) r[c0 + i] = r[c0 + i] - static_cast<float>(code[i]) * t.s;
+  }
+}
+}  // namespace
+
 void ternarize_pack_bucket_cpu(const PackTask* tasks, size_t count, uint64_t seed, PackFormat f) {
   TG_CHECK(count == 0 || tasks != nullptr, "ternarize_pack_bucket_cpu: tasks is null");
   for (size_t i = 0; i < count; ++i) {
     const PackTask& t = tasks[i];
-    ternarize_pack_cpu(t.g, t.n, t.s, seed, t.stream, f, t.out);
+    if (t.residual != nullptr)
+      pack_with_residual(t, seed, f);
+    else
+      ternarize_pack_cpu(t.g, t.n, t.s, seed, t.stream, f, t.out);
     if (t.scaler_out != nullptr) std::memcpy(t.scaler_out, &t.s, sizeof t.s);
   }
 }

@@ -3,7 +3,7 @@
 // cuda::current_stream(); n = number of elements of one gradient tensor g (f32, contiguous).
 //
 // Statistics, ternarize + pack, unpack + accumulate and scale run as bucket kernels
-// (terngrad/ternary_bucket.h: one launch per up to 64 tensors, the kernel bodies shared with the
+// (terngrad/ternary_bucket.h: one launch per up to 60 tensors, the kernel bodies shared with the
 // CPU emulation test); a per-tensor call is a bucket of one. tensor_stats copies the bucket's
 // results to the host (one synchronization per call); the last-block election of its single pass
 // uses kMaxSlots counters per (device, stream), zeroed once and left at zero by every launch.
@@ -78,10 +78,10 @@ __global__ void clipped_final_kernel(const double* __restrict__ partial, int64_t
 
 // The bucket kernels of ternary_bucket.h; the parameter block is read in place
 // (__grid_constant__: no copy of its ~3 KB per thread).
-template <class F>
+template <class F, bool kEF>
 __global__ void __launch_bounds__(bucket::kPackThreads)
     pack_kernel(const __grid_constant__ bucket::PackArgs a) {
-  bucket::pack_thread<F>(a, blockIdx.x, threadIdx.x);
+  bucket::pack_thread<F, kEF>(a, blockIdx.x, threadIdx.x);
 }
 
 __global__ void __launch_bounds__(bucket::kStatsThreads)
@@ -213,10 +213,15 @@ void ternarize_pack_bucket_cuda(const PackTask* tasks, size_t count, uint64_t se
   TG_CHECK(count == 0 || tasks != nullptr, "ternarize_pack_cuda: tasks is null");
   cudaStream_t st = cuda::current_stream();
   for (const bucket::PackArgs& a : bucket::plan_pack(tasks, count, seed, f)) {
-    if (f == PackFormat::two_bit)
-      pack_kernel<bucket::TwoBit><<<a.blocks, bucket::kPackThreads, 0, st>>>(a);
+    const unsigned grid = a.blocks, threads = bucket::kPackThreads;
+    if (f == PackFormat::two_bit && !a.residual)
+      pack_kernel<bucket::TwoBit, false><<<grid, threads, 0, st>>>(a);
+    else if (f == PackFormat::two_bit)
+      pack_kernel<bucket::TwoBit, true><<<grid, threads, 0, st>>>(a);
+    else if (!a.residual)
+      pack_kernel<bucket::Base3, false><<<grid, threads, 0, st>>>(a);
     else
-      pack_kernel<bucket::Base3><<<a.blocks, bucket::kPackThreads, 0, st>>>(a);
+      pack_kernel<bucket::Base3, true><<<grid, threads, 0, st>>>(a);
     TG_CUDA_LAUNCH_CHECK();
   }
 }

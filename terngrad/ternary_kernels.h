@@ -63,7 +63,7 @@ double clipped_sum_sq_cpu(const float* g, int64_t n, float s);
 
 // ---- buckets: the kernels above over many tensors in one call --------------------------------
 // The same bytes, integers and floats as one call per tensor (stats: the same values up to the
-// double summation order, as always between devices). On CUDA one launch per kMaxSlots (64)
+// double summation order, as always between devices). On CUDA one launch per kMaxSlots (60)
 // tensors (terngrad/ternary_bucket.h), and for stats one device-to-host copy and one
 // synchronization for the whole bucket; on the CPU a loop over the per-tensor kernels.
 // Tasks with n = 0 are skipped; every task's arguments are checked as the per-tensor call does.
@@ -74,6 +74,10 @@ struct PackTask {
   uint64_t stream = 0;  // rng_stream(RngPurpose::ternarize, step, worker, tensor)
   uint8_t* out = nullptr;
   uint8_t* scaler_out = nullptr;  // when set: s's 4 bytes are written there (any alignment)
+  // Error feedback, when set (n floats, not overlapping g): the codes are those of
+  // v = residual + g, and afterwards residual = v - s * code (v and the update each rounded once,
+  // s * code exact), the arithmetic of compression.error_feedback on every device.
+  float* residual = nullptr;
 };
 struct StatsTask {
   const float* g = nullptr;

@@ -18,10 +18,14 @@ inline void emulated_pack(const std::vector<PackTask>& tasks, uint64_t seed, Pac
   for (const bucket::PackArgs& a : bucket::plan_pack(tasks.data(), tasks.size(), seed, f))
     simt::launch({a.blocks, 1, 1}, {bucket::kPackThreads, 1, 1},
                  [&](const simt::Dim3& b, const simt::Dim3& th) {
-                   if (f == PackFormat::two_bit)
-                     bucket::pack_thread<bucket::TwoBit>(a, b.x, th.x);
+                   if (f == PackFormat::two_bit && a.residual)
+                     bucket::pack_thread<bucket::TwoBit, true>(a, b.x, th.x);
+                   else if (f == PackFormat::two_bit)
+                     bucket::pack_thread<bucket::TwoBit, false>(a, b.x, th.x);
+                   else if (a.residual)
+                     bucket::pack_thread<bucket::Base3, true>(a, b.x, th.x);
                    else
-                     bucket::pack_thread<bucket::Base3>(a, b.x, th.x);
+                     bucket::pack_thread<bucket::Base3, false>(a, b.x, th.x);
                  });
 }
 

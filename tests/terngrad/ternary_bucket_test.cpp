@@ -6,6 +6,7 @@
 //     length around a unit (64 / 80 elements), aligned and misaligned input and output, s > 0,
 //     s = 0, s < 0, s NaN, and buckets of more than kMaxSlots tensors (several launches); bytes
 //     around each output untouched;
+//   - error feedback in the pack launch: the same codes and residual bits as the CPU path;
 //   - statistics: within 1e-12 relative of tensor_stats_cpu (double sums in another order), max
 //     exact; the same bits at an aligned and a misaligned address; the per-tensor counters back
 //     at zero after every launch;
@@ -187,6 +188,58 @@ TEST(TernaryBucket, PackHandlesScalersAndAlignment) {
           cases.push_back({1000 + static_cast<int64_t>(go * 7 + oo), s, go, oo});
     check_bucket(cases, f, 29);
   }
+}
+
+// Error feedback in the pack launch: the codes of v = residual + g and residual = v - s * code,
+// against the CPU path (which the compressor's error-feedback tests check against the library's
+// reference): the same bytes and the same residual bits, misaligned residuals and tails included.
+TEST(TernaryBucket, PackWithResidualEqualsCpu) {
+  for (PackFormat f : {PackFormat::two_bit, PackFormat::base3}) {
+    std::vector<std::vector<float>> g, res_gpu, res_cpu;
+    std::vector<std::vector<uint8_t>> out_gpu, out_cpu;
+    std::vector<int64_t> ns;
+    for (int t = 0; t < 70; ++t) ns.push_back(t < 66 ? 1 + 13 * t : 9000 + 7 * t);
+    for (size_t t = 0; t < ns.size(); ++t) {
+      g.push_back(gaussian(ns[t] + 1, 40 + static_cast<uint32_t>(t)));
+      std::vector<float> r = gaussian(ns[t] + 1, 90 + static_cast<uint32_t>(t));
+      for (float& v : r) v *= 0.3f;
+      res_gpu.push_back(r);
+      res_cpu.push_back(r);
+      out_gpu.emplace_back(packed_bytes(f, ns[t]));
+      out_cpu.emplace_back(packed_bytes(f, ns[t]));
+    }
+    std::vector<PackTask> emu, cpu;
+    for (size_t t = 0; t < ns.size(); ++t) {
+      const size_t skew = t % 2;  // odd tensors: residual and g 4 bytes off
+      const float s = t % 9 == 8 ? 0.0f : 1.2f;
+      const uint64_t stream = rng_stream(RngPurpose::ternarize, 5, 2, t);
+      const bool ef = t % 5 != 4;  // a mixed bucket: launches with and without residuals
+      emu.push_back({g[t].data() + skew, ns[t], s, stream, out_gpu[t].data(), nullptr,
+                     ef ? res_gpu[t].data() + skew : nullptr});
+      cpu.push_back({g[t].data() + skew, ns[t], s, stream, out_cpu[t].data(), nullptr,
+                     ef ? res_cpu[t].data() + skew : nullptr});
+    }
+    EXPECT_GT(bucket::plan_pack(emu.data(), emu.size(), kSeed, f).size(), 20u);
+    emulated_pack(emu, kSeed, f);
+    ternarize_pack_bucket_cpu(cpu.data(), cpu.size(), kSeed, f);
+    for (size_t t = 0; t < ns.size(); ++t) {
+      SCOPED_TRACE("tensor " + std::to_string(t));
+      ASSERT_EQ(out_gpu[t], out_cpu[t]);
+      ASSERT_EQ(res_gpu[t], res_cpu[t]);
+    }
+  }
+  // And the CPU path is v's codes and v - s * code, spelled out for one tensor.
+  const int64_t n = 333;
+  std::vector<float> g = gaussian(n, 1), r = gaussian(n, 2), v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = r[i] + g[i];
+  std::vector<uint8_t> want(packed_bytes(PackFormat::two_bit, n)), got(want.size());
+  ternarize_pack_cpu(v.data(), n, 1.5f, kSeed, 77, PackFormat::two_bit, want.data());
+  const PackTask t{g.data(), n, 1.5f, 77, got.data(), nullptr, r.data()};
+  ternarize_pack_bucket_cpu(&t, 1, kSeed, PackFormat::two_bit);
+  EXPECT_EQ(got, want);
+  std::vector<int32_t> code(n, 0);
+  unpack_accumulate_cpu(want.data(), n, PackFormat::two_bit, code.data());
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(r[i], v[i] - static_cast<float>(code[i]) * 1.5f) << i;
 }
 
 TEST(TernaryBucket, PackChecksArguments) {

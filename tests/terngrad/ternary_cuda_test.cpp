@@ -234,6 +234,36 @@ TEST(TernaryCuda, BucketPackEqualsCpu) {
   }
 }
 
+TEST(TernaryCuda, BucketPackWithResidualEqualsCpu) {
+  TG_REQUIRE_CUDA();
+  cuda::DeviceGuard guard(0);
+  for (PackFormat f : kFormats) {
+    const DeviceBucket b(f);
+    DeviceBuffer dg(b.g_bytes), dr(b.g_bytes), dp(b.out_bytes + 16);
+    std::vector<PackTask> tasks, cpu;
+    std::vector<std::vector<float>> res;
+    std::vector<uint8_t> want(b.out_bytes + 16, 0);
+    cuda::copy_h2d(0, dp.as<uint8_t>(), want.data(), want.size());
+    for (size_t t = 0; t < b.grads.size(); ++t) {
+      const int64_t n = static_cast<int64_t>(b.grads[t].size());
+      res.push_back(gaussian(n, 0.2f, 700 + t));
+      dg.upload(b.grads[t].data(), n * sizeof(float), b.g_at[t]);
+      dr.upload(res[t].data(), n * sizeof(float), b.g_at[t]);
+      const float s = t % 10 == 9 ? 0.0f : 0.8f;
+      const uint64_t stream = rng_stream(RngPurpose::ternarize, 4, 1, t);
+      tasks.push_back({dg.as<float>(b.g_at[t]), n, s, stream, dp.as<uint8_t>(b.out_at[t]), nullptr,
+                       dr.as<float>(b.g_at[t])});
+      cpu.push_back(
+          {b.grads[t].data(), n, s, stream, want.data() + b.out_at[t], nullptr, res[t].data()});
+    }
+    ternarize_pack_bucket_cuda(tasks.data(), tasks.size(), kSeed, f);
+    ternarize_pack_bucket_cpu(cpu.data(), cpu.size(), kSeed, f);
+    ASSERT_EQ(dp.download<uint8_t>(want.size()), want);
+    for (size_t t = 0; t < b.grads.size(); ++t)
+      ASSERT_EQ(dr.download<float>(b.grads[t].size(), b.g_at[t]), res[t]) << "residual " << t;
+  }
+}
+
 TEST(TernaryCuda, BucketStatsEqualEmulationBitForBit) {
   TG_REQUIRE_CUDA();
   cuda::DeviceGuard guard(0);
