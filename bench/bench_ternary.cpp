@@ -8,6 +8,8 @@
 //   copy 4n bytes:        8n              (memcpy single-threaded, an OpenMP copy, cudaMemcpy D2D)
 //   stats:                4n
 //   ternarize_pack:       4n + packed     (packed = n/4 two_bit, n/5 base3)
+//   ternarize_pack_ef:    12n + packed    (error feedback: g and the residual read, residual
+//                                          written; CUDA only)
 //   unpack_accumulate:    packed + 8n     (int32 acc read and written)
 //   scale_accumulated:    8n
 // `frac_of_copy` = GB/s of the kernel / GB/s of the best copy on that device (target on the CPU:
@@ -176,6 +178,18 @@ void run_cuda() {
                  },
                  sync),
              4.0 * n + packed, copy_gbps);
+      // With error feedback: g and the residual read, the codes and the residual written.
+      cuda::memset_async(0, ddst.p, 0, n * sizeof(float));
+      report(dev, "ternarize_pack_ef", name(f), n,
+             time_it(
+                 [&] {
+                   tern::PackTask t{dg.as<float>(), n, s, rng_stream(RngPurpose::ternarize, step++),
+                                    dp.as<uint8_t>()};
+                   t.residual = ddst.as<float>();
+                   tern::ternarize_pack_bucket_cuda(&t, 1, kSeed, f);
+                 },
+                 sync),
+             12.0 * n + packed, copy_gbps);
       report(
           dev, "unpack_accumulate", name(f), n,
           time_it([&] { tern::unpack_accumulate_cuda(dp.as<uint8_t>(), n, f, dacc.as<int32_t>()); },
