@@ -260,27 +260,30 @@ class TernGradCompressor final : public Compressor {
       if (ternary_[t]) tasks.push_back({p + layout_[t].offset, layout_[t].numel});
     std::vector<TensorStats> st;
     stats_bucket(d, tasks, st);
+    std::vector<float> scaler(st.size());
+    for (size_t k = 0; k < st.size(); ++k) scaler[k] = scaler_of(st[k]);
+    // With rescale: ||clamp(g, -s, s)||^2 of every ternarized slot at its own scaler, again in
+    // one bucket call, for the length ratio ||clip(g)|| / ||g|| in (0, 1] (1 for an all-zero g).
+    std::vector<double> clipped(st.size(), 0.0);
+    if (o_.rescale) {
+      TG_DISPATCH(
+          d, "clipped_sum_sq",
+          clipped_sum_sq_bucket_cpu(tasks.data(), tasks.size(), scaler.data(), clipped.data()),
+          clipped_sum_sq_bucket_cuda(tasks.data(), tasks.size(), scaler.data(), clipped.data()));
+    }
     size_t k = 0;
     for (size_t t = r.first; t < r.last; ++t) {
       float* out = meta + (t - r.first) * m;
       out[0] = 0.0f;
       if (o_.rescale) out[1] = 0.0f;
       if (!ternary_[t]) continue;
-      const GradSlot& sl = layout_[t];
-      out[0] = scaler_of(st[k]);
-      if (o_.rescale) out[1] = length_ratio(d, p + sl.offset, sl.numel, st[k], out[0]);
+      out[0] = scaler[k];
+      if (o_.rescale)
+        out[1] = st[k].sum_sq > 0
+                     ? static_cast<float>(std::min(1.0, std::sqrt(clipped[k] / st[k].sum_sq)))
+                     : 1.0f;
       ++k;
     }
-  }
-
-  // ||clamp(g, -s, s)|| / ||g|| in (0, 1]; 1 for an all-zero g.
-  static float length_ratio(const Device& d, const float* g, int64_t n, const TensorStats& st,
-                            float s) {
-    if (!(st.sum_sq > 0)) return 1.0f;
-    double clipped = 0;
-    TG_DISPATCH(d, "clipped_sum_sq", clipped = clipped_sum_sq_cpu(g, n, s),
-                clipped = clipped_sum_sq_cuda(g, n, s));
-    return static_cast<float>(std::min(1.0, std::sqrt(clipped / st.sum_sq)));
   }
 
   // The factor of a shared-scaler slot's integer sums: s / (N (L - 1)) (L - 1 = 1 for TernGrad),

@@ -24,7 +24,8 @@
 //   double (fma for the squares), a block combines its threads in a fixed tree in shared memory,
 //   and the last block of a tensor to finish (a per-tensor counter, left at 0) combines the
 //   tensor's block partials in block order. The result depends only on the values and n, never
-//   on which block finished last or on the tensor's alignment.
+//   on which block finished last or on the tensor's alignment. The clipped sum of squares of
+//   the norm-preserving rescale runs as the same kernel with min(g_i^2, s^2) per element.
 // scale: out_i = float(acc_i) * scale, one thread per 4 elements (int4 -> float4 when aligned).
 #pragma once
 
@@ -381,9 +382,13 @@ struct StatsSlot {
   uint32_t first_block = 0;
   uint32_t blocks = 0;
   uint32_t aligned = 0;  // g is 16-byte aligned
+  double cap = 0;        // clipped launches: s^2 (each g_i^2 counts at most this)
 };
 
+// A statistics launch, or with `clipped` a clipped-sum-of-squares launch: sum_sq is then the
+// sum of min(g_i^2, cap) (clipped_sum_sq of ternary_kernels.h) and the other three stay 0.
 struct StatsArgs {
+  bool clipped = false;
   int count = 0;
   double* partial = nullptr;  // 4 per block of the launch: sum, sum_sq, l1, max|g|
   double* out = nullptr;      // 4 per slot, the same quantities
@@ -404,8 +409,14 @@ inline void stats_split(int64_t n, int64_t& blocks, int64_t& chunk) {
 struct StatsAcc {
   double s = 0, q = 0, l = 0;
   float m = 0;
-  TG_HD void add(float f) {
+  template <bool kClipped>
+  TG_HD void add(float f, double cap) {
     const double d = f;
+    if (kClipped) {
+      const double d2 = d * d;  // exact: a float's square fits a double
+      q += d2 < cap ? d2 : cap;
+      return;
+    }
     s += d;
     q = fma(d, d, q);
     l += fabs(d);
@@ -435,6 +446,7 @@ TG_DEV void stats_tree(StatsAcc& acc, uint32_t tid, double (&red)[3][kStatsThrea
   TG_SYNC();  // the arrays are reused next
 }
 
+template <bool kClipped>
 TG_DEV void stats_block(const StatsArgs& a, uint32_t block, uint32_t tid) {
   TG_SHARED double red[3][kStatsThreads];
   TG_SHARED float rmax[kStatsThreads];
@@ -467,11 +479,12 @@ TG_DEV void stats_block(const StatsArgs& a, uint32_t block, uint32_t tid) {
     for (int v = 0; v < kUnroll; ++v) {
       if (k0 + static_cast<int64_t>(v) * kStatsThreads < groups) {
         TG_UNROLL
-        for (int e = 0; e < 4; ++e) acc.add(x[v][e]);
+        for (int e = 0; e < 4; ++e) acc.add<kClipped>(x[v][e], sl.cap);
       }
     }
   }
-  if (tid < static_cast<uint32_t>(len - 4 * groups)) acc.add(g[4 * groups + tid]);  // < 4 left
+  if (tid < static_cast<uint32_t>(len - 4 * groups))
+    acc.add<kClipped>(g[4 * groups + tid], sl.cap);  // < 4 left
   stats_tree(acc, tid, red, rmax);
   if (tid == 0) {
     double* p = a.partial + 4 * static_cast<int64_t>(block);
@@ -646,9 +659,10 @@ inline std::vector<PackArgs> plan_pack(const PackTask* task, size_t count, uint6
 }
 
 // The launches for `count` tasks; index[k] = the task of slot k over all launches (tasks with
-// n = 0 have no slot); partial_blocks = the blocks of the largest launch.
+// n = 0 have no slot). With `scalers`: clipped launches, task i capped at scalers[i]^2.
 inline std::vector<StatsArgs> plan_stats(const StatsTask* task, size_t count,
-                                         std::vector<size_t>& index) {
+                                         std::vector<size_t>& index,
+                                         const float* scalers = nullptr) {
   std::vector<StatsArgs> plans;
   uint32_t blocks = 0;
   index.clear();
@@ -661,10 +675,12 @@ inline std::vector<StatsArgs> plan_stats(const StatsTask* task, size_t count,
     stats_split(t.n, b, chunk);
     if (plans.empty() || plans.back().count == kMaxSlots) {
       plans.emplace_back();
+      plans.back().clipped = scalers != nullptr;
       blocks = 0;
     }
     StatsArgs& a = plans.back();
     StatsSlot& sl = a.slot[a.count++];
+    if (scalers != nullptr) sl.cap = static_cast<double>(scalers[i]) * scalers[i];
     sl.g = t.g;
     sl.n = t.n;
     sl.chunk = chunk;

@@ -485,6 +485,14 @@ void tensor_stats_bucket_cpu(const StatsTask* tasks, size_t count, TensorStats* 
   for (size_t i = 0; i < count; ++i) tensor_stats_cpu(tasks[i].g, tasks[i].n, out + i);
 }
 
+void clipped_sum_sq_bucket_cpu(const StatsTask* tasks, size_t count, const float* scalers,
+                               double* out) {
+  TG_CHECK(count == 0 || (tasks != nullptr && scalers != nullptr && out != nullptr),
+           "clipped_sum_sq_bucket_cpu: tasks, scalers or out is null");
+  for (size_t i = 0; i < count; ++i)
+    out[i] = clipped_sum_sq_cpu(tasks[i].g, tasks[i].n, scalers[i]);
+}
+
 void scale_accumulated_bucket_cpu(const ScaleTask* tasks, size_t count) {
   TG_CHECK(count == 0 || tasks != nullptr, "scale_accumulated_bucket_cpu: tasks is null");
   for (size_t i = 0; i < count; ++i) {

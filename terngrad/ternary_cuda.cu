@@ -8,7 +8,7 @@
 // results to the host (one synchronization per call); the last-block election of its single pass
 // uses kMaxSlots counters per (device, stream), zeroed once and left at zero by every launch.
 // unpack_accumulate(_many) runs as a bucket kernel too: one thread per packed byte.
-// clipped_sum_sq: two deterministic passes, no atomics (the pattern of nn/ops/reduce_cuda.cu).
+// clipped_sum_sq is the statistics kernel in its clipped mode.
 //
 // Napkin math (H100, ~3 TB/s; bench/README "TernGrad kernels on the GPU" for the measurements):
 // ternarize reads 4 B and writes 0.25 B per element, ~700 G elements/s at the copy rate. The
@@ -37,45 +37,6 @@ namespace tg::tern {
 
 namespace {
 
-constexpr int kThreads = 256;           // a multiple of 32 (full warps for the shuffles)
-constexpr int64_t kMaxBlocks = 1024;    // grid cap of the stats pass = number of partials
-constexpr int64_t kItemsPerThread = 8;  // stats: below this load per thread, fewer blocks
-
-int64_t stats_blocks(int64_t n) {
-  int64_t b = (n + kThreads * kItemsPerThread - 1) / (kThreads * kItemsPerThread);
-  if (b < 1) b = 1;
-  if (b > kMaxBlocks) b = kMaxBlocks;
-  return b;
-}
-
-struct SumF {
-  __device__ double operator()(double a, double b) const { return a + b; }
-};
-
-// clipped_sum_sq: per block the sum of min(g^2, s^2) over its grid-stride elements (double),
-// then one block sums the B partials in a fixed tree.
-__global__ void clipped_partials_kernel(const float* __restrict__ g, int64_t n, double cap,
-                                        double* __restrict__ partial) {
-  __shared__ double smem[32];
-  double q = 0;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    const double d = static_cast<double>(g[i]) * g[i];
-    q += d < cap ? d : cap;
-  }
-  q = cuda::block_reduce(q, 0.0, SumF(), smem);
-  if (threadIdx.x == 0) partial[blockIdx.x] = q;
-}
-
-__global__ void clipped_final_kernel(const double* __restrict__ partial, int64_t B,
-                                     double* __restrict__ out) {
-  __shared__ double smem[32];
-  double v = 0;
-  for (int64_t i = threadIdx.x; i < B; i += blockDim.x) v += partial[i];
-  v = cuda::block_reduce(v, 0.0, SumF(), smem);
-  if (threadIdx.x == 0) out[0] = v;
-}
-
 // The bucket kernels of ternary_bucket.h; the parameter block is read in place
 // (__grid_constant__: no copy of its ~3 KB per thread).
 template <class F, bool kEF>
@@ -84,9 +45,10 @@ __global__ void __launch_bounds__(bucket::kPackThreads)
   bucket::pack_thread<F, kEF>(a, blockIdx.x, threadIdx.x);
 }
 
+template <bool kClipped>
 __global__ void __launch_bounds__(bucket::kStatsThreads)
     stats_kernel(const __grid_constant__ bucket::StatsArgs a) {
-  bucket::stats_block(a, blockIdx.x, threadIdx.x);
+  bucket::stats_block<kClipped>(a, blockIdx.x, threadIdx.x);
 }
 
 __global__ void __launch_bounds__(bucket::kScaleThreads)
@@ -140,34 +102,12 @@ class Workspace {
   void* p_ = nullptr;
 };
 
-}  // namespace
-
-double clipped_sum_sq_cuda(const float* g, int64_t n, float s) {
-  TG_CHECK(n >= 0, "clipped_sum_sq_cuda: element count ", n, " is negative (expected n >= 0)");
-  if (n == 0) return 0.0;
-  TG_CHECK(g != nullptr, "clipped_sum_sq_cuda: g is null for n = ", n);
-  const int64_t B = stats_blocks(n);
-  Workspace ws((B + 1) * sizeof(double));
-  double* partial = ws.as<double>();
-  cudaStream_t st = cuda::current_stream();
-  clipped_partials_kernel<<<static_cast<unsigned>(B), kThreads, 0, st>>>(
-      g, n, static_cast<double>(s) * s, partial);
-  TG_CUDA_LAUNCH_CHECK();
-  clipped_final_kernel<<<1, kThreads, 0, st>>>(partial, B, partial + B);
-  TG_CUDA_LAUNCH_CHECK();
-  double host = 0;
-  TG_CUDA_CHECK(cudaMemcpyAsync(&host, partial + B, sizeof(host), cudaMemcpyDeviceToHost, st));
-  TG_CUDA_CHECK(cudaStreamSynchronize(st));
-  return host;
-}
-
-void tensor_stats_bucket_cuda(const StatsTask* tasks, size_t count, TensorStats* out) {
-  TG_CHECK(count == 0 || (tasks != nullptr && out != nullptr),
-           "tensor_stats_cuda: tasks or out is null");
-  for (size_t i = 0; i < count; ++i) out[i] = TensorStats{};
-  std::vector<size_t> index;
-  std::vector<bucket::StatsArgs> plans = bucket::plan_stats(tasks, count, index);
-  if (plans.empty()) return;
+// The statistics (or, with scalers, the clipped sums of squares) of a bucket: the launches,
+// then one copy of all results to the host: slot k's sum, sum_sq, l1, max at 4 k.
+std::vector<double> run_stats(const StatsTask* tasks, size_t count, const float* scalers,
+                              std::vector<size_t>& index) {
+  std::vector<bucket::StatsArgs> plans = bucket::plan_stats(tasks, count, index, scalers);
+  if (plans.empty()) return {};
   int64_t blocks = 0;
   for (const bucket::StatsArgs& a : plans) blocks += bucket::stats_blocks(a);
   const int64_t slots = static_cast<int64_t>(index.size());
@@ -182,7 +122,10 @@ void tensor_stats_bucket_cuda(const StatsTask* tasks, size_t count, TensorStats*
     a.out = result + 4 * s0;
     a.done = done;
     const uint32_t nb = bucket::stats_blocks(a);
-    stats_kernel<<<nb, bucket::kStatsThreads, 0, st>>>(a);
+    if (a.clipped)
+      stats_kernel<true><<<nb, bucket::kStatsThreads, 0, st>>>(a);
+    else
+      stats_kernel<false><<<nb, bucket::kStatsThreads, 0, st>>>(a);
     TG_CUDA_LAUNCH_CHECK();
     b0 += nb;
     s0 += a.count;
@@ -191,6 +134,17 @@ void tensor_stats_bucket_cuda(const StatsTask* tasks, size_t count, TensorStats*
   TG_CUDA_CHECK(cudaMemcpyAsync(host.data(), result, host.size() * sizeof(double),
                                 cudaMemcpyDeviceToHost, st));
   TG_CUDA_CHECK(cudaStreamSynchronize(st));
+  return host;
+}
+
+}  // namespace
+
+void tensor_stats_bucket_cuda(const StatsTask* tasks, size_t count, TensorStats* out) {
+  TG_CHECK(count == 0 || (tasks != nullptr && out != nullptr),
+           "tensor_stats_cuda: tasks or out is null");
+  for (size_t i = 0; i < count; ++i) out[i] = TensorStats{};
+  std::vector<size_t> index;
+  const std::vector<double> host = run_stats(tasks, count, nullptr, index);
   for (size_t k = 0; k < index.size(); ++k) {
     TensorStats& o = out[index[k]];
     o.n = tasks[index[k]].n;
@@ -199,6 +153,25 @@ void tensor_stats_bucket_cuda(const StatsTask* tasks, size_t count, TensorStats*
     o.l1 = host[4 * k + 2];
     o.max_abs = host[4 * k + 3];
   }
+}
+
+void clipped_sum_sq_bucket_cuda(const StatsTask* tasks, size_t count, const float* scalers,
+                                double* out) {
+  TG_CHECK(count == 0 || (tasks != nullptr && scalers != nullptr && out != nullptr),
+           "clipped_sum_sq_cuda: tasks, scalers or out is null");
+  for (size_t i = 0; i < count; ++i) out[i] = 0.0;
+  std::vector<size_t> index;
+  const std::vector<double> host = run_stats(tasks, count, scalers, index);
+  for (size_t k = 0; k < index.size(); ++k) out[index[k]] = host[4 * k + 1];
+}
+
+double clipped_sum_sq_cuda(const float* g, int64_t n, float s) {
+  TG_CHECK(n >= 0, "clipped_sum_sq_cuda: element count ", n, " is negative (expected n >= 0)");
+  TG_CHECK(n == 0 || g != nullptr, "clipped_sum_sq_cuda: g is null for n = ", n);
+  const StatsTask t{g, n};
+  double out = 0;
+  clipped_sum_sq_bucket_cuda(&t, 1, &s, &out);
+  return out;
 }
 
 void tensor_stats_cuda(const float* g, int64_t n, TensorStats* out) {

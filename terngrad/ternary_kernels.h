@@ -96,6 +96,11 @@ struct UnpackTask {
   int64_t n = 0;
   int32_t* acc = nullptr;
 };
+// clipped_sum_sq of task i at scaler scalers[i] into out[i].
+void clipped_sum_sq_bucket_cpu(const StatsTask* tasks, size_t count, const float* scalers,
+                               double* out);
+void clipped_sum_sq_bucket_cuda(const StatsTask* tasks, size_t count, const float* scalers,
+                                double* out);
 void ternarize_pack_bucket_cpu(const PackTask* tasks, size_t count, uint64_t seed, PackFormat f);
 void tensor_stats_bucket_cpu(const StatsTask* tasks, size_t count, TensorStats* out);
 void scale_accumulated_bucket_cpu(const ScaleTask* tasks, size_t count);

@@ -29,10 +29,13 @@ inline void emulated_pack(const std::vector<PackTask>& tasks, uint64_t seed, Pac
                  });
 }
 
-// Runs the stats bucket on the emulated GPU; out[t] for every task (n = 0: zeros).
-inline std::vector<TensorStats> emulated_stats(const std::vector<StatsTask>& tasks) {
+// Runs the stats bucket on the emulated GPU; out[t] for every task (n = 0: zeros). With
+// scalers: the clipped launches, whose sum_sq is clipped_sum_sq at scalers[t].
+inline std::vector<TensorStats> emulated_stats(const std::vector<StatsTask>& tasks,
+                                               const float* scalers = nullptr) {
   std::vector<size_t> index;
-  std::vector<bucket::StatsArgs> plans = bucket::plan_stats(tasks.data(), tasks.size(), index);
+  std::vector<bucket::StatsArgs> plans =
+      bucket::plan_stats(tasks.data(), tasks.size(), index, scalers);
   std::vector<TensorStats> out(tasks.size());
   std::vector<unsigned> done(bucket::kMaxSlots, 0);
   size_t k = 0;
@@ -42,9 +45,13 @@ inline std::vector<TensorStats> emulated_stats(const std::vector<StatsTask>& tas
     a.partial = partial.data();
     a.out = res.data();
     a.done = done.data();
-    simt::launch(
-        {blocks, 1, 1}, {bucket::kStatsThreads, 1, 1},
-        [&](const simt::Dim3& b, const simt::Dim3& th) { bucket::stats_block(a, b.x, th.x); });
+    simt::launch({blocks, 1, 1}, {bucket::kStatsThreads, 1, 1},
+                 [&](const simt::Dim3& b, const simt::Dim3& th) {
+                   if (a.clipped)
+                     bucket::stats_block<true>(a, b.x, th.x);
+                   else
+                     bucket::stats_block<false>(a, b.x, th.x);
+                 });
     for (unsigned d : done) EXPECT_EQ(d, 0u) << "a counter was left non-zero";
     for (int s = 0; s < a.count; ++s, ++k) {
       TensorStats& o = out[index[k]];

@@ -7,7 +7,8 @@
 //     s = 0, s < 0, s NaN, and buckets of more than kMaxSlots tensors (several launches); bytes
 //     around each output untouched;
 //   - error feedback in the pack launch: the same codes and residual bits as the CPU path;
-//   - statistics: within 1e-12 relative of tensor_stats_cpu (double sums in another order), max
+//   - statistics, and in the same kernel the clipped sum of squares: within 1e-12 relative of
+//     tensor_stats_cpu / clipped_sum_sq_cpu (double sums in another order), max
 //     exact; the same bits at an aligned and a misaligned address; the per-tensor counters back
 //     at zero after every launch;
 //   - scale: the same floats as scale_accumulated_cpu; unpack + accumulate: the same integers as
@@ -315,6 +316,33 @@ TEST(TernaryBucket, StatsOverManyLaunches) {
     ASSERT_EQ(got[t].max_abs, want.max_abs) << t;
     expect_close(got[t].sum_sq, want.sum_sq, "sum_sq of tensor " + std::to_string(t));
   }
+}
+
+TEST(TernaryBucket, ClippedSumOfSquaresMatchesCpu) {
+  // The statistics kernel in its clipped mode: the sum of min(g_i^2, s^2), s below, inside and
+  // above the values' range, and s = 0.
+  std::vector<std::vector<float>> store;
+  store.reserve(8);
+  std::vector<StatsTask> tasks;
+  std::vector<float> scalers = {0.5f, 1.0f, 2.5f, 100.0f, 0.0f, 1.0f, 0.1f, 3.0f};
+  const int64_t sizes[] = {1, 5, 4096, 40001, 333, 0, 70000, 17};
+  for (size_t t = 0; t < 8; ++t) {
+    store.push_back(gaussian(sizes[t], 500 + static_cast<uint32_t>(t)));
+    tasks.push_back({store.back().data(), sizes[t]});
+  }
+  const std::vector<TensorStats> got = emulated_stats(tasks, scalers.data());
+  std::vector<double> cpu(8);
+  clipped_sum_sq_bucket_cpu(tasks.data(), tasks.size(), scalers.data(), cpu.data());
+  for (size_t t = 0; t < 8; ++t) {
+    SCOPED_TRACE("n=" + std::to_string(sizes[t]) + " s=" + std::to_string(scalers[t]));
+    EXPECT_EQ(cpu[t], clipped_sum_sq_cpu(tasks[t].g, tasks[t].n, scalers[t]));
+    // The CPU sums sequentially: its rounding error grows to n * 2^-53 of the sum.
+    EXPECT_LE(std::fabs(got[t].sum_sq - cpu[t]),
+              std::max(1e-12, 2.0 * sizes[t] * std::ldexp(1.0, -53)) * std::max(1.0, cpu[t]))
+        << "clipped sum of squares";
+    EXPECT_EQ(got[t].sum, 0.0);
+  }
+  EXPECT_EQ(got[4].sum_sq, 0.0);  // s = 0 clips everything to 0
 }
 
 // ---- scale -----------------------------------------------------------------------------------

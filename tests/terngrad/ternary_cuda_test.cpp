@@ -295,6 +295,12 @@ TEST(TernaryCuda, BucketStatsEqualEmulationBitForBit) {
     tensor_stats_cuda(dev[t].g, dev[t].n, &one);
     EXPECT_EQ(std::memcmp(&one, &gpu[t], sizeof(TensorStats)), 0);
   }
+  // The clipped mode (the rescale's clipped sum of squares) too.
+  const std::vector<float> scalers(dev.size(), 0.7f);
+  std::vector<double> clipped(dev.size());
+  clipped_sum_sq_bucket_cuda(dev.data(), dev.size(), scalers.data(), clipped.data());
+  const std::vector<TensorStats> emu_clipped = emulated_stats(host, scalers.data());
+  for (size_t t = 0; t < dev.size(); ++t) EXPECT_EQ(clipped[t], emu_clipped[t].sum_sq) << t;
 }
 
 TEST(TernaryCuda, BucketScaleEqualsCpu) {
