@@ -97,25 +97,24 @@ TG_HD void store16(uint8_t* p, const uint32_t* w) {
 #endif
 }
 
+TG_HD uint32_t float_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  return std::bit_cast<uint32_t>(f);
+#endif
+}
+TG_HD void store16(float* p, const float* x) {
+  const uint32_t w[4] = {float_bits(x[0]), float_bits(x[1]), float_bits(x[2]), float_bits(x[3])};
+  store16(reinterpret_cast<uint8_t*>(p), w);
+}
+
+// a + b rounded once (never fused with a neighbouring multiply); a - b is add_rn(a, -b).
 TG_HD float add_rn(float a, float b) {
 #if defined(__CUDA_ARCH__)
   return __fadd_rn(a, b);
 #else
   return a + b;
-#endif
-}
-TG_HD float sub_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
-TG_HD void store16(float* p, const float* x) {
-#if defined(__CUDA_ARCH__)
-  *reinterpret_cast<float4*>(p) = make_float4(x[0], x[1], x[2], x[3]);
-#else
-  std::memcpy(p, x, 16);
 #endif
 }
 
@@ -324,7 +323,7 @@ TG_HD void pack_unit(const PackSlot& sl, uint64_t seed, int64_t u) {
   if (kEF) {
     TG_UNROLL
     for (int e = 0; e < F::kElems; ++e)
-      x[e] = sub_rn(x[e], mul_rn(static_cast<float>(F::code(w, e)), sl.s));
+      x[e] = add_rn(x[e], -mul_rn(static_cast<float>(F::code(w, e)), sl.s));
     if (kFull && (sl.flags & kAlignedRes)) {
       TG_UNROLL
       for (int k = 0; k < F::kElems / 4; ++k) store16(sl.residual + e0 + 4 * k, x + 4 * k);
@@ -359,12 +358,7 @@ TG_HD void pack_thread(const PackArgs& a, uint32_t block, uint32_t thread) {
   const int64_t units = units_of<F>(sl.n);
   if (u >= units) return;
   if (u == 0 && sl.scaler_out != nullptr) {
-#if defined(__CUDA_ARCH__)
-    const uint32_t bits = __float_as_uint(sl.s);
-#else
-    uint32_t bits = 0;
-    std::memcpy(&bits, &sl.s, sizeof bits);
-#endif
+    const uint32_t bits = float_bits(sl.s);
     for (int k = 0; k < 4; ++k) sl.scaler_out[k] = static_cast<uint8_t>(bits >> (8 * k));
   }
   if ((u + 1) * F::kElems <= sl.n)
@@ -390,6 +384,7 @@ struct StatsSlot {
 struct StatsArgs {
   bool clipped = false;
   int count = 0;
+  uint32_t blocks = 0;        // of the launch
   double* partial = nullptr;  // 4 per block of the launch: sum, sum_sq, l1, max|g|
   double* out = nullptr;      // 4 per slot, the same quantities
   unsigned* done = nullptr;   // per slot: blocks finished; the last one sets it back to 0
@@ -619,6 +614,19 @@ inline bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
+// The launch a tensor of `blocks` blocks joins: the last one, or a new one when that one is full
+// (kMaxSlots tensors, or 2^31 - 1 blocks) or `apart` keeps the tensor out of it.
+template <class Args>
+Args& launch_for(std::vector<Args>& plans, int64_t blocks, int64_t n, const char* fn,
+                 bool apart = false) {
+  TG_CHECK(blocks < (int64_t{1} << 31), fn, ": ", n,
+           " elements need more blocks than one launch has");
+  if (plans.empty() || apart || plans.back().count == kMaxSlots ||
+      plans.back().blocks + blocks > (int64_t{1} << 31) - 1)
+    plans.emplace_back();
+  return plans.back();
+}
+
 // The launches for `count` tasks (kMaxSlots tensors per launch, in order).
 inline std::vector<PackArgs> plan_pack(const PackTask* task, size_t count, uint64_t seed,
                                        PackFormat f) {
@@ -631,15 +639,10 @@ inline std::vector<PackArgs> plan_pack(const PackTask* task, size_t count, uint6
     const int64_t units = f == PackFormat::two_bit ? units_of<TwoBit>(t.n) : units_of<Base3>(t.n);
     const int64_t blocks = (units + kPackThreads - 1) / kPackThreads;
     const bool ef = t.residual != nullptr;
-    if (plans.empty() || plans.back().count == kMaxSlots || plans.back().residual != ef ||
-        plans.back().blocks + blocks > (int64_t{1} << 31) - 1) {
-      TG_CHECK(blocks < (int64_t{1} << 31), "ternarize_pack_cuda: ", t.n,
-               " elements need more blocks than one launch has");
-      plans.emplace_back();
-      plans.back().seed = seed;
-      plans.back().residual = ef;
-    }
-    PackArgs& a = plans.back();
+    PackArgs& a = launch_for(plans, blocks, t.n, "ternarize_pack_cuda",
+                             !plans.empty() && plans.back().residual != ef);
+    a.seed = seed;
+    a.residual = ef;
     PackSlot& sl = a.slot[a.count++];
     sl.g = t.g;
     sl.out = t.out;
@@ -664,7 +667,6 @@ inline std::vector<StatsArgs> plan_stats(const StatsTask* task, size_t count,
                                          std::vector<size_t>& index,
                                          const float* scalers = nullptr) {
   std::vector<StatsArgs> plans;
-  uint32_t blocks = 0;
   index.clear();
   for (size_t i = 0; i < count; ++i) {
     const StatsTask& t = task[i];
@@ -673,27 +675,20 @@ inline std::vector<StatsArgs> plan_stats(const StatsTask* task, size_t count,
     TG_CHECK(t.g != nullptr, "tensor_stats_cuda: g is null for n = ", t.n);
     int64_t b = 0, chunk = 0;
     stats_split(t.n, b, chunk);
-    if (plans.empty() || plans.back().count == kMaxSlots) {
-      plans.emplace_back();
-      plans.back().clipped = scalers != nullptr;
-      blocks = 0;
-    }
-    StatsArgs& a = plans.back();
+    StatsArgs& a = launch_for(plans, b, t.n, "tensor_stats_cuda");
+    a.clipped = scalers != nullptr;
     StatsSlot& sl = a.slot[a.count++];
     if (scalers != nullptr) sl.cap = static_cast<double>(scalers[i]) * scalers[i];
     sl.g = t.g;
     sl.n = t.n;
     sl.chunk = chunk;
-    sl.first_block = blocks;
+    sl.first_block = a.blocks;
     sl.blocks = static_cast<uint32_t>(b);
     sl.aligned = aligned16(t.g) ? 1u : 0u;
-    blocks += static_cast<uint32_t>(b);
+    a.blocks += static_cast<uint32_t>(b);
     index.push_back(i);
   }
   return plans;
-}
-inline uint32_t stats_blocks(const StatsArgs& a) {
-  return a.count == 0 ? 0 : a.slot[a.count - 1].first_block + a.slot[a.count - 1].blocks;
 }
 
 inline std::vector<ScaleArgs> plan_scale(const ScaleTask* task, size_t count) {
@@ -702,10 +697,7 @@ inline std::vector<ScaleArgs> plan_scale(const ScaleTask* task, size_t count) {
     const ScaleTask& t = task[i];
     if (!detail::scale_args(t.acc, t.n, t.out, "scale_accumulated_cuda")) continue;
     const int64_t blocks = (t.n + 4 * kScaleThreads - 1) / (4 * kScaleThreads);
-    if (plans.empty() || plans.back().count == kMaxSlots ||
-        plans.back().blocks + blocks > (int64_t{1} << 31) - 1)
-      plans.emplace_back();
-    ScaleArgs& a = plans.back();
+    ScaleArgs& a = launch_for(plans, blocks, t.n, "scale_accumulated_cuda");
     ScaleSlot& sl = a.slot[a.count++];
     sl.acc = t.acc;
     sl.out = t.out;
@@ -726,10 +718,7 @@ inline std::vector<UnpackArgs> plan_unpack(const UnpackTask* task, size_t count,
       continue;
     const int64_t blocks =
         (static_cast<int64_t>(packed_bytes(f, t.n)) + kUnpackThreads - 1) / kUnpackThreads;
-    if (plans.empty() || plans.back().count == kMaxSlots ||
-        plans.back().blocks + blocks > (int64_t{1} << 31) - 1)
-      plans.emplace_back();
-    UnpackArgs& a = plans.back();
+    UnpackArgs& a = launch_for(plans, blocks, t.n, "unpack_accumulate_cuda");
     UnpackSlot& sl = a.slot[a.count++];
     sl.packed = t.packed;
     sl.acc = t.acc;

@@ -109,7 +109,7 @@ std::vector<double> run_stats(const StatsTask* tasks, size_t count, const float*
   std::vector<bucket::StatsArgs> plans = bucket::plan_stats(tasks, count, index, scalers);
   if (plans.empty()) return {};
   int64_t blocks = 0;
-  for (const bucket::StatsArgs& a : plans) blocks += bucket::stats_blocks(a);
+  for (const bucket::StatsArgs& a : plans) blocks += a.blocks;
   const int64_t slots = static_cast<int64_t>(index.size());
   Workspace ws(static_cast<size_t>(4 * (blocks + slots)) * sizeof(double));
   double* partial = ws.as<double>();
@@ -121,7 +121,7 @@ std::vector<double> run_stats(const StatsTask* tasks, size_t count, const float*
     a.partial = partial + 4 * b0;
     a.out = result + 4 * s0;
     a.done = done;
-    const uint32_t nb = bucket::stats_blocks(a);
+    const uint32_t nb = a.blocks;
     if (a.clipped)
       stats_kernel<true><<<nb, bucket::kStatsThreads, 0, st>>>(a);
     else

@@ -40,7 +40,7 @@ inline std::vector<TensorStats> emulated_stats(const std::vector<StatsTask>& tas
   std::vector<unsigned> done(bucket::kMaxSlots, 0);
   size_t k = 0;
   for (bucket::StatsArgs& a : plans) {
-    const uint32_t blocks = bucket::stats_blocks(a);
+    const uint32_t blocks = a.blocks;
     std::vector<double> partial(4 * static_cast<size_t>(blocks), std::nan("")), res(4 * a.count);
     a.partial = partial.data();
     a.out = res.data();
