@@ -8,6 +8,8 @@
 // and TG_SHARED is `static`, so every thread of the running block sees the same arrays. Float
 // arithmetic is written with fmaf (one rounding, as on the GPU), so an emulated kernel computes
 // the GPU's bits: the emulation is a reference for the GPU run, not only for the indexing.
+// TG_ATOMIC_ADD_U32 and TG_FENCE() (a device-wide fence) are atomics on the host: since the
+// blocks run one after another, a "last block done" election elects the last block in order.
 //
 // Slow (a context switch per thread per TG_SYNC): for tests on small shapes only.
 #pragma once
