@@ -18,7 +18,9 @@
 //   (probability 1/256 each) with float compares only (b as a float by its bits, no integer
 //   conversion), and marks those in a bit mask; a loop over the mask then draws their refine
 //   words. Lanes of a warp with a marked element run that loop together, so one unit of 64-80
-//   elements per thread keeps the loop to about one pass per warp.
+//   elements per thread keeps the loop to about one pass per warp. With error feedback (a task
+//   with a residual; a separate instantiation, for its registers) the unit reads the residual
+//   too, packs the codes of v = residual + g and writes residual = v - s * code.
 // statistics: blocks of kStatsThreads threads, each tensor cut into at most kMaxStatsBlocks
 //   contiguous chunks of a multiple of 4 elements; a thread sums its float4 groups in order in
 //   double (fma for the squares), a block combines its threads in a fixed tree in shared memory,
@@ -27,6 +29,8 @@
 //   on which block finished last or on the tensor's alignment. The clipped sum of squares of
 //   the norm-preserving rescale runs as the same kernel with min(g_i^2, s^2) per element.
 // scale: out_i = float(acc_i) * scale, one thread per 4 elements (int4 -> float4 when aligned).
+// unpack + accumulate: one thread per packed byte, every vector's digits summed in registers,
+// one read-modify-write of acc per element.
 #pragma once
 
 #include <bit>
