@@ -308,9 +308,6 @@ class TernGradCompressor final : public Compressor {
     return grid() ? grid_packed_bytes(o_.levels, n) : packed_bytes(o_.pack, n);
   }
 
-  // Elements per chunk of the CPU's residual update: a multiple of 60 (see encode_range).
-  static constexpr int64_t kResidualChunk = 60 * 256;
-
   int64_t largest_slot(SlotRange r) const {
     int64_t n = 0;
     for (size_t t = r.first; t < r.last; ++t) n = std::max(n, layout_[t].numel);
@@ -361,6 +358,7 @@ class TernGradCompressor final : public Compressor {
     // feedback: the codes of v = residual + g and the residual update, in the same pass) are
     // gathered and coded in one bucket call (ternary_kernels.h).
     std::vector<PackTask> tasks;
+    Tensor tmp_i, tmp_f;  // grid with error feedback: decoded codes, made on first use
     size_t k = 0;
     for (size_t t = r.first; t < r.last; ++t) {
       const GradSlot& sl = layout_[t];
@@ -387,7 +385,7 @@ class TernGradCompressor final : public Compressor {
         tasks.push_back({p + sl.offset, sl.numel, s, stream, codes, scaler_at, e});
       } else {
         if (scaler_at != nullptr) write_float(d, scaler_at, s);
-        if (grid()) grid_encode(d, p + sl.offset, e, sl.numel, s, stream, codes, r);
+        if (grid()) grid_encode(d, p + sl.offset, e, sl.numel, s, stream, codes, r, tmp_i, tmp_f);
       }
       m += slot_bytes(t, step);
     }
@@ -396,10 +394,10 @@ class TernGradCompressor final : public Compressor {
 
   // One grid slot of n elements: its codes from g, or with error feedback (e = the slot's
   // residual) from v = residual + g, after which residual = v - unit(s) * code. On the CPU the
-  // update runs in chunks whose decoded codes stay in cache (element-wise, so the same bits as
-  // one pass); a chunk starts on a whole byte of codes (3, 4 or 5 codes per byte divide 60).
+  // update runs kResidualChunk elements at a time (element-wise, so the same bits as one pass).
+  // tmp_i / tmp_f: the range's scratch for one chunk, made on the first call.
   void grid_encode(const Device& d, const float* g, float* e, int64_t n, float s, uint64_t stream,
-                   uint8_t* codes, SlotRange r) {
+                   uint8_t* codes, SlotRange r, Tensor& tmp_i, Tensor& tmp_f) {
     const float* x = g;
     if (e != nullptr) {
       axpy(d, n, 1.0f, g, e);  // e = residual + g = v
@@ -407,9 +405,12 @@ class TernGradCompressor final : public Compressor {
     }
     grid_pack(d, x, n, s, o_.levels, o_.seed, stream, codes);
     if (e == nullptr) return;
-    const int64_t chunk = d.is_cpu() ? std::min(kResidualChunk, largest_slot(r)) : largest_slot(r);
-    Tensor tmp_i = Tensor::empty({chunk}, DType::i32, d);
-    Tensor tmp_f = Tensor::empty({chunk}, DType::f32, d);
+    if (!tmp_i.defined()) {
+      const int64_t c = d.is_cpu() ? std::min(kResidualChunk, largest_slot(r)) : largest_slot(r);
+      tmp_i = Tensor::empty({c}, DType::i32, d);
+      tmp_f = Tensor::empty({c}, DType::f32, d);
+    }
+    const int64_t chunk = tmp_i.numel();
     for (int64_t c0 = 0; c0 < n; c0 += chunk) {
       const int64_t len = std::min(chunk, n - c0);
       Tensor ci = tmp_i.slice(0, 0, len);

@@ -37,6 +37,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "nn/core/error.h"
@@ -51,6 +52,7 @@ constexpr int kMaxSlots = 60;  // tensors per launch (the parameter block stays 
 constexpr int kPackThreads = 128;
 constexpr int kStatsThreads = 256;
 constexpr int kScaleThreads = 256;
+constexpr int kUnpackThreads = 256;
 constexpr int64_t kMaxStatsBlocks = 512;  // per tensor: the number of partials it combines
 constexpr int64_t kStatsPerThread = 16;   // below this many elements per thread, fewer blocks
 
@@ -81,10 +83,12 @@ TG_HD int ctz64(uint64_t v) {
 #endif
 }
 
-// 16 bytes from/to memory that is 16-byte aligned.
-TG_HD void load16(const float* p, float* x) {
+// 16 bytes from/to memory that is 16-byte aligned (T: float or int32_t).
+template <class T>
+TG_HD void load16(const T* p, T* x) {
 #if defined(__CUDA_ARCH__)
-  const float4 v = *reinterpret_cast<const float4*>(p);
+  using V = std::conditional_t<std::is_same_v<T, float>, float4, int4>;
+  const V v = *reinterpret_cast<const V*>(p);
   x[0] = v.x;
   x[1] = v.y;
   x[2] = v.z;
@@ -166,8 +170,8 @@ struct PackSlot {
   const float* g = nullptr;
   uint8_t* out = nullptr;
   uint8_t* scaler_out = nullptr;  // s's 4 bytes go there (unit 0's thread) when set
-  float* residual =
-      nullptr;  // error feedback: codes of v = residual + g, then residual = v - s*code
+  // Error feedback: the codes of v = residual + g, then residual = v - s * code.
+  float* residual = nullptr;
   int64_t n = 0;
   uint64_t stream = 0;
   float s = 0, c = 0;  // the scaler and keep_scale(s)
@@ -200,25 +204,15 @@ struct Base3 {
   static constexpr int kElems = 80, kBlocks = 5;
   static constexpr uint32_t kPad = 1;  // missing elements: code 0 (digit 1)
   TG_HD static int word(int e) { return e / 20; }
-  TG_HD static uint32_t mult(int e) {
+  TG_HD static uint32_t pow3(int e) {  // 3^(e % 5): element e's digit weight in its byte
     const int digit = e % 5;
-    const uint32_t pow3 = digit == 0   ? 1u
-                          : digit == 1 ? 3u
-                          : digit == 2 ? 9u
-                          : digit == 3 ? 27u
-                                       : 81u;
-    return pow3 << (8 * ((e / 5) & 3));
+    return digit == 0 ? 1u : digit == 1 ? 3u : digit == 2 ? 9u : digit == 3 ? 27u : 81u;
   }
+  TG_HD static uint32_t mult(int e) { return pow3(e) << (8 * ((e / 5) & 3)); }
   TG_HD static int64_t bytes(int64_t n) { return (n + 4) / 5; }
   TG_HD static int code(const uint32_t* w, int e) {
     const uint32_t byte = (w[word(e)] >> (8 * ((e / 5) & 3))) & 0xFFu;
-    const int digit = e % 5;
-    const uint32_t pow3 = digit == 0   ? 1u
-                          : digit == 1 ? 3u
-                          : digit == 2 ? 9u
-                          : digit == 3 ? 27u
-                                       : 81u;
-    return static_cast<int>(byte / pow3 % 3u) - 1;
+    return static_cast<int>(byte / pow3(e) % 3u) - 1;
   }
 };
 
@@ -546,14 +540,13 @@ TG_HD void scale_thread(const ScaleArgs& a, uint32_t block, uint32_t thread) {
   const ScaleSlot& sl = a.slot[find_slot(a.slot, a.count, block)];
   const int64_t i0 = 4 * (static_cast<int64_t>(block - sl.first_block) * kScaleThreads + thread);
   if (i0 >= sl.n) return;
-  if (sl.aligned && i0 + 4 <= sl.n) {
-#if defined(__CUDA_ARCH__)
-    const int4 v = *reinterpret_cast<const int4*>(sl.acc + i0);
-    *reinterpret_cast<float4*>(sl.out + i0) = make_float4(
-        __fmul_rn(__int2float_rn(v.x), sl.scale), __fmul_rn(__int2float_rn(v.y), sl.scale),
-        __fmul_rn(__int2float_rn(v.z), sl.scale), __fmul_rn(__int2float_rn(v.w), sl.scale));
+  if (sl.aligned && i0 + 4 <= sl.n) {  // one 16-byte load and store
+    int32_t a[4];
+    load16(sl.acc + i0, a);
+    float v[4];
+    for (int k = 0; k < 4; ++k) v[k] = mul_rn(int_to_float(a[k]), sl.scale);
+    store16(sl.out + i0, v);
     return;
-#endif
   }
   for (int64_t i = i0; i < i0 + 4 && i < sl.n; ++i)
     sl.out[i] = mul_rn(int_to_float(sl.acc[i]), sl.scale);
@@ -576,8 +569,6 @@ struct UnpackArgs {
   UnpackSlot slot[kMaxSlots];
 };
 static_assert(sizeof(UnpackArgs) <= 4000, "kernel parameters are limited to 4 KB");
-
-constexpr int kUnpackThreads = 256;
 
 // acc += the sum of the slot's code vectors at packed byte j: the vectors' digits summed in
 // registers, one read-modify-write of acc per element. Per = 4 (two_bit) or 5 (base3). Byte
@@ -618,17 +609,22 @@ inline bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
-// The launch a tensor of `blocks` blocks joins: the last one, or a new one when that one is full
-// (kMaxSlots tensors, or 2^31 - 1 blocks) or `apart` keeps the tensor out of it.
+// The slot of a tensor of n elements and `blocks` blocks: the next one of the last launch, or the
+// first of a new launch when that one is full (kMaxSlots tensors, or 2^31 - 1 blocks) or `apart`
+// keeps the tensor out of it. The slot's first block is set and the launch's blocks counted.
 template <class Args>
-Args& launch_for(std::vector<Args>& plans, int64_t blocks, int64_t n, const char* fn,
-                 bool apart = false) {
+auto& add_slot(std::vector<Args>& plans, int64_t blocks, int64_t n, const char* fn,
+               bool apart = false) {
   TG_CHECK(blocks < (int64_t{1} << 31), fn, ": ", n,
            " elements need more blocks than one launch has");
   if (plans.empty() || apart || plans.back().count == kMaxSlots ||
       plans.back().blocks + blocks > (int64_t{1} << 31) - 1)
     plans.emplace_back();
-  return plans.back();
+  Args& a = plans.back();
+  auto& sl = a.slot[a.count++];
+  sl.first_block = a.blocks;
+  a.blocks += static_cast<uint32_t>(blocks);
+  return sl;
 }
 
 // The launches for `count` tasks (kMaxSlots tensors per launch, in order).
@@ -643,11 +639,10 @@ inline std::vector<PackArgs> plan_pack(const PackTask* task, size_t count, uint6
     const int64_t units = f == PackFormat::two_bit ? units_of<TwoBit>(t.n) : units_of<Base3>(t.n);
     const int64_t blocks = (units + kPackThreads - 1) / kPackThreads;
     const bool ef = t.residual != nullptr;
-    PackArgs& a = launch_for(plans, blocks, t.n, "ternarize_pack_cuda",
-                             !plans.empty() && plans.back().residual != ef);
-    a.seed = seed;
-    a.residual = ef;
-    PackSlot& sl = a.slot[a.count++];
+    PackSlot& sl = add_slot(plans, blocks, t.n, "ternarize_pack_cuda",
+                            !plans.empty() && plans.back().residual != ef);
+    plans.back().seed = seed;
+    plans.back().residual = ef;
     sl.g = t.g;
     sl.out = t.out;
     sl.scaler_out = t.scaler_out;
@@ -656,11 +651,9 @@ inline std::vector<PackArgs> plan_pack(const PackTask* task, size_t count, uint6
     sl.s = t.s;
     const bool zero = !(t.s > 0.0f);
     sl.c = zero ? 0.0f : keep_scale(t.s);
-    sl.first_block = a.blocks;
     sl.residual = t.residual;
     sl.flags = (aligned16(t.g) ? kAlignedIn : 0u) | (aligned16(t.out) ? kAlignedOut : 0u) |
                (zero ? kZeroCodes : 0u) | (aligned16(t.residual) ? kAlignedRes : 0u);
-    a.blocks += static_cast<uint32_t>(blocks);
   }
   return plans;
 }
@@ -679,17 +672,14 @@ inline std::vector<StatsArgs> plan_stats(const StatsTask* task, size_t count,
     TG_CHECK(t.g != nullptr, "tensor_stats_cuda: g is null for n = ", t.n);
     int64_t b = 0, chunk = 0;
     stats_split(t.n, b, chunk);
-    StatsArgs& a = launch_for(plans, b, t.n, "tensor_stats_cuda");
-    a.clipped = scalers != nullptr;
-    StatsSlot& sl = a.slot[a.count++];
+    StatsSlot& sl = add_slot(plans, b, t.n, "tensor_stats_cuda");
+    plans.back().clipped = scalers != nullptr;
     if (scalers != nullptr) sl.cap = static_cast<double>(scalers[i]) * scalers[i];
     sl.g = t.g;
     sl.n = t.n;
     sl.chunk = chunk;
-    sl.first_block = a.blocks;
     sl.blocks = static_cast<uint32_t>(b);
     sl.aligned = aligned16(t.g) ? 1u : 0u;
-    a.blocks += static_cast<uint32_t>(b);
     index.push_back(i);
   }
   return plans;
@@ -701,15 +691,12 @@ inline std::vector<ScaleArgs> plan_scale(const ScaleTask* task, size_t count) {
     const ScaleTask& t = task[i];
     if (!detail::scale_args(t.acc, t.n, t.out, "scale_accumulated_cuda")) continue;
     const int64_t blocks = (t.n + 4 * kScaleThreads - 1) / (4 * kScaleThreads);
-    ScaleArgs& a = launch_for(plans, blocks, t.n, "scale_accumulated_cuda");
-    ScaleSlot& sl = a.slot[a.count++];
+    ScaleSlot& sl = add_slot(plans, blocks, t.n, "scale_accumulated_cuda");
     sl.acc = t.acc;
     sl.out = t.out;
     sl.n = t.n;
     sl.scale = t.scale;
-    sl.first_block = a.blocks;
     sl.aligned = aligned16(t.acc) && aligned16(t.out) ? 1u : 0u;
-    a.blocks += static_cast<uint32_t>(blocks);
   }
   return plans;
 }
@@ -722,15 +709,12 @@ inline std::vector<UnpackArgs> plan_unpack(const UnpackTask* task, size_t count,
       continue;
     const int64_t blocks =
         (static_cast<int64_t>(packed_bytes(f, t.n)) + kUnpackThreads - 1) / kUnpackThreads;
-    UnpackArgs& a = launch_for(plans, blocks, t.n, "unpack_accumulate_cuda");
-    UnpackSlot& sl = a.slot[a.count++];
+    UnpackSlot& sl = add_slot(plans, blocks, t.n, "unpack_accumulate_cuda");
     sl.packed = t.packed;
     sl.acc = t.acc;
     sl.n = t.n;
     sl.vectors = t.count;
     sl.stride = t.stride;
-    sl.first_block = a.blocks;
-    a.blocks += static_cast<uint32_t>(blocks);
   }
   return plans;
 }

@@ -445,8 +445,8 @@ void scale_accumulated_cpu(const int32_t* acc, int64_t n, float scale, float* ou
 
 namespace {
 // Error feedback of one task: v = residual + g in place, the codes of v, then residual = v - s *
-// code, the codes decoded a chunk at a time (a multiple of 60 elements: a whole byte of codes
-// in both formats) so they stay in cache. Element-wise: the same bits for any thread count.
+// code, the codes decoded kResidualChunk at a time. Element-wise: the same bits for any thread
+// count.
 void pack_with_residual(const PackTask& t, uint64_t seed, PackFormat f) {
   TG_CHECK(t.n >= 0, "ternarize_pack_cpu: element count ", t.n, " is negative (expected n >= 0)");
   if (t.n == 0) return;
@@ -456,10 +456,9 @@ void pack_with_residual(const PackTask& t, uint64_t seed, PackFormat f) {
 #pragma omp parallel for schedule(static) if (t.n >= kParallelMin)
   for (int64_t i = 0; i < t.n; ++i) r[i] = r[i] + g[i];
   ternarize_pack_cpu(r, t.n, t.s, seed, t.stream, f, t.out);
-  constexpr int64_t kChunk = 60 * 256;
-  std::vector<int32_t> code(static_cast<size_t>(std::min(kChunk, t.n)));
-  for (int64_t c0 = 0; c0 < t.n; c0 += kChunk) {
-    const int64_t len = std::min(kChunk, t.n - c0);
+  std::vector<int32_t> code(static_cast<size_t>(std::min(kResidualChunk, t.n)));
+  for (int64_t c0 = 0; c0 < t.n; c0 += kResidualChunk) {
+    const int64_t len = std::min(kResidualChunk, t.n - c0);
     std::fill(code.begin(), code.begin() + len, 0);
     unpack_accumulate_cpu(t.out + packed_bytes(f, c0), len, f, code.data());
     for (int64_t i = 0; i < len; ++i) r[c0 + i] = r[c0 + i] - static_cast<float>(code[i]) * t.s;

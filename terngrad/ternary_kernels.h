@@ -67,6 +67,11 @@ double clipped_sum_sq_cpu(const float* g, int64_t n, float s);
 // tensors (terngrad/ternary_bucket.h), and for stats one device-to-host copy and one
 // synchronization for the whole bucket; on the CPU a loop over the per-tensor kernels.
 // Tasks with n = 0 are skipped; every task's arguments are checked as the per-tensor call does.
+// Elements per chunk of an error-feedback residual update on the CPU (its decoded codes stay in
+// cache): a multiple of 60, so a chunk starts on a whole byte of codes in every packing (3, 4
+// or 5 codes per byte).
+constexpr int64_t kResidualChunk = 60 * 256;
+
 struct PackTask {
   const float* g = nullptr;
   int64_t n = 0;
