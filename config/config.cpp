@@ -229,8 +229,8 @@ const std::vector<KeySpec>& key_specs() {
        "Pinned GPU convolution algorithms, '<pass key>=<algorithm>; ...' as summary.json's "
        "conv_algorithms_pins gives them: redoes a run's choices bit for bit"},
       {"cuda", "tf32", field<&C::cuda, &Cu::tf32>(any()),
-       "TF32 tensor-core math for the GPU's fp32 GEMMs (faster, 10-bit mantissa inputs); false = "
-       "strict fp32, as the paper"},
+       "TF32 tensor-core math for the GPU's fp32 GEMMs and implicit-GEMM convolutions (faster, "
+       "10-bit mantissa inputs); false = strict fp32, as the paper"},
 
       {"model", "name", field<&C::model, &M::name>(one_of(net_names())),
        "Network to train, by registry name"},
@@ -837,6 +837,11 @@ class Builder {
       parse_conv2d_pins(config_.cuda.conv_algorithms);
     } catch (const Error& e) {
       TG_THROW(latest("cuda.conv_algorithms", "cuda.conv_algorithms"), ": ", e.what());
+    }
+    try {
+      check_cuda_options(config_.cuda);  // the pins parse; a TF32 pin needs cuda.tf32
+    } catch (const Error& e) {
+      TG_THROW(latest("cuda.conv_algorithms", "cuda.tf32"), ": ", e.what());
     }
     return config_;
   }

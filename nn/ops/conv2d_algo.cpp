@@ -47,34 +47,46 @@ std::string conv2d_algo_name(const Conv2dAlgo& a) {
   if (a.kind == Conv2dAlgo::im2col) return "im2col";
   char buf[48];
   if (a.splits > 1)
-    std::snprintf(buf, sizeof(buf), "igemm%dx%ds%d", a.bm, a.bn, a.splits);
+    std::snprintf(buf, sizeof(buf), "igemm%dx%ds%d%s", a.bm, a.bn, a.splits, a.tf32 ? "_tf32" : "");
   else
-    std::snprintf(buf, sizeof(buf), "igemm%dx%d", a.bm, a.bn);
+    std::snprintf(buf, sizeof(buf), "igemm%dx%d%s", a.bm, a.bn, a.tf32 ? "_tf32" : "");
   return buf;
 }
 
-std::vector<Conv2dAlgo> conv2d_igemm_tiles() {
-  return {{Conv2dAlgo::igemm, 128, 128, 1},
-          {Conv2dAlgo::igemm, 64, 64, 1},
-          {Conv2dAlgo::igemm, 32, 128, 1}};
+std::vector<Conv2dAlgo> conv2d_igemm_tiles(bool tf32) {
+  std::vector<Conv2dAlgo> tiles{{Conv2dAlgo::igemm, 128, 128, 1},
+                                {Conv2dAlgo::igemm, 64, 64, 1},
+                                {Conv2dAlgo::igemm, 32, 128, 1}};
+  if (tf32) {
+    for (size_t i = 0, n = tiles.size(); i < n; ++i) {
+      tiles.push_back(tiles[i]);
+      tiles.back().tf32 = true;
+    }
+  }
+  return tiles;
 }
 
 Conv2dAlgo parse_conv2d_algo(const std::string& name, const std::string& what) {
   if (name == "im2col") return {};
+  static const std::string kTf32 = "_tf32";
+  const bool tf32 = name.size() > kTf32.size() &&
+                    name.compare(name.size() - kTf32.size(), kTf32.size(), kTf32) == 0;
+  const std::string base = tf32 ? name.substr(0, name.size() - kTf32.size()) : name;
   int bm = 0, bn = 0, splits = 1, used = 0;
-  const int got = std::sscanf(name.c_str(), "igemm%dx%d%n", &bm, &bn, &used);
+  const int got = std::sscanf(base.c_str(), "igemm%dx%d%n", &bm, &bn, &used);
   bool ok = got == 2 && used > 0;
-  if (ok && static_cast<size_t>(used) < name.size()) {
+  if (ok && static_cast<size_t>(used) < base.size()) {
     int used2 = 0;
-    ok = std::sscanf(name.c_str() + used, "s%d%n", &splits, &used2) == 1 &&
-         static_cast<size_t>(used + used2) == name.size() && splits >= 1 && splits <= 4096;
+    ok = std::sscanf(base.c_str() + used, "s%d%n", &splits, &used2) == 1 &&
+         static_cast<size_t>(used + used2) == base.size() && splits >= 1 && splits <= 4096;
   }
-  Conv2dAlgo a{Conv2dAlgo::igemm, bm, bn, splits};
+  Conv2dAlgo a{Conv2dAlgo::igemm, bm, bn, splits, tf32};
   bool tile_ok = false;
   for (const Conv2dAlgo& t : conv2d_igemm_tiles()) tile_ok |= ok && t.bm == bm && t.bn == bn;
   TG_CHECK(tile_ok, what, ": unknown convolution algorithm '", name,
            "' (expected im2col, or igemm<BM>x<BN> with tile 128x128, 64x64 or 32x128, "
-           "optionally followed by s<splits>, e.g. igemm64x64s4)");
+           "optionally followed by s<splits> and then by _tf32, e.g. igemm64x64s4 or "
+           "igemm128x128_tf32)");
   return a;
 }
 
@@ -213,7 +225,15 @@ std::vector<std::pair<std::string, std::string>> parse_conv2d_pins(const std::st
   return out;
 }
 
+void check_cuda_options(const CudaOptions& o) {
+  for (auto& [key, algo] : parse_conv2d_pins(o.conv_algorithms))
+    TG_CHECK(o.tf32 || !parse_conv2d_algo(algo, "cuda.conv_algorithms['" + key + "']").tf32,
+             "cuda.conv_algorithms['", key, "'] = ", algo,
+             " is a TF32 algorithm but cuda.tf32 is false (set cuda.tf32 = true to redo that run)");
+}
+
 void apply_cuda_options(const CudaOptions& o) {
+  check_cuda_options(o);
   Conv2dPolicy p;
   p.mode = o.conv_algo;
   for (auto& [key, algo] : parse_conv2d_pins(o.conv_algorithms)) p.pins.emplace(key, algo);

@@ -22,6 +22,7 @@
 
 #include "nn/core/blas.h"
 #include "nn/core/cuda_check.cuh"
+#include "nn/core/precision.h"
 #include "nn/ops/conv2d_igemm.h"
 #include "nn/ops/conv2d_kernels.h"
 
@@ -245,12 +246,18 @@ template <class Prob>
 void run_igemm(const Conv2dAlgo& a, const Prob& pr, int groups, float* workspace) {
   const int64_t total = int64_t{groups} * pr.M() * pr.N();
   float* partial = a.splits > 1 ? workspace : nullptr;
-  if (a.bm == 128 && a.bn == 128)
+  if (a.bm == 128 && a.bn == 128 && !a.tf32)
     launch_tile<igemm::Tile128x128>(pr, groups, a.splits, partial);
-  else if (a.bm == 64 && a.bn == 64)
+  else if (a.bm == 64 && a.bn == 64 && !a.tf32)
     launch_tile<igemm::Tile64x64>(pr, groups, a.splits, partial);
-  else if (a.bm == 32 && a.bn == 128)
+  else if (a.bm == 32 && a.bn == 128 && !a.tf32)
     launch_tile<igemm::Tile32x128>(pr, groups, a.splits, partial);
+  else if (a.bm == 128 && a.bn == 128)
+    launch_tile<igemm::MmaTile128x128>(pr, groups, a.splits, partial);
+  else if (a.bm == 64 && a.bn == 64)
+    launch_tile<igemm::MmaTile64x64>(pr, groups, a.splits, partial);
+  else if (a.bm == 32 && a.bn == 128)
+    launch_tile<igemm::MmaTile32x128>(pr, groups, a.splits, partial);
   else
     TG_THROW("conv2d igemm: no kernel for tile ", a.bm, "x", a.bn);
   if (a.splits > 1 && total > 0) {
@@ -341,10 +348,13 @@ Conv2dAlgo choose(const Conv2dShape& s, Conv2dPass p, Run&& run) {
     a = parse_conv2d_algo(pin->second, "cuda.conv_algorithms['" + key + "']");
   } else if (pol.mode == "igemm") {
     a = conv2d_igemm_rule(s, p, ws);
+    a.tf32 = cuda_tf32();
   } else if (pol.mode == "autotune") {
     std::vector<Conv2dAlgo> candidates{Conv2dAlgo{}};
-    for (const Conv2dAlgo& t : conv2d_igemm_tiles())
+    for (const Conv2dAlgo& t : conv2d_igemm_tiles(cuda_tf32())) {
       candidates.push_back(conv2d_igemm_split(s, p, t.bm, t.bn, ws));
+      candidates.back().tf32 = t.tf32;
+    }
     float best = std::numeric_limits<float>::infinity();
     for (const Conv2dAlgo& c : candidates) {
       const float ms = time_ms([&] { run(c); });

@@ -1,6 +1,6 @@
-// Implicit-GEMM convolution kernels (fp32 on CUDA cores), written once for nvcc and for the host
-// emulation of nn/core/simt.h: conv2d_igemm_cuda.cu launches them on the GPU, the emulated test
-// runs the same bodies on the CPU.
+// Implicit-GEMM convolution kernels, fp32 on CUDA cores and (cuda.tf32) TF32 on tensor cores,
+// written once for nvcc and for the host emulation of nn/core/simt.h: conv2d_cuda.cu launches
+// them on the GPU, the emulated test runs the same bodies on the CPU.
 //
 // Why our own kernels and not CUTLASS's: CUTLASS's convolutions take NHWC tensors and this
 // engine is NCHW (as the paper's Caffe/TensorFlow models and the CPU path are), so CUTLASS would
@@ -17,10 +17,11 @@
 //                (kd = (k, r, s))                 (p, q) with p*sh = h + pt - r, q*sw = w + pl - s,
 //                                                 zero where no such output exists
 //   backward w   M = Kg  N = Cg*RS  Kd = N*PQ    A = dy[img, g*Kg + m, pq] B = im2col(x)^T
-// Tiles: a block of T = (BM/TM)*(BN/TN) threads computes a BM x BN tile of C, TM x TN per
-// thread, stepping Kd by BK through two shared-memory buffers (the next step's tile is loaded
-// into registers while the current one is multiplied). Each thread's sum over kd runs in
-// increasing kd with fmaf, so a kernel's bits depend only on the shape and the tiling.
+// Tiles: a block computes a BM x BN tile of C, stepping Kd by BK through two shared-memory
+// buffers (the next step's tile is loaded into registers while the current one is multiplied).
+// In fp32 (Tiling) each of (BM/TM)*(BN/TN) threads owns TM x TN outputs and sums over kd in
+// increasing kd with fmaf; in TF32 (MmaTiling) each warp owns WM x WN outputs in 16 x 8 MMA
+// tiles. Either way a kernel's bits depend only on the shape and the tiling.
 //
 // Split-K: with `splits` > 1 the Kd range is cut into `splits` pieces of whole BK steps (grid z =
 // groups * splits); each piece writes its partial tile to a workspace, and igemm_reduce adds the
@@ -292,27 +293,6 @@ struct BackwardWeight {
   }
 };
 
-// ---- the tiled GEMM body ----------------------------------------------------------------------
-
-// A thread's TM x TN outputs: rows in TM / VM groups of VM consecutive rows, the groups BM / GM
-// apart (likewise columns), so its operands come out of shared memory as float4 (float2) loads
-// that neighbouring threads take from consecutive addresses: no bank conflicts, a quarter of
-// the load instructions of one float at a time.
-template <int BM_, int BN_, int TM_, int TN_>
-struct Tiling {
-  static constexpr int BM = BM_, BN = BN_, BK = 8, TM = TM_, TN = TN_;
-  static constexpr int kThreads = (BM / TM) * (BN / TN);
-  static constexpr int kLoadA = BM * BK / kThreads, kLoadB = BK * BN / kThreads;
-  static constexpr int VM = TM < 4 ? TM : 4, VN = TN < 4 ? TN : 4;
-  static constexpr int GM = TM / VM, GN = TN / VN;
-  // Blocks an SM should hold (__launch_bounds__): 2 of the 8 x 8-per-thread tile (<= 128
-  // registers), 4 of the smaller ones (<= 64).
-  static constexpr int kMinBlocks = TM * TN >= 64 ? 2 : 4;
-  static_assert(kThreads % BK == 0 && kThreads % BN == 0 && kLoadA >= 1 && kLoadB >= 1,
-                "a thread's column and k-row of each tile load must be fixed");
-  static_assert(TM % VM == 0 && TN % VN == 0 && BM % 4 == 0 && BN % 4 == 0, "vector groups");
-};
-
 // V consecutive floats from shared memory, V-aligned: one vector load on the GPU.
 template <int V>
 TG_HD void load_vec(const float* p, float* out) {
@@ -330,6 +310,133 @@ TG_HD void load_vec(const float* p, float* out) {
   for (int i = 0; i < V; ++i) out[i] = p[i];
 }
 
+// ---- the tiled GEMM body ----------------------------------------------------------------------
+
+// The block's multiply is a policy of its tiling: Tiling (fp32 FMAs on CUDA cores) and
+// MmaTiling (TF32 tensor-core MMAs) share the loads, the double buffering, the split-K and the
+// epilogue of igemm_block below, and differ in what a thread keeps (Acc), how a BK step of the
+// shared tiles is multiplied into it, and which outputs each accumulator is.
+
+// A thread's TM x TN outputs: rows in TM / VM groups of VM consecutive rows, the groups BM / GM
+// apart (likewise columns), so its operands come out of shared memory as float4 (float2) loads
+// that neighbouring threads take from consecutive addresses: no bank conflicts, a quarter of
+// the load instructions of one float at a time.
+template <int BM_, int BN_, int TM_, int TN_>
+struct Tiling {
+  static constexpr int BM = BM_, BN = BN_, BK = 8, TM = TM_, TN = TN_;
+  static constexpr int kThreads = (BM / TM) * (BN / TN);
+  static constexpr int kLoadA = BM * BK / kThreads, kLoadB = BK * BN / kThreads;
+  static constexpr int VM = TM < 4 ? TM : 4, VN = TN < 4 ? TN : 4;
+  static constexpr int GM = TM / VM, GN = TN / VN;
+  static constexpr int kPad = 4;  // rows padded: k-fastest stores hit distinct banks
+  static constexpr bool kTf32 = false;
+  // Blocks an SM should hold (__launch_bounds__): 2 of the 8 x 8-per-thread tile (<= 128
+  // registers), 4 of the smaller ones (<= 64).
+  static constexpr int kMinBlocks = TM * TN >= 64 ? 2 : 4;
+  static_assert(kThreads % BK == 0 && kThreads % BN == 0 && kLoadA >= 1 && kLoadB >= 1,
+                "a thread's column and k-row of each tile load must be fixed");
+  static_assert(TM % VM == 0 && TN % VN == 0 && BM % 4 == 0 && BN % 4 == 0, "vector groups");
+
+  struct Acc {
+    float v[TM][TN];
+  };
+  TG_HD static float stage(float v) { return v; }  // what goes into shared memory
+  TG_HD static void clear(Acc& acc) {
+    TG_UNROLL
+    for (int i = 0; i < TM; ++i) TG_UNROLL
+    for (int j = 0; j < TN; ++j) acc.v[i][j] = 0.0f;
+  }
+  // acc += the BK-deep slice: each thread's sum over kd in increasing kd, one fmaf at a time.
+  TG_HD static void multiply(Acc& acc, const float (*As)[BM + kPad], const float (*Bs)[BN + kPad],
+                             int tid) {
+    const int tx = tid % (BN / TN), ty = tid / (BN / TN);
+    TG_UNROLL
+    for (int kk = 0; kk < BK; ++kk) {
+      float av[TM], bv[TN];
+      TG_UNROLL
+      for (int i = 0; i < GM; ++i) load_vec<VM>(&As[kk][i * (BM / GM) + ty * VM], av + i * VM);
+      TG_UNROLL
+      for (int j = 0; j < GN; ++j) load_vec<VN>(&Bs[kk][j * (BN / GN) + tx * VN], bv + j * VN);
+      TG_UNROLL
+      for (int i = 0; i < TM; ++i) TG_UNROLL
+      for (int j = 0; j < TN; ++j) acc.v[i][j] = fmaf(av[i], bv[j], acc.v[i][j]);
+    }
+  }
+  // f(m, n, value) for each of the thread's outputs, (m, n) within the block's tile.
+  template <class F>
+  TG_HD static void for_each(const Acc& acc, int tid, F&& f) {
+    const int tx = tid % (BN / TN), ty = tid / (BN / TN);
+    TG_UNROLL
+    for (int i = 0; i < TM; ++i) TG_UNROLL
+    for (int j = 0; j < TN; ++j)
+      f(i / VM * (BM / GM) + ty * VM + i % VM, j / VN * (BN / GN) + tx * VN + j % VN, acc.v[i][j]);
+  }
+};
+
+// TF32 on tensor cores (cuda.tf32): warps of WM x WN outputs, each a grid of 16 x 8 tiles that
+// one mma.m16n8k8 per BK step of 8 multiplies (nn/core/simt.h, mma_tf32_tiles, with PTX's
+// fragment layout: lane = 4 * group + t holds A's rows group and group + 8 at columns t and
+// t + 4, B's column group at rows t and t + 4, C's rows group and group + 8 at columns 2t and
+// 2t + 1). Operands are rounded to TF32 (round to nearest, ties away) once, on the way into
+// shared memory; products and sums are fp32. Rows padded by 8 floats: the fragment loads (row
+// t, column group) then fall in 32 distinct banks. The tensor core's order of the 8 additions
+// within an MMA is its own, but fixed: the same shape, tiling and split give the same bits.
+template <int BM_, int BN_, int WM_, int WN_>
+struct MmaTiling {
+  static constexpr int BM = BM_, BN = BN_, BK = 8, WM = WM_, WN = WN_;
+  static constexpr int kWarpsN = BN / WN, kThreads = (BM / WM) * kWarpsN * 32;
+  static constexpr int MI = WM / 16, NI = WN / 8;  // MMA tiles per warp
+  static constexpr int kLoadA = BM * BK / kThreads, kLoadB = BK * BN / kThreads;
+  static constexpr int kPad = 8;
+  static constexpr bool kTf32 = true;
+  static constexpr int kMinBlocks = kThreads >= 256 ? 2 : 4;  // <= 128 registers
+  static_assert(kThreads % BK == 0 && kThreads % BN == 0 && kLoadA >= 1 && kLoadB >= 1,
+                "a thread's column and k-row of each tile load must be fixed");
+  static_assert(WM % 16 == 0 && WN % 8 == 0 && BM % WM == 0 && BN % WN == 0, "warp tiles");
+
+  struct Acc {
+    float v[MI][NI][4];
+  };
+  TG_DEV static float stage(float v) { return tf32_round(v); }
+  TG_HD static void clear(Acc& acc) {
+    TG_UNROLL
+    for (int i = 0; i < MI; ++i) TG_UNROLL
+    for (int j = 0; j < NI; ++j) TG_UNROLL
+    for (int q = 0; q < 4; ++q) acc.v[i][j][q] = 0.0f;
+  }
+  TG_DEV static void multiply(Acc& acc, const float (*As)[BM + kPad], const float (*Bs)[BN + kPad],
+                              int tid) {
+    const int lane = tid % 32, warp = tid / 32, gr = lane / 4, t = lane % 4;
+    const int wm0 = warp / kWarpsN * WM, wn0 = warp % kWarpsN * WN;
+    float a[MI][4], b[NI][2];
+    TG_UNROLL
+    for (int i = 0; i < MI; ++i) {
+      const int r = wm0 + i * 16 + gr;
+      a[i][0] = As[t][r];
+      a[i][1] = As[t][r + 8];
+      a[i][2] = As[t + 4][r];
+      a[i][3] = As[t + 4][r + 8];
+    }
+    TG_UNROLL
+    for (int j = 0; j < NI; ++j) {
+      const int c = wn0 + j * 8 + gr;
+      b[j][0] = Bs[t][c];
+      b[j][1] = Bs[t + 4][c];
+    }
+    mma_tf32_tiles<MI, NI>(acc.v, a, b);
+  }
+  template <class F>
+  TG_HD static void for_each(const Acc& acc, int tid, F&& f) {
+    const int lane = tid % 32, warp = tid / 32, gr = lane / 4, t = lane % 4;
+    const int wm0 = warp / kWarpsN * WM, wn0 = warp % kWarpsN * WN;
+    TG_UNROLL
+    for (int i = 0; i < MI; ++i) TG_UNROLL
+    for (int j = 0; j < NI; ++j) TG_UNROLL
+    for (int q = 0; q < 4; ++q)
+      f(wm0 + i * 16 + gr + q / 2 * 8, wn0 + j * 8 + 2 * t + q % 2, acc.v[i][j][q]);
+  }
+};
+
 // Where split z's range of kd starts and ends: whole BK steps, the last one short.
 TG_HD int split_chunk(int kd, int splits, int bk) {
   const int steps = (kd + bk - 1) / bk;
@@ -341,12 +448,10 @@ TG_HD int split_chunk(int kd, int splits, int bk) {
 template <class Tl, class Prob>
 TG_DEV void igemm_block(const Prob& pr, int splits, float* partial, int bx, int by, int bz,
                         int tid) {
-  constexpr int BM = Tl::BM, BN = Tl::BN, BK = Tl::BK, TM = Tl::TM, TN = Tl::TN;
+  constexpr int BM = Tl::BM, BN = Tl::BN, BK = Tl::BK;
   constexpr int T = Tl::kThreads, LA = Tl::kLoadA, LB = Tl::kLoadB;
-  constexpr int VM = Tl::VM, VN = Tl::VN, GM = Tl::GM, GN = Tl::GN;
-  constexpr int kPadA = 4;  // rows padded: k-fastest stores hit distinct banks
-  TG_SHARED16 float As[2][BK][BM + kPadA];
-  TG_SHARED16 float Bs[2][BK][BN + kPadA];
+  TG_SHARED16 float As[2][BK][BM + Tl::kPad];
+  TG_SHARED16 float Bs[2][BK][BN + Tl::kPad];
 
   const int M = pr.M(), N = pr.N(), Kd = pr.Kd();
   const int g = bz / splits, z = bz - g * splits;
@@ -388,16 +493,13 @@ TG_DEV void igemm_block(const Prob& pr, int splits, float* partial, int bx, int 
   };
   auto stash = [&](int buf) {
     TG_UNROLL
-    for (int j = 0; j < LA; ++j) As[buf][a_k][a_m + j * (T / BK)] = ra[j];
+    for (int j = 0; j < LA; ++j) As[buf][a_k][a_m + j * (T / BK)] = Tl::stage(ra[j]);
     TG_UNROLL
-    for (int j = 0; j < LB; ++j) Bs[buf][b_k + j * dk][b_n + j * dn] = rb[j];
+    for (int j = 0; j < LB; ++j) Bs[buf][b_k + j * dk][b_n + j * dn] = Tl::stage(rb[j]);
   };
 
-  const int tx = tid % (BN / TN), ty = tid / (BN / TN);
-  float acc[TM][TN];
-  TG_UNROLL
-  for (int i = 0; i < TM; ++i) TG_UNROLL
-  for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+  typename Tl::Acc acc;
+  Tl::clear(acc);
 
   int buf = 0;
   if (k_begin < k_end) {
@@ -408,36 +510,20 @@ TG_DEV void igemm_block(const Prob& pr, int splits, float* partial, int bx, int 
   for (int k0 = k_begin; k0 < k_end; k0 += BK) {
     const bool more = k0 + BK < k_end;
     if (more) load(k0 + BK);
-    TG_UNROLL
-    for (int kk = 0; kk < BK; ++kk) {
-      float av[TM], bv[TN];
-      TG_UNROLL
-      for (int i = 0; i < GM; ++i) load_vec<VM>(&As[buf][kk][i * (BM / GM) + ty * VM], av + i * VM);
-      TG_UNROLL
-      for (int j = 0; j < GN; ++j) load_vec<VN>(&Bs[buf][kk][j * (BN / GN) + tx * VN], bv + j * VN);
-      TG_UNROLL
-      for (int i = 0; i < TM; ++i) TG_UNROLL
-      for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
-    }
+    Tl::multiply(acc, As[buf], Bs[buf], tid);
     if (more) stash(buf ^ 1);
     TG_SYNC();
     buf ^= 1;
   }
 
-  TG_UNROLL
-  for (int i = 0; i < TM; ++i) {
-    const int m = m0 + i / VM * (BM / GM) + ty * VM + i % VM;
-    if (m >= M) continue;
-    TG_UNROLL
-    for (int j = 0; j < TN; ++j) {
-      const int n = n0 + j / VN * (BN / GN) + tx * VN + j % VN;
-      if (n >= N) continue;
-      if (splits == 1)
-        pr.store(g, m, n, acc[i][j]);
-      else
-        partial[((static_cast<int64_t>(g) * splits + z) * M + m) * N + n] = acc[i][j];
-    }
-  }
+  Tl::for_each(acc, tid, [&](int ml, int nl, float v) {
+    const int m = m0 + ml, n = n0 + nl;
+    if (m >= M || n >= N) return;
+    if (splits == 1)
+      pr.store(g, m, n, v);
+    else
+      partial[((static_cast<int64_t>(g) * splits + z) * M + m) * N + n] = v;
+  });
 }
 
 // Element e of [G][M][N]: the pieces summed in split order, then the epilogue.
@@ -454,5 +540,9 @@ TG_HD void igemm_reduce_element(const Prob& pr, int splits, const float* partial
 using Tile128x128 = Tiling<128, 128, 8, 8>;
 using Tile64x64 = Tiling<64, 64, 4, 4>;
 using Tile32x128 = Tiling<32, 128, 2, 8>;
+// Their TF32 tensor-core twins (same block tiles, same split-K steps).
+using MmaTile128x128 = MmaTiling<128, 128, 64, 32>;
+using MmaTile64x64 = MmaTiling<64, 64, 32, 32>;
+using MmaTile32x128 = MmaTiling<32, 128, 32, 32>;
 
 }  // namespace tg::igemm

@@ -51,6 +51,7 @@ void conv2d_backward_weight_cpu(const Conv2dShape& s, const float* x, const floa
 // Each pass of each shape runs one of these on the GPU (the CPU always runs im2col + OpenBLAS):
 //   im2col              chunks of im2col + cuBLAS SGEMM (conv2d_cuda.cu)
 //   igemm<BM>x<BN>[s<k>] implicit GEMM, BM x BN tiles, split-K in k pieces (conv2d_igemm.h)
+//   igemm<BM>x<BN>[s<k>]_tf32  the same on tensor cores in TF32 (only where cuda.tf32 is on)
 // Every one is deterministic (no float atomics; split-K pieces added in a fixed order), so a pass
 // gives the same bits run to run once its algorithm is fixed; different algorithms differ in the
 // last bits (different summation orders).
@@ -61,13 +62,14 @@ struct Conv2dAlgo {
   enum Kind { im2col, igemm } kind = im2col;
   int bm = 0, bn = 0;  // igemm tile
   int splits = 1;      // igemm split-K pieces
+  bool tf32 = false;   // igemm on tensor cores in TF32
   bool operator==(const Conv2dAlgo&) const = default;
 };
 std::string conv2d_algo_name(const Conv2dAlgo& a);
 // Parses a name conv2d_algo_name gives; throws tg::Error naming `what` and the valid forms.
 Conv2dAlgo parse_conv2d_algo(const std::string& name, const std::string& what);
-// The igemm tiles there are kernels for.
-std::vector<Conv2dAlgo> conv2d_igemm_tiles();
+// The igemm tiles there are kernels for: the fp32 ones, then (tf32) their TF32 twins.
+std::vector<Conv2dAlgo> conv2d_igemm_tiles(bool tf32 = false);
 
 // "N128 C3 H224 W224 K96 R11 S11 P56 Q56 s4x4 p3x3 g1 fwd" (s: strides, p: top and left
 // padding): a pass of a shape, as summary.json and the cuda.conv_algorithms pins write it.
@@ -75,11 +77,14 @@ std::string conv2d_pass_key(const Conv2dShape& s, Conv2dPass p);
 
 // How the GPU picks each pass's algorithm (config keys cuda.conv_algo, cuda.conv_algorithms):
 //   mode "im2col"    im2col everywhere (the default until the GPU sweep's numbers say otherwise)
-//   mode "igemm"     implicit GEMM everywhere, tile and split-K by conv2d_igemm_rule
+//   mode "igemm"     implicit GEMM everywhere, tile and split-K by conv2d_igemm_rule (its
+//                    TF32 twin when cuda.tf32 is on)
 //   mode "autotune"  the first time a pass of a shape runs, time im2col and every igemm tiling
-//                    (with its rule's split) on it, keep the fastest (like cudnn.benchmark)
+//                    (with its rule's split; with cuda.tf32 on, the TF32 twins too) on it, keep
+//                    the fastest (like cudnn.benchmark)
 //   pins             pass key -> algorithm name, taking precedence over the mode: what a
 //                    previous run's summary.json recorded, so the run can be redone bit for bit
+//                    (a *_tf32 pin needs cuda.tf32 on)
 struct Conv2dPolicy {
   std::string mode = "im2col";
   std::map<std::string, std::string> pins;

@@ -19,6 +19,9 @@ struct CudaOptions {
   bool operator==(const CudaOptions&) const = default;
 };
 
+// Checks the pins parse and that a TF32 pin comes with cuda.tf32 on; throws tg::Error naming the
+// bad entry.
+void check_cuda_options(const CudaOptions& o);
 // Sets the process's conv policy and TF32 mode; throws tg::Error naming the bad key or entry.
 void apply_cuda_options(const CudaOptions& o);
 

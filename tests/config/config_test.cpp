@@ -234,12 +234,15 @@ TEST(ConfigErrors, CudaKeysNameTheBadValueOrPin) {
       {"run.toml:2:", "cuda.conv_algorithms", "'N1 bwd_data'", "<pass key>=<algorithm>"});
   expect_file_error("[cuda]\nconv_algorithms = \"N1 fwd=winograd\"\n",
                     {"cuda.conv_algorithms['N1 fwd']", "'winograd'"});
+  expect_file_error("[cuda]\nconv_algorithms = \"N1 fwd=igemm64x64_tf32\"\n",
+                    {"cuda.conv_algorithms['N1 fwd']", "igemm64x64_tf32", "cuda.tf32 is false"});
   const Config c = parse_config(
-      "[cuda]\nconv_algo = \"igemm\"\ntf32 = true\nconv_algorithms = \"N1 fwd=im2col\"\n",
+      "[cuda]\nconv_algo = \"igemm\"\ntf32 = true\nconv_algorithms = \"N1 fwd=im2col; N1 "
+      "bwd_data=igemm32x128_tf32\"\n",
       "run.toml");
   EXPECT_EQ(c.cuda.conv_algo, "igemm");
   EXPECT_TRUE(c.cuda.tf32);
-  EXPECT_EQ(c.cuda.conv_algorithms, "N1 fwd=im2col");
+  EXPECT_EQ(c.cuda.conv_algorithms, "N1 fwd=im2col; N1 bwd_data=igemm32x128_tf32");
 }
 
 TEST(ConfigErrors, WrongTypes) {

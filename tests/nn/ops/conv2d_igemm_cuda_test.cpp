@@ -1,10 +1,12 @@
 // The implicit-GEMM convolutions on the GPU: the same bits as the CPU emulation of the same
 // kernels (conv2d_igemm_test.cpp), the CPU reference's numbers at every conv shape of the five
 // nets, the same bits run to run, and the policy's dispatch through conv2d(). Skips without a GPU.
+#include <cmath>
 #include <cstring>
 
 #include "nn/autograd/tape.h"
 #include "nn/core/cuda_runtime.h"
+#include "nn/core/precision.h"
 #include "tests/nn/ops/conv2d_igemm_util.h"
 #include "tests/testing/op_harness.h"
 
@@ -99,6 +101,55 @@ TEST(Conv2dIgemmCuda, EveryNetShapeMatchesTheCpuAndRepeatsBitForBit) {
   }
 }
 
+// The TF32 tiles on tensor cores. Against the emulation (PTX's fragment layout, lane by lane):
+// the same numbers up to the order and rounding of the tensor core's additions, so a fragment
+// read from the wrong place shows (scaled error: |difference| / (sum of the products'
+// magnitudes + 1) <= 2^-12). At every net shape: within TF32's rounding of the CPU reference
+// (each operand within 2^-11 of its value, products within ~2^-10; the rest is the tensor
+// core's fp32 accumulation over up to ~100k products, allowed 3x that), and the same bits again.
+TEST(Conv2dIgemmCuda, Tf32TilesMatchTheEmulationAndTheCpuAndRepeat) {
+  TG_REQUIRE_CUDA();
+  std::vector<Conv2dAlgo> tf32_tiles;
+  for (const Conv2dAlgo& t : conv2d_igemm_tiles(true))
+    if (t.tf32) tf32_tiles.push_back(t);
+  uint64_t seed = 71;
+  for (const NetConv& c : testing::small_convs()) {
+    SCOPED_TRACE(c.name);
+    const ConvData d = make_conv_data(c, seed++);
+    const ConvData absolute = testing::map_conv_data(d, [](float v) { return std::fabs(v); });
+    for (Conv2dPass p : kPasses) {
+      SCOPED_TRACE(conv2d_pass_name(p));
+      const Tensor magnitude = cpu_pass(absolute, p);
+      for (Conv2dAlgo a : tf32_tiles) {
+        for (int splits : {1, 3}) {
+          a.splits = splits;
+          SCOPED_TRACE(conv2d_algo_name(a));
+          EXPECT_LE(testing::max_scaled_error(on_gpu(d, p, a), emulated_pass(d, p, a), magnitude),
+                    std::ldexp(1.0, -12));
+        }
+      }
+    }
+  }
+  for (const NetConv& c : testing::net_convs(2)) {
+    SCOPED_TRACE(c.name);
+    const ConvData d = make_conv_data(c, seed++);
+    const ConvData absolute = testing::map_conv_data(d, [](float v) { return std::fabs(v); });
+    const int64_t nws = conv2d_workspace_floats(d.s);
+    for (Conv2dPass p : kPasses) {
+      SCOPED_TRACE(conv2d_pass_name(p));
+      const Tensor want = cpu_pass(d, p), magnitude = cpu_pass(absolute, p);
+      for (const Conv2dAlgo& t : tf32_tiles) {
+        Conv2dAlgo a = conv2d_igemm_split(d.s, p, t.bm, t.bn, nws);
+        a.tf32 = true;
+        SCOPED_TRACE(conv2d_algo_name(a));
+        const Tensor got = on_gpu(d, p, a);
+        EXPECT_LE(testing::max_scaled_error(got, want, magnitude), 3 * std::ldexp(1.0, -10));
+        testing::expect_bitwise_equal(on_gpu(d, p, a), got, "second run");
+      }
+    }
+  }
+}
+
 // conv2d() on the GPU follows the policy: igemm everywhere records igemm choices and gives the
 // CPU's numbers through the tape; a pin wins over the mode; autotune records one of the
 // candidates for each pass and then keeps it.
@@ -141,6 +192,15 @@ TEST(Conv2dIgemmCuda, ThePolicyPicksAndRecordsEachPass) {
     const auto again = run(gpu);
     for (int k = 0; k < 3; ++k) testing::expect_bitwise_equal(again[k], g[k], "repeat");
   }
+  // With cuda.tf32 on, mode igemm runs the TF32 twins (values within TF32's rounding: |y| of
+  // 72 products of values in [-1, 1) stays below ~20, so 2e-2 is ~2^-10 of it).
+  set_cuda_tf32(true);
+  set_conv2d_policy({"igemm", {}});
+  const auto t = run(gpu);
+  for (int k = 0; k < 3; ++k) testing::expect_close(t[k], cpu[k], 2e-2, 2e-3, "tf32 output");
+  for (const auto& [key, algo] : conv2d_choices())
+    EXPECT_TRUE(parse_conv2d_algo(algo, key).tf32) << key << " " << algo;
+  set_cuda_tf32(false);
   set_conv2d_policy({});
 }
 

@@ -3,7 +3,9 @@
 // barriers as on the GPU, so their indexing, tiling, padding/stride handling and split-K are
 // checked here on every commit; conv2d_cuda_test.cpp checks the GPU's bits equal these.
 // Also the algorithm names, the default rule and the policy's validation.
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "nn/core/error.h"
 #include "nn/core/precision.h"
@@ -48,6 +50,59 @@ TEST(Conv2dIgemm, EveryTileAndSplitMatchesTheCpuReference) {
       }
     }
   }
+}
+
+// The TF32 tiles (tensor-core MMAs, emulated lane by lane with PTX's fragment layout): every
+// tile, unsplit and split, every pass and small geometry computes the products of the
+// TF32-rounded operands. Against the CPU reference of the rounded data only fp32 summation
+// differences remain (scaled error <= 2e-5: Kd <= ~300 additions of 2^-24 each, at worst);
+// against the unrounded data the rounding shows (each operand within 2^-11, so <= 2^-10), and
+// it must show: a kernel that skipped the rounding would sit as close to the unrounded
+// reference as to the rounded one.
+TEST(Conv2dIgemm, Tf32TilesMultiplyTheRoundedOperands) {
+  uint64_t seed = 61;
+  for (const NetConv& c : testing::small_convs()) {
+    SCOPED_TRACE(c.name);
+    const ConvData d = make_conv_data(c, seed++);
+    ConvData rounded = testing::map_conv_data(d, [](float v) { return tf32_round(v); });
+    rounded.bias = d.bias;  // the epilogue adds the bias in fp32
+    const ConvData absolute = testing::map_conv_data(d, [](float v) { return std::fabs(v); });
+    for (Conv2dPass p : kPasses) {
+      SCOPED_TRACE(conv2d_pass_name(p));
+      const Tensor want = cpu_pass(d, p), want_rounded = cpu_pass(rounded, p);
+      const Tensor magnitude = cpu_pass(absolute, p);
+      for (Conv2dAlgo a : conv2d_igemm_tiles(true)) {
+        if (!a.tf32) continue;
+        for (int splits : {1, 3}) {
+          a.splits = splits;
+          SCOPED_TRACE(conv2d_algo_name(a));
+          const Tensor got = emulated_pass(d, p, a);
+          const double to_rounded = testing::max_scaled_error(got, want_rounded, magnitude);
+          const double to_exact = testing::max_scaled_error(got, want, magnitude);
+          EXPECT_LE(to_rounded, 2e-5);
+          EXPECT_LE(to_exact, std::ldexp(1.0, -10));
+          EXPECT_GT(to_exact, 4 * to_rounded);
+        }
+      }
+    }
+  }
+}
+
+// Round to nearest with ties away from zero, at 10 mantissa bits (cvt.rna.tf32.f32).
+TEST(Conv2dIgemm, Tf32RoundingIsToNearestTiesAway) {
+  const float ulp = std::ldexp(1.0f, -10);  // TF32's ulp at 1
+  EXPECT_EQ(tf32_round(1.0f), 1.0f);
+  EXPECT_EQ(tf32_round(1.0f + ulp / 2), 1.0f + ulp);                    // tie: away
+  EXPECT_EQ(tf32_round(1.0f + ulp / 2 - std::ldexp(1.0f, -23)), 1.0f);  // below half
+  EXPECT_EQ(tf32_round(-(1.0f + ulp / 2)), -(1.0f + ulp));              // symmetric
+  EXPECT_EQ(tf32_round(1.0f + 3 * ulp / 2), 1.0f + 2 * ulp);            // tie: away
+  EXPECT_EQ(tf32_round(2.0f - std::ldexp(1.0f, -23)), 2.0f);            // carries
+  EXPECT_EQ(tf32_round(std::numeric_limits<float>::max()), INFINITY);   // overflows
+  EXPECT_EQ(tf32_round(-INFINITY), -INFINITY);
+  EXPECT_TRUE(std::isnan(tf32_round(NAN)));
+  const float tiny = std::numeric_limits<float>::denorm_min();
+  EXPECT_EQ(tf32_round(tiny * 4096), tiny * 8192);  // a denormal's tie rounds away too
+  EXPECT_EQ(tf32_round(tiny * 4095), 0.0f);
 }
 
 // The kernels sum each output's products in increasing kd, one fmaf at a time, and split-K adds
@@ -118,10 +173,14 @@ TEST(Conv2dIgemm, AnEmptyBatchGivesAZeroWeightGradient) {
 }
 
 TEST(Conv2dAlgo, NamesRoundTripAndBadNamesAreRefused) {
-  for (const std::string n : {"im2col", "igemm128x128", "igemm64x64s4", "igemm32x128s64"})
+  for (const std::string n : {"im2col", "igemm128x128", "igemm64x64s4", "igemm32x128s64",
+                              "igemm128x128_tf32", "igemm64x64s4_tf32"})
     EXPECT_EQ(conv2d_algo_name(parse_conv2d_algo(n, "test")), n);
+  EXPECT_TRUE(parse_conv2d_algo("igemm32x128s2_tf32", "test").tf32);
+  EXPECT_FALSE(parse_conv2d_algo("igemm32x128s2", "test").tf32);
   for (const std::string n :
-       {"", "igemm", "igemm16x16", "igemm64x64s0", "igemm64x64s", "cudnn", "igemm64x64x"})
+       {"", "igemm", "igemm16x16", "igemm64x64s0", "igemm64x64s", "cudnn", "igemm64x64x", "_tf32",
+        "im2col_tf32", "igemm64x64_tf32s2", "igemm64x64_tf16"})
     testing::expect_error_with([&] { parse_conv2d_algo(n, "cuda.conv_algorithms['k']"); },
                                {"cuda.conv_algorithms['k']", "'" + n + "'", "igemm64x64s4"});
 }
@@ -223,6 +282,14 @@ TEST(Conv2dAlgo, PinsRoundTripAndMalformedOnesAreNamed) {
   apply_cuda_options(CudaOptions{});
   EXPECT_FALSE(cuda_tf32());
   EXPECT_TRUE(conv2d_policy().pins.empty());
+  // A TF32 pin redoes a TF32 run: it needs cuda.tf32 on, and is refused (naming both) without.
+  o.conv_algorithms = "a=igemm64x64_tf32";
+  apply_cuda_options(o);
+  EXPECT_EQ(conv2d_policy().pins.at("a"), "igemm64x64_tf32");
+  o.tf32 = false;
+  testing::expect_error_with([&] { apply_cuda_options(o); },
+                             {"cuda.conv_algorithms['a']", "igemm64x64_tf32", "cuda.tf32"});
+  apply_cuda_options(CudaOptions{});
 }
 
 }  // namespace

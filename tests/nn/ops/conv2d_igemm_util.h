@@ -3,6 +3,7 @@
 // indexing on any machine, and for the GPU's bits on a GPU machine).
 #pragma once
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -99,12 +100,18 @@ void emulate_tile(const Prob& pr, int groups, int splits, float* partial) {
 
 template <class Prob>
 void emulate(const Conv2dAlgo& a, const Prob& pr, int groups, float* workspace) {
-  if (a.bm == 128 && a.bn == 128)
+  if (a.bm == 128 && a.bn == 128 && !a.tf32)
     return emulate_tile<igemm::Tile128x128>(pr, groups, a.splits, workspace);
-  if (a.bm == 64 && a.bn == 64)
+  if (a.bm == 64 && a.bn == 64 && !a.tf32)
     return emulate_tile<igemm::Tile64x64>(pr, groups, a.splits, workspace);
-  if (a.bm == 32 && a.bn == 128)
+  if (a.bm == 32 && a.bn == 128 && !a.tf32)
     return emulate_tile<igemm::Tile32x128>(pr, groups, a.splits, workspace);
+  if (a.bm == 128 && a.bn == 128)
+    return emulate_tile<igemm::MmaTile128x128>(pr, groups, a.splits, workspace);
+  if (a.bm == 64 && a.bn == 64)
+    return emulate_tile<igemm::MmaTile64x64>(pr, groups, a.splits, workspace);
+  if (a.bm == 32 && a.bn == 128)
+    return emulate_tile<igemm::MmaTile32x128>(pr, groups, a.splits, workspace);
   TG_THROW("no tile ", a.bm, "x", a.bn);
 }
 
@@ -173,6 +180,33 @@ inline Tensor cpu_pass(const ConvData& d, Conv2dPass p) {
       break;
   }
   return out;
+}
+
+// The data with every element mapped by f (x, w, bias, dy).
+template <class F>
+ConvData map_conv_data(const ConvData& d, F&& f) {
+  ConvData out = d;
+  for (Tensor* t : {&out.x, &out.w, &out.bias, &out.dy}) {
+    *t = t->clone();
+    float* p = t->data<float>();
+    for (int64_t i = 0; i < t->numel(); ++i) p[i] = f(p[i]);
+  }
+  return out;
+}
+
+// TF32 results against references. A TF32 pass computes the products of the TF32-rounded
+// operands: it is checked against the CPU reference of the rounded data (fp32 summation
+// differences only) or of the data itself (the rounding too), with a tolerance per output
+// proportional to the sum of its products' magnitudes, |a| * |b| summed: the same pass on the
+// absolute values. Returns the largest |got - want| / (that sum + 1).
+inline double max_scaled_error(const Tensor& got, const Tensor& want, const Tensor& magnitude) {
+  double worst = 0.0;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    const double e = std::abs(static_cast<double>(got.data<float>()[i]) - want.data<float>()[i]) /
+                     (static_cast<double>(magnitude.data<float>()[i]) + 1.0);
+    worst = std::isnan(e) ? INFINITY : std::max(worst, e);
+  }
+  return worst;
 }
 
 // The same pass of the implicit GEMM `a`, emulated; the output starts as NaNs, so an element
