@@ -5,9 +5,11 @@
 // LeNet conv2, CPU: fwd+bwd >= 50%; issue 31, GPU: each AlexNet layer's fwd+bwd >= 60%).
 //
 // --algos (GPU): every algorithm of nn/ops/conv2d_kernels.h on every layer and pass: im2col,
-// im2col with cuBLAS TF32, the igemm rule's choice and each igemm tile with the rule's split;
-// one "conv2d_algo" line each, then per layer a "conv2d_layer" line with the fastest strict-fp32
-// algorithm of each pass and their fwd+bwd sum (what cuda.conv_algo = autotune would reach).
+// im2col with cuBLAS TF32, the igemm rule's choice and each igemm tile with the rule's split,
+// and each igemm tile's TF32 tensor-core twin; one "conv2d_algo" line each, then per layer a
+// "conv2d_layer" line with the fastest strict-fp32 algorithm of each pass and their fwd+bwd sum
+// (what cuda.conv_algo = autotune would reach), and the same among the TF32 algorithms (what
+// autotune reaches with cuda.tf32 on, where the strict ones compete too).
 //
 // --list: the GPU cases as JSON lines with their SAME padding resolved (bench/pytorch_conv.py
 // times the same layers with cuDNN from them).
@@ -244,8 +246,8 @@ void run_algos(const Args& args) {
     float* wsp = L.ws.data<float>();
     const int64_t nws = L.ws.numel();
     const double flops = L.flops;
-    double best_sum = 0, im2col_sum = 0;
-    std::string best_names;
+    double best_sum = 0, im2col_sum = 0, best_tf32_sum = 0;
+    std::string best_names, best_tf32_names;
     for (Conv2dPass pass :
          {Conv2dPass::forward, Conv2dPass::backward_data, Conv2dPass::backward_weight}) {
       const auto run = [&](const Conv2dAlgo& a) {
@@ -266,8 +268,13 @@ void run_algos(const Args& args) {
         const Conv2dAlgo a = conv2d_igemm_split(s, pass, t.bm, t.bn, nws);
         if (!(a == rule)) algos.emplace_back(a, false);
       }
-      double best = 0, im2col_ms = 0;
-      std::string best_name;
+      for (const Conv2dAlgo& t : conv2d_igemm_tiles()) {
+        Conv2dAlgo a = conv2d_igemm_split(s, pass, t.bm, t.bn, nws);
+        a.tf32 = true;
+        algos.emplace_back(a, true);
+      }
+      double best = 0, im2col_ms = 0, best_tf32 = 0;
+      std::string best_name, best_tf32_name;
       for (const auto& [a, tf32] : algos) {
         set_cuda_tf32(tf32);
         const Timing t = time_it([&] { run(a); }, sync, args.seconds);
@@ -280,20 +287,27 @@ void run_algos(const Args& args) {
             .add("pass", conv2d_pass_name(pass))
             .add("algo", conv2d_algo_name(a))
             .add("tf32", tf32 ? 1 : 0)
-            .add("rule", a == rule ? 1 : 0)
+            .add("rule", a.bm == rule.bm && a.bn == rule.bn && a.splits == rule.splits ? 1 : 0)
             .add("n", static_cast<long long>(n))
             .add_timing(t)
             .add("gflops", gf)
             .add("frac_of_sgemm", gf / ref)
             .print();
+        // With TF32 on, autotune weighs the strict algorithms too.
+        const std::string name = conv2d_algo_name(a) + (tf32 && !a.tf32 ? "+cublas_tf32" : "");
+        if (best_tf32 == 0 || t.median_ms < best_tf32)
+          best_tf32 = t.median_ms, best_tf32_name = name;
         if (tf32) continue;
         if (a.kind == Conv2dAlgo::im2col) im2col_ms = t.median_ms;
         if (best == 0 || t.median_ms < best) best = t.median_ms, best_name = conv2d_algo_name(a);
       }
       best_sum += best;
       im2col_sum += im2col_ms;
+      best_tf32_sum += best_tf32;
       best_names +=
           std::string(best_names.empty() ? "" : " ") + conv2d_pass_name(pass) + "=" + best_name;
+      best_tf32_names += std::string(best_tf32_names.empty() ? "" : " ") + conv2d_pass_name(pass) +
+                         "=" + best_tf32_name;
     }
     JsonLine()
         .add("bench", "conv2d_layer")
@@ -304,6 +318,8 @@ void run_algos(const Args& args) {
         .add("best_fwd_bwd_ms", best_sum)
         .add("im2col_fwd_bwd_ms", im2col_sum)
         .add("best_frac_of_sgemm", 3 * flops / (best_sum * 1e6) / ref)
+        .add("best_tf32", best_tf32_names)
+        .add("best_tf32_fwd_bwd_ms", best_tf32_sum)
         .print();
   }
 #else

@@ -1081,13 +1081,11 @@ print(json.dumps({"torch": torch.__version__, "torch_cuda": torch.version.cuda,
         if not self.rehearsal:
             r = self.run([os.path.join(bindir, "bench_conv2d"), "--algos", "--seconds", "0.05"],
                          min(200, self.left() * 0.35), tag="conv algos")
-            layers, algos = {}, []
+            layers = {}
             for rec in json_lines(r["out"]):
                 self.record(step="i", source="bench_conv2d", **rec)
                 if rec.get("bench") == "conv2d_layer":
                     layers[rec["layer"]] = rec
-                elif rec.get("bench") == "conv2d_algo":
-                    algos.append(rec)
             if r["rc"] != 0 or not layers:
                 status = "fail"
                 notes.append(f"bench_conv2d --algos rc {r['rc']}{' (timed out)' if r['timed_out'] else ''}: "
@@ -1106,12 +1104,9 @@ print(json.dumps({"torch": torch.__version__, "torch_cuda": torch.version.cuda,
                     cudnn[(rec["layer"], rec["pass"], rec["precision"])] = rec["median_ms"]
                 if r["rc"] != 0:
                     notes.append(f"pytorch_conv rc {r['rc']}: {r['err'].strip()[-200:]}")
-            tf32_im2col = {}
-            for a in algos:
-                if a.get("tf32") == 1:
-                    tf32_im2col[a["layer"]] = tf32_im2col.get(a["layer"], 0.0) + a["median_ms"]
             md += ["| layer | batch | ours fwd+bwd ms (fastest per pass) | im2col | cuDNN fp32 | "
-                   "cuDNN / ours | of SGEMM | ours TF32 (im2col) | cuDNN TF32 |", "|---|---|---|---|---|---|---|---|---|"]
+                   "cuDNN / ours | of SGEMM | ours TF32 (fastest per pass) | cuDNN TF32 |",
+                   "|---|---|---|---|---|---|---|---|---|"]
             fmt = lambda v: f"{v:.3f}" if v else "—"
             for name, L in layers.items():
                 cd = [cudnn.get((name, p, "fp32")) for p in ("fwd", "bwd_data", "bwd_weight")]
@@ -1122,11 +1117,12 @@ print(json.dumps({"torch": torch.__version__, "torch_cuda": torch.version.cuda,
                 self.record(step="i", kind="conv_compare", layer=name, batch=L["n"], ours_ms=L["best_fwd_bwd_ms"],
                             best=L["best"], im2col_ms=L["im2col_fwd_bwd_ms"], cudnn_fp32_ms=cd_sum,
                             cudnn_over_ours=ratio, frac_of_sgemm=L["best_frac_of_sgemm"],
-                            ours_tf32_ms=tf32_im2col.get(name), cudnn_tf32_ms=ct_sum)
+                            ours_tf32_ms=L.get("best_tf32_fwd_bwd_ms"), best_tf32=L.get("best_tf32"),
+                            cudnn_tf32_ms=ct_sum)
                 md.append(f"| {name} | {L['n']} | {fmt(L['best_fwd_bwd_ms'])} ({L['best']}) | "
                           f"{fmt(L['im2col_fwd_bwd_ms'])} | {fmt(cd_sum)} | "
                           f"{f'{ratio:.2f}' if ratio else '—'} | {L['best_frac_of_sgemm']:.2f} | "
-                          f"{fmt(tf32_im2col.get(name))} | {fmt(ct_sum)} |")
+                          f"{fmt(L.get('best_tf32_fwd_bwd_ms'))} ({L.get('best_tf32', '')}) | {fmt(ct_sum)} |")
         # Part 0 (items 1-3 end to end): LeNet/MNIST trained with TF32 against strict fp32 (the
         # accuracy must agree within 0.1 point), and twice with cuda.conv_algo = igemm (the
         # implicit-GEMM path in training: the accuracy of the fp32 run within 0.25 point, the
