@@ -2,8 +2,10 @@
 // the record of what was picked (conv2d_kernels.h). Compiled in every build: a CPU-only binary
 // still parses and reports the config keys, it just never dispatches.
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <mutex>
+#include <unordered_map>
 
 #include "nn/core/error.h"
 #include "nn/core/precision.h"
@@ -14,10 +16,28 @@ namespace tg {
 
 namespace {
 
+// A pass of a shape as numbers: the choices' index.
+using ShapePass = std::array<int64_t, 15>;
+
+ShapePass shape_pass(const Conv2dShape& s, Conv2dPass p) {
+  return {s.N,        s.C,       s.H,        s.W,      s.K,
+          s.R,        s.S,       s.P,        s.Q,      s.stride_h,
+          s.stride_w, s.pad_top, s.pad_left, s.groups, static_cast<int64_t>(p)};
+}
+
+struct ShapePassHash {
+  size_t operator()(const ShapePass& k) const {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a over the numbers
+    for (int64_t v : k) h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
+    return static_cast<size_t>(h);
+  }
+};
+
 struct PolicyState {
   std::mutex mu;
   Conv2dPolicy policy;
-  std::vector<std::pair<std::string, Conv2dAlgo>> choices;  // looked up on every conv call
+  std::vector<std::pair<std::string, Conv2dAlgo>> choices;     // first-use order, for the reports
+  std::unordered_map<ShapePass, size_t, ShapePassHash> index;  // -> choices; every conv call
 };
 
 PolicyState& policy_state() {
@@ -113,6 +133,7 @@ void set_conv2d_policy(const Conv2dPolicy& p) {
   std::lock_guard<std::mutex> lock(st.mu);
   st.policy = p;
   st.choices.clear();
+  st.index.clear();
 }
 
 Conv2dPolicy conv2d_policy() {
@@ -135,24 +156,20 @@ size_t conv2d_choice_count() {
   return st.choices.size();
 }
 
-bool find_conv2d_choice(const std::string& key, Conv2dAlgo* out) {
+bool find_conv2d_choice(const Conv2dShape& s, Conv2dPass p, Conv2dAlgo* out) {
   PolicyState& st = policy_state();
   std::lock_guard<std::mutex> lock(st.mu);
-  for (const auto& c : st.choices) {
-    if (c.first == key) {
-      *out = c.second;
-      return true;
-    }
-  }
-  return false;
+  const auto it = st.index.find(shape_pass(s, p));
+  if (it == st.index.end()) return false;
+  *out = st.choices[it->second].second;
+  return true;
 }
 
-void note_conv2d_choice(const std::string& key, const Conv2dAlgo& a) {
+void note_conv2d_choice(const Conv2dShape& s, Conv2dPass p, const Conv2dAlgo& a) {
+  const std::string key = conv2d_pass_key(s, p);
   PolicyState& st = policy_state();
   std::lock_guard<std::mutex> lock(st.mu);
-  for (const auto& c : st.choices)
-    if (c.first == key) return;
-  st.choices.emplace_back(key, a);
+  if (st.index.emplace(shape_pass(s, p), st.choices.size()).second) st.choices.emplace_back(key, a);
 }
 
 Conv2dGemmDims conv2d_gemm_dims(const Conv2dShape& s, Conv2dPass p) {

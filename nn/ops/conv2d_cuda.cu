@@ -338,9 +338,9 @@ float time_ms(F&& run) {
 // times the candidates with `run`, which must overwrite its outputs whole).
 template <class Run>
 Conv2dAlgo choose(const Conv2dShape& s, Conv2dPass p, Run&& run) {
-  const std::string key = conv2d_pass_key(s, p);
   Conv2dAlgo a;
-  if (find_conv2d_choice(key, &a)) return a;
+  if (find_conv2d_choice(s, p, &a)) return a;
+  const std::string key = conv2d_pass_key(s, p);
   const Conv2dPolicy pol = conv2d_policy();
   const auto pin = pol.pins.find(key);
   const int64_t ws = conv2d_workspace_floats(s);
@@ -361,7 +361,7 @@ Conv2dAlgo choose(const Conv2dShape& s, Conv2dPass p, Run&& run) {
       if (ms < best) best = ms, a = c;
     }
   }
-  note_conv2d_choice(key, a);
+  note_conv2d_choice(s, p, a);
   return a;
 }
 

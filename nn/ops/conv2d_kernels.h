@@ -94,10 +94,12 @@ Conv2dPolicy conv2d_policy();
 // Every (pass key, algorithm name) chosen since the policy was set, in first-use order.
 std::vector<std::pair<std::string, std::string>> conv2d_choices();
 size_t conv2d_choice_count();  // conv2d_choices().size(), without copying
-// Records a choice (the CUDA dispatcher calls it; tests may); the first one for a key stays.
-void note_conv2d_choice(const std::string& key, const Conv2dAlgo& a);
-// The choice recorded for `key`, if any.
-bool find_conv2d_choice(const std::string& key, Conv2dAlgo* out);
+// Records the choice for a pass of a shape (under conv2d_pass_key's name; the CUDA dispatcher
+// calls it, tests may); the first one for a pass of a shape stays.
+void note_conv2d_choice(const Conv2dShape& s, Conv2dPass p, const Conv2dAlgo& a);
+// The choice recorded for the pass of the shape, if any: a hash lookup of the shape's numbers,
+// no formatting (the dispatcher asks on every convolution).
+bool find_conv2d_choice(const Conv2dShape& s, Conv2dPass p, Conv2dAlgo* out);
 
 // The deterministic rule: the tile by the GEMM's M (the side the tile's rows cover) and the
 // split by how many tiles the grid has, so small grids still fill the GPU; capped so the

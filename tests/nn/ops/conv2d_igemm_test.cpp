@@ -233,18 +233,30 @@ TEST(Conv2dAlgo, PolicyIsValidatedAndChoicesAreRecordedOnce) {
       {"cuda.conv_algorithms['N1 fwd']", "'igemm7x7'"});
   set_conv2d_policy({"igemm", {{"N1 fwd", "igemm64x64s2"}}});
   EXPECT_EQ(conv2d_policy().mode, "igemm");
-  note_conv2d_choice("a", {Conv2dAlgo::igemm, 64, 64, 2});
-  note_conv2d_choice("b", {});
-  note_conv2d_choice("a", {});  // the first choice for a key stays
-  const std::vector<std::pair<std::string, std::string>> want{{"a", "igemm64x64s2"},
-                                                              {"b", "im2col"}};
+  const Conv2dShape a =
+      conv2d_shape({1, 3, 8, 8}, {4, 3, 3, 3}, testing::conv_opts(1, 1, Padding::same));
+  Conv2dShape b = a;
+  b.pad_left = 0;  // any one number makes another shape
+  const Conv2dPass fwd = Conv2dPass::forward;
+  note_conv2d_choice(a, fwd, {Conv2dAlgo::igemm, 64, 64, 2});
+  note_conv2d_choice(b, fwd, {});
+  note_conv2d_choice(a, fwd, {});  // the first choice for a pass of a shape stays
+  const std::vector<std::pair<std::string, std::string>> want{
+      {conv2d_pass_key(a, fwd), "igemm64x64s2"}, {conv2d_pass_key(b, fwd), "im2col"}};
   EXPECT_EQ(conv2d_choices(), want);
+  EXPECT_EQ(conv2d_choice_count(), 2u);
   Conv2dAlgo got;
-  ASSERT_TRUE(find_conv2d_choice("a", &got));
+  ASSERT_TRUE(find_conv2d_choice(a, fwd, &got));
   EXPECT_EQ(got, (Conv2dAlgo{Conv2dAlgo::igemm, 64, 64, 2}));
-  EXPECT_FALSE(find_conv2d_choice("c", &got));
+  ASSERT_TRUE(find_conv2d_choice(b, fwd, &got));
+  EXPECT_EQ(got, Conv2dAlgo{});
+  EXPECT_FALSE(find_conv2d_choice(a, Conv2dPass::backward_data, &got));
+  Conv2dShape c = a;
+  c.groups = 3;
+  EXPECT_FALSE(find_conv2d_choice(c, fwd, &got));
   set_conv2d_policy({});  // back to the default; clears the record
   EXPECT_TRUE(conv2d_choices().empty());
+  EXPECT_FALSE(find_conv2d_choice(a, fwd, &got));
   EXPECT_EQ(conv2d_policy().mode, "im2col");
 }
 
