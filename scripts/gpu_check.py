@@ -35,8 +35,9 @@ hang cannot eat the rest; a failed step is recorded with why, and the next one r
      under autocast. On a GPU machine h comes last and may find the --budget spent: --only a,h
      runs it alone (a build of ~1-3 min with every core, the hook cases under a minute)
   i  (issue 31; only with --only, e.g. --only a,i, as a-h fill the default budget) the GPU
-     engine against PyTorch: LeNet/MNIST trained in strict fp32, in TF32 (target: accuracy within
-     0.1 point) and twice with cuda.conv_algo = igemm (same params_sha256); bench_conv2d --algos times every convolution algorithm on every
+     engine against PyTorch: LeNet/MNIST trained in strict fp32, in TF32 with cuBLAS and with the
+     implicit GEMM's tensor-core twins (target: accuracy within 0.1 point) and twice with
+     cuda.conv_algo = igemm (same params_sha256); bench_conv2d --algos times every convolution algorithm on every
      conv layer and pass of the five nets beside bench/pytorch_conv.py's cuDNN (fp32 and TF32);
      then bench_train with cuda.conv_algo = autotune on LeNet, CifarNet, AlexNet, GoogLeNet and
      VGG-A beside bench/pytorch_step.py eager and torch.compile, strict fp32 and TF32 on both
@@ -1130,6 +1131,8 @@ print(json.dumps({"torch": torch.__version__, "torch_cuda": torch.version.cuda,
         full = self.iterations if self.rehearsal else 10000
         runs0 = {}
         for tag, iters, extra in (("fp32", full, []), ("tf32", full, ["--set", "cuda.tf32=true"]),
+                                  ("tf32_igemm", full, ["--set", "cuda.tf32=true",
+                                                        "--set", "cuda.conv_algo=igemm"]),
                                   ("igemm", full, ["--set", "cuda.conv_algo=igemm"]),
                                   ("igemm_rerun", full, ["--set", "cuda.conv_algo=igemm"])):
             if self.left() < 120:
@@ -1148,11 +1151,20 @@ print(json.dumps({"torch": torch.__version__, "torch_cuda": torch.version.cuda,
         rec0 = {"kind": "lenet_precision", "iterations": full, "accuracy": acc,
                 "sha": {k: v.get("params_sha256") for k, v in runs0.items() if v},
                 "igemm_conv_algorithms": (runs0.get("igemm") or {}).get("conv_algorithms")}
-        if "fp32" in acc and "tf32" in acc:
-            rec0["tf32_minus_fp32_points"] = acc["tf32"] - acc["fp32"]
-            if abs(rec0["tf32_minus_fp32_points"]) > 0.1:
-                status = "fail"
-                notes.append(f"TF32 {acc['tf32']:.2f}% vs fp32 {acc['fp32']:.2f}% (target: within 0.1)")
+        # Both TF32 paths (cuBLAS TF32 under im2col; the implicit GEMM's tensor-core twins) must
+        # land within 0.1 point of strict fp32.
+        for t in ("tf32", "tf32_igemm"):
+            if "fp32" in acc and t in acc:
+                rec0[f"{t}_minus_fp32_points"] = acc[t] - acc["fp32"]
+                if abs(rec0[f"{t}_minus_fp32_points"]) > 0.1:
+                    status = "fail"
+                    notes.append(f"{t} {acc[t]:.2f}% vs fp32 {acc['fp32']:.2f}% (target: within 0.1)")
+        tf32_algos = (runs0.get("tf32_igemm") or {}).get("conv_algorithms")
+        rec0["tf32_igemm_conv_algorithms"] = tf32_algos
+        if not self.rehearsal and runs0.get("tf32_igemm") and not (
+                tf32_algos and all(str(a).endswith("_tf32") for a in dict(tf32_algos).values())):
+            status = "fail"
+            notes.append(f"the tf32_igemm run did not record TF32 twins for every pass: {tf32_algos}")
         if "fp32" in acc and "igemm" in acc and abs(acc["igemm"] - acc["fp32"]) > 0.25:
             status = "fail"
             notes.append(f"igemm {acc['igemm']:.2f}% vs im2col {acc['fp32']:.2f}%")
