@@ -36,31 +36,34 @@
 
 namespace tg::igemm {
 
-// Division by a fixed positive divisor d as a multiply-high and a shift (Granlund and
-// Montgomery; CUTLASS's FastDivmod does the same): with l = ceil(log2 d), m = ceil(2^(31+l) / d)
-// fits 32 bits and q = (n * m) >> (31 + l) is n / d exactly for 0 <= n < 2^31, since
-// n * (m d - 2^(31+l)) < 2^31 * d <= 2^(31+l). The kernels' index arithmetic (every n, kd below
-// 2^31) runs through these instead of integer division.
+// Division by a fixed positive divisor d as a multiply-high, an add and a shift, with no branch
+// (Granlund and Montgomery's round-up method): with l = ceil(log2 d) and
+// m = floor(2^32 (2^l - d) / d) + 1 (below 2^32), n / d = (umulhi(n, m) + n) >> l for every
+// 0 <= n < 2^32; the kernels' dividends (every n, kd) are below 2^31, so the sum fits 32 bits.
+// d = 1 needs no special case: l = 0, m = 1, umulhi(n, 1) = 0. The kernels' index arithmetic
+// runs through these instead of integer division.
 struct FastDiv {
   int d = 1;
-  uint32_t m = 0;
+  uint32_t m = 1;
   int shift = 0;
   FastDiv() = default;
   explicit FastDiv(int divisor) : d(divisor) {
-    if (d <= 1) return;
     int l = 0;
     while ((int64_t{1} << l) < d) ++l;
-    m = static_cast<uint32_t>(((uint64_t{1} << (31 + l)) + static_cast<uint64_t>(d) - 1) /
-                              static_cast<uint64_t>(d));
-    shift = l - 1;
+    m = static_cast<uint32_t>(
+        ((uint64_t{1} << 32) * ((uint64_t{1} << l) - static_cast<uint64_t>(d))) /
+            static_cast<uint64_t>(d) +
+        1);
+    shift = l;
   }
   TG_HD int div(int n) const {
-    if (d == 1) return n;
+    const uint32_t u = static_cast<uint32_t>(n);
 #if defined(__CUDA_ARCH__)
-    return static_cast<int>(__umulhi(static_cast<uint32_t>(n), m) >> shift);
+    const uint32_t hi = __umulhi(u, m);
 #else
-    return static_cast<int>(((static_cast<uint64_t>(static_cast<uint32_t>(n)) * m) >> 32) >> shift);
+    const uint32_t hi = static_cast<uint32_t>((static_cast<uint64_t>(u) * m) >> 32);
 #endif
+    return static_cast<int>((hi + u) >> shift);
   }
 };
 
