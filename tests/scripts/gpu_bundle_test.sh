@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # scripts/gpu-bundle.sh and scripts/gpu-check.sh, as far as a machine without a GPU allows:
-#   1. the bundle is built from this build and holds what the GPU check needs, under 50 MiB;
+#   1. the bundle is built from this build and holds what the GPU check needs, under 56 MiB
+#      (gpu-bundle.sh's default limit: 64 MiB travel in all, the tracked tree beside it);
 #   2. copied to a clean folder and run under `env -i` (no inherited library path), gpu-check.sh
 #      unpacks it, resolves every library (each non-glibc, non-CUDA one from the bundle), checks
 #      that every CUDA test executable starts, says "no CUDA device" for the GPU steps, and exits 3;
@@ -27,7 +28,7 @@ bash "$SRC/scripts/gpu-bundle.sh" --out "$T/made/gpu-bundle" --build-dir "$BUILD
 B=$T/made/gpu-bundle
 grep -q "^gpu-bundle: .*MiB" "$T/bundle.out" || fail "gpu-bundle.sh printed no size line: $(cat "$T/bundle.out")"
 bytes=$(du -sb "$B" | cut -f1)
-[ "$bytes" -le $((50 * 1048576)) ] || fail "bundle is $bytes bytes, over 50 MiB"
+[ "$bytes" -le $((56 * 1048576)) ] || fail "bundle is $bytes bytes, over 56 MiB"
 for f in gpu-check.sh gpu_check.py payload.tar.xz MANIFEST.txt; do
   [ -f "$B/$f" ] || fail "bundle lacks $f"
 done
@@ -128,7 +129,8 @@ if sorted(l["precision"] for l in lines) != ["fp32", "tf32"] or \
                 for l in lines):
     fail(f"rehearsal gpu-compare.jsonl: {lines}")
 prec = [r for r in recs if r.get("kind") == "lenet_precision"]
-if len(prec) != 1 or sorted(prec[0]["accuracy"]) != ["fp32", "igemm", "igemm_rerun", "tf32"] or \
+if len(prec) != 1 or \
+        sorted(prec[0]["accuracy"]) != ["fp32", "igemm", "igemm_rerun", "tf32", "tf32_igemm"] or \
         not prec[0].get("igemm_deterministic"):
     fail(f"rehearsal LeNet precision runs: {prec}")
 PY
