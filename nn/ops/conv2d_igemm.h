@@ -332,7 +332,6 @@ struct Tiling {
   static constexpr int VM = TM < 4 ? TM : 4, VN = TN < 4 ? TN : 4;
   static constexpr int GM = TM / VM, GN = TN / VN;
   static constexpr int kPad = 4;  // rows padded: k-fastest stores hit distinct banks
-  static constexpr bool kTf32 = false;
   // Blocks an SM should hold (__launch_bounds__): 2 of the 8 x 8-per-thread tile (<= 128
   // registers), 4 of the smaller ones (<= 64).
   static constexpr int kMinBlocks = TM * TN >= 64 ? 2 : 4;
@@ -391,7 +390,6 @@ struct MmaTiling {
   static constexpr int MI = WM / 16, NI = WN / 8;  // MMA tiles per warp
   static constexpr int kLoadA = BM * BK / kThreads, kLoadB = BK * BN / kThreads;
   static constexpr int kPad = 8;
-  static constexpr bool kTf32 = true;
   static constexpr int kMinBlocks = kThreads >= 256 ? 2 : 4;  // <= 128 registers
   static_assert(kThreads % BK == 0 && kThreads % BN == 0 && kLoadA >= 1 && kLoadB >= 1,
                 "a thread's column and k-row of each tile load must be fixed");
