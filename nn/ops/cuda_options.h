@@ -15,7 +15,7 @@ struct CudaOptions {
   // Pins, "<pass key>=<algorithm>; ...": what a run's summary.json reported as
   // conv_algorithms_pins, to redo it bit for bit. Empty = none.
   std::string conv_algorithms;
-  bool tf32 = false;  // TF32 tensor-core math for fp32 GEMMs (nn/core/precision.h)
+  bool tf32 = false;  // TF32 tensor-core math for fp32 GEMMs and convs (nn/core/precision.h)
   bool operator==(const CudaOptions&) const = default;
 };
 
