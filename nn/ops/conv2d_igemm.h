@@ -303,14 +303,15 @@ TG_HD void load_vec(const float* p, float* out) {
   if constexpr (V == 4) {
     const float4 v = *reinterpret_cast<const float4*>(p);
     out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
-    return;
   } else if constexpr (V == 2) {
     const float2 v = *reinterpret_cast<const float2*>(p);
     out[0] = v.x, out[1] = v.y;
-    return;
+  } else {
+    for (int i = 0; i < V; ++i) out[i] = p[i];
   }
-#endif
+#else
   for (int i = 0; i < V; ++i) out[i] = p[i];
+#endif
 }
 
 // ---- the tiled GEMM body ----------------------------------------------------------------------
