@@ -264,14 +264,9 @@ void run_algos(const Args& args) {
       const Conv2dAlgo rule = conv2d_igemm_rule(s, pass, nws);
       std::vector<std::pair<Conv2dAlgo, bool>> algos{{Conv2dAlgo{}, false}, {Conv2dAlgo{}, true}};
       algos.emplace_back(rule, false);
-      for (const Conv2dAlgo& t : conv2d_igemm_tiles()) {
-        const Conv2dAlgo a = conv2d_igemm_split(s, pass, t.bm, t.bn, nws);
-        if (!(a == rule)) algos.emplace_back(a, false);
-      }
-      for (const Conv2dAlgo& t : conv2d_igemm_tiles()) {
-        Conv2dAlgo a = conv2d_igemm_split(s, pass, t.bm, t.bn, nws);
-        a.tf32 = true;
-        algos.emplace_back(a, true);
+      for (const Conv2dAlgo& t : conv2d_igemm_tiles(true)) {
+        const Conv2dAlgo a = conv2d_igemm_split(s, pass, t, nws);
+        if (a.tf32 || !(a == rule)) algos.emplace_back(a, a.tf32);
       }
       double best = 0, im2col_ms = 0, best_tf32 = 0;
       std::string best_name, best_tf32_name;

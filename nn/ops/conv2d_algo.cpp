@@ -88,10 +88,8 @@ std::vector<Conv2dAlgo> conv2d_igemm_tiles(bool tf32) {
 
 Conv2dAlgo parse_conv2d_algo(const std::string& name, const std::string& what) {
   if (name == "im2col") return {};
-  static const std::string kTf32 = "_tf32";
-  const bool tf32 = name.size() > kTf32.size() &&
-                    name.compare(name.size() - kTf32.size(), kTf32.size(), kTf32) == 0;
-  const std::string base = tf32 ? name.substr(0, name.size() - kTf32.size()) : name;
+  const bool tf32 = name.ends_with("_tf32");
+  const std::string base = tf32 ? name.substr(0, name.size() - 5) : name;
   int bm = 0, bn = 0, splits = 1, used = 0;
   const int got = std::sscanf(base.c_str(), "igemm%dx%d%n", &bm, &bn, &used);
   bool ok = got == 2 && used > 0;
@@ -185,27 +183,29 @@ Conv2dGemmDims conv2d_gemm_dims(const Conv2dShape& s, Conv2dPass p) {
   return {0, 0, 0};
 }
 
-Conv2dAlgo conv2d_igemm_split(const Conv2dShape& s, Conv2dPass p, int bm, int bn,
+Conv2dAlgo conv2d_igemm_split(const Conv2dShape& s, Conv2dPass p, const Conv2dAlgo& tile,
                               int64_t workspace_floats) {
   const Conv2dGemmDims g = conv2d_gemm_dims(s, p);
   // Split K when the grid has fewer tiles than a large GPU has room for (~4 blocks on each of
   // ~128 SMs; a fixed number, so the choice does not depend on which GPU runs it), keeping each
   // piece at least 16 steps of 8 and the partials inside the workspace.
   constexpr int64_t kTargetBlocks = 512, kMinSteps = 16;
-  const int64_t tiles = ceil_div(g.m, bm) * ceil_div(g.n, bn) * s.groups;
+  const int64_t tiles = ceil_div(g.m, tile.bm) * ceil_div(g.n, tile.bn) * s.groups;
   const int64_t steps = ceil_div(g.k, 8);
   int64_t splits =
       std::min(ceil_div(kTargetBlocks, std::max<int64_t>(tiles, 1)), steps / kMinSteps);
   const int64_t per_split = s.groups * g.m * g.n;
   if (per_split > 0) splits = std::min(splits, workspace_floats / per_split);
-  return {Conv2dAlgo::igemm, bm, bn, static_cast<int>(std::clamp<int64_t>(splits, 1, 64))};
+  return {Conv2dAlgo::igemm, tile.bm, tile.bn, static_cast<int>(std::clamp<int64_t>(splits, 1, 64)),
+          tile.tf32};
 }
 
-Conv2dAlgo conv2d_igemm_rule(const Conv2dShape& s, Conv2dPass p, int64_t workspace_floats) {
+Conv2dAlgo conv2d_igemm_rule(const Conv2dShape& s, Conv2dPass p, int64_t workspace_floats,
+                             bool tf32) {
   const Conv2dGemmDims g = conv2d_gemm_dims(s, p);
-  if (g.m <= 32) return conv2d_igemm_split(s, p, 32, 128, workspace_floats);
-  if (g.m >= 128 && g.n >= 128 * 16) return conv2d_igemm_split(s, p, 128, 128, workspace_floats);
-  return conv2d_igemm_split(s, p, 64, 64, workspace_floats);
+  const int bm = g.m <= 32 ? 32 : g.m >= 128 && g.n >= 128 * 16 ? 128 : 64;
+  const int bn = bm == 64 ? 64 : 128;
+  return conv2d_igemm_split(s, p, {Conv2dAlgo::igemm, bm, bn, 1, tf32}, workspace_floats);
 }
 
 std::string conv2d_pins_string(const std::vector<std::pair<std::string, std::string>>& choices) {

@@ -246,20 +246,7 @@ template <class Prob>
 void run_igemm(const Conv2dAlgo& a, const Prob& pr, int groups, float* workspace) {
   const int64_t total = int64_t{groups} * pr.M() * pr.N();
   float* partial = a.splits > 1 ? workspace : nullptr;
-  if (a.bm == 128 && a.bn == 128 && !a.tf32)
-    launch_tile<igemm::Tile128x128>(pr, groups, a.splits, partial);
-  else if (a.bm == 64 && a.bn == 64 && !a.tf32)
-    launch_tile<igemm::Tile64x64>(pr, groups, a.splits, partial);
-  else if (a.bm == 32 && a.bn == 128 && !a.tf32)
-    launch_tile<igemm::Tile32x128>(pr, groups, a.splits, partial);
-  else if (a.bm == 128 && a.bn == 128)
-    launch_tile<igemm::MmaTile128x128>(pr, groups, a.splits, partial);
-  else if (a.bm == 64 && a.bn == 64)
-    launch_tile<igemm::MmaTile64x64>(pr, groups, a.splits, partial);
-  else if (a.bm == 32 && a.bn == 128)
-    launch_tile<igemm::MmaTile32x128>(pr, groups, a.splits, partial);
-  else
-    TG_THROW("conv2d igemm: no kernel for tile ", a.bm, "x", a.bn);
+  igemm::with_tiling(a, [&]<class Tl>() { launch_tile<Tl>(pr, groups, a.splits, partial); });
   if (a.splits > 1 && total > 0) {
     igemm_reduce_kernel<<<cuda::grid_for(total, kThreads), kThreads, 0, cuda::current_stream()>>>(
         pr, a.splits, partial, total);
@@ -347,14 +334,11 @@ Conv2dAlgo choose(const Conv2dShape& s, Conv2dPass p, Run&& run) {
   if (pin != pol.pins.end()) {
     a = parse_conv2d_algo(pin->second, "cuda.conv_algorithms['" + key + "']");
   } else if (pol.mode == "igemm") {
-    a = conv2d_igemm_rule(s, p, ws);
-    a.tf32 = cuda_tf32();
+    a = conv2d_igemm_rule(s, p, ws, cuda_tf32());
   } else if (pol.mode == "autotune") {
     std::vector<Conv2dAlgo> candidates{Conv2dAlgo{}};
-    for (const Conv2dAlgo& t : conv2d_igemm_tiles(cuda_tf32())) {
-      candidates.push_back(conv2d_igemm_split(s, p, t.bm, t.bn, ws));
-      candidates.back().tf32 = t.tf32;
-    }
+    for (const Conv2dAlgo& t : conv2d_igemm_tiles(cuda_tf32()))
+      candidates.push_back(conv2d_igemm_split(s, p, t, ws));
     float best = std::numeric_limits<float>::infinity();
     for (const Conv2dAlgo& c : candidates) {
       const float ms = time_ms([&] { run(c); });

@@ -31,6 +31,7 @@
 
 #include <cstdint>
 
+#include "nn/core/error.h"
 #include "nn/core/simt.h"
 #include "nn/ops/conv2d_kernels.h"
 
@@ -546,5 +547,25 @@ using Tile32x128 = Tiling<32, 128, 2, 8>;
 using MmaTile128x128 = MmaTiling<128, 128, 64, 32>;
 using MmaTile64x64 = MmaTiling<64, 64, 32, 32>;
 using MmaTile32x128 = MmaTiling<32, 128, 32, 32>;
+
+// Runs f.template operator()<Tiling>() with the tiling of the igemm algorithm `a` (its tile and
+// precision): the one map from algorithm names to kernels, for the launcher and the emulation.
+template <class F>
+void with_tiling(const Conv2dAlgo& a, F&& f) {
+  const auto pick = [&]<class Fp32, class Tf32>() {
+    if (a.tf32)
+      f.template operator()<Tf32>();
+    else
+      f.template operator()<Fp32>();
+  };
+  if (a.bm == 128 && a.bn == 128)
+    pick.template operator()<Tile128x128, MmaTile128x128>();
+  else if (a.bm == 64 && a.bn == 64)
+    pick.template operator()<Tile64x64, MmaTile64x64>();
+  else if (a.bm == 32 && a.bn == 128)
+    pick.template operator()<Tile32x128, MmaTile32x128>();
+  else
+    TG_THROW("conv2d igemm: no kernel for tile ", a.bm, "x", a.bn);
+}
 
 }  // namespace tg::igemm

@@ -104,9 +104,11 @@ bool find_conv2d_choice(const Conv2dShape& s, Conv2dPass p, Conv2dAlgo* out);
 // The deterministic rule: the tile by the GEMM's M (the side the tile's rows cover) and the
 // split by how many tiles the grid has, so small grids still fill the GPU; capped so the
 // split-K partials fit `workspace_floats`.
-Conv2dAlgo conv2d_igemm_rule(const Conv2dShape& s, Conv2dPass p, int64_t workspace_floats);
-// The rule's split for a given tile.
-Conv2dAlgo conv2d_igemm_split(const Conv2dShape& s, Conv2dPass p, int bm, int bn,
+// With tf32, the TF32 twin of the same tile and split.
+Conv2dAlgo conv2d_igemm_rule(const Conv2dShape& s, Conv2dPass p, int64_t workspace_floats,
+                             bool tf32 = false);
+// The rule's split for a given tile (one of conv2d_igemm_tiles(); its precision kept).
+Conv2dAlgo conv2d_igemm_split(const Conv2dShape& s, Conv2dPass p, const Conv2dAlgo& tile,
                               int64_t workspace_floats);
 // The GEMM a pass is, as the implicit kernels see it (per group).
 struct Conv2dGemmDims {

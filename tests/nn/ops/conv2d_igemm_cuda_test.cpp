@@ -89,7 +89,7 @@ TEST(Conv2dIgemmCuda, EveryNetShapeMatchesTheCpuAndRepeatsBitForBit) {
         const Tensor want = cpu_pass(d, p);
         std::vector<Conv2dAlgo> algos{conv2d_igemm_rule(d.s, p, nws)};
         for (const Conv2dAlgo& t : conv2d_igemm_tiles())
-          algos.push_back(conv2d_igemm_split(d.s, p, t.bm, t.bn, nws));
+          algos.push_back(conv2d_igemm_split(d.s, p, t, nws));
         for (const Conv2dAlgo& a : algos) {
           SCOPED_TRACE(conv2d_algo_name(a));
           const Tensor got = on_gpu(d, p, a);
@@ -139,8 +139,7 @@ TEST(Conv2dIgemmCuda, Tf32TilesMatchTheEmulationAndTheCpuAndRepeat) {
       SCOPED_TRACE(conv2d_pass_name(p));
       const Tensor want = cpu_pass(d, p), magnitude = cpu_pass(absolute, p);
       for (const Conv2dAlgo& t : tf32_tiles) {
-        Conv2dAlgo a = conv2d_igemm_split(d.s, p, t.bm, t.bn, nws);
-        a.tf32 = true;
+        const Conv2dAlgo a = conv2d_igemm_split(d.s, p, t, nws);
         SCOPED_TRACE(conv2d_algo_name(a));
         const Tensor got = on_gpu(d, p, a);
         EXPECT_LE(testing::max_scaled_error(got, want, magnitude), 3 * std::ldexp(1.0, -10));

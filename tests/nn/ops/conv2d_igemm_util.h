@@ -100,19 +100,7 @@ void emulate_tile(const Prob& pr, int groups, int splits, float* partial) {
 
 template <class Prob>
 void emulate(const Conv2dAlgo& a, const Prob& pr, int groups, float* workspace) {
-  if (a.bm == 128 && a.bn == 128 && !a.tf32)
-    return emulate_tile<igemm::Tile128x128>(pr, groups, a.splits, workspace);
-  if (a.bm == 64 && a.bn == 64 && !a.tf32)
-    return emulate_tile<igemm::Tile64x64>(pr, groups, a.splits, workspace);
-  if (a.bm == 32 && a.bn == 128 && !a.tf32)
-    return emulate_tile<igemm::Tile32x128>(pr, groups, a.splits, workspace);
-  if (a.bm == 128 && a.bn == 128)
-    return emulate_tile<igemm::MmaTile128x128>(pr, groups, a.splits, workspace);
-  if (a.bm == 64 && a.bn == 64)
-    return emulate_tile<igemm::MmaTile64x64>(pr, groups, a.splits, workspace);
-  if (a.bm == 32 && a.bn == 128)
-    return emulate_tile<igemm::MmaTile32x128>(pr, groups, a.splits, workspace);
-  TG_THROW("no tile ", a.bm, "x", a.bn);
+  igemm::with_tiling(a, [&]<class Tl>() { emulate_tile<Tl>(pr, groups, a.splits, workspace); });
 }
 
 // One pass on host arrays: forward writes y, backward_data dx, backward_weight dw.
