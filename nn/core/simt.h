@@ -38,7 +38,7 @@ namespace tg {
 
 // x rounded to TF32 (10 mantissa bits; to nearest, ties away from zero), as an fp32 value.
 __device__ __forceinline__ float tf32_round(float x) {
-#if __CUDA_ARCH__ >= 800
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   uint32_t r;
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
   return __uint_as_float(r);
@@ -54,7 +54,7 @@ __device__ __forceinline__ float tf32_round(float x) {
 // D[group][2t + 1], D[group + 8][2t], D[group + 8][2t + 1]). Every lane of the warp calls it.
 __device__ __forceinline__ void mma_tf32_m16n8k8(float (&d)[4], const float (&a)[4],
                                                  const float (&b)[2]) {
-#if __CUDA_ARCH__ >= 800
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile(
       "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
       "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
