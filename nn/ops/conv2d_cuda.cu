@@ -254,12 +254,14 @@ void run_igemm(const Conv2dAlgo& a, const Prob& pr, int groups, float* workspace
   }
 }
 
-// The implicit kernels index with 32-bit ints within a problem (element offsets are 64-bit).
+// The implicit kernels index with 32-bit ints within an image and within w (images' offsets
+// are 64-bit), with room for the rows and channels a tile or a cursor steps past the end.
 void check_igemm(const Conv2dAlgo& a, const Conv2dShape& s, Conv2dPass p) {
   constexpr int64_t kMax = std::numeric_limits<int>::max();
   const Conv2dGemmDims g = conv2d_gemm_dims(s, p);
-  TG_CHECK(g.m <= kMax && g.n <= kMax && g.k <= kMax && s.C * s.H * s.W <= kMax &&
-               s.K * s.P * s.Q <= kMax,
+  const int64_t crs = s.C / s.groups * s.R * s.S, margin = 256;
+  TG_CHECK(g.m <= kMax && g.n <= kMax && g.k <= kMax && (s.C + margin) * s.H * s.W <= kMax &&
+               (s.K + margin) * s.P * s.Q <= kMax && (s.K + margin) * crs <= kMax,
            "conv2d ", conv2d_algo_name(a), ": shape ", conv2d_pass_key(s, p),
            " is too large for 32-bit indexing; use im2col");
   TG_CHECK(a.splits == 1 || s.groups * a.splits * g.m * g.n <= conv2d_workspace_floats(s),

@@ -23,6 +23,17 @@
 // increasing kd with fmaf; in TF32 (MmaTiling) each warp owns WM x WN outputs in 16 x 8 MMA
 // tiles. Either way a kernel's bits depend only on the shape and the tiling.
 //
+// The loads are where an implicit GEMM loses to a stored one: each element's address comes from
+// (n, kd). So B's rows are walked by a cursor (CrsWalk: add and carry, no division per element),
+// A's rows are one offset (the others a multiply away), a tile's columns past N carry an
+// out-of-range coordinate instead of a flag register, offsets within an image and within w are
+// 32-bit, and backward data with a stride gets a main loop of its own so the unit-stride one
+// stays lean. Main-loop instructions per thread and BK step (sm_90 SASS, counted, not timed),
+// with per-element division before and the cursor now: fp32 128x128 fwd/bwd-data/bwd-weight
+// 834/956/835 -> 711/728/709 (512 of them FFMAs); TF32 128x128 366/464/314 -> 240/243/238 (16
+// MMAs). What remains besides the multiply is mostly bounds checks and TF32 rounding; vector
+// and asynchronous copies where the geometry allows would be the next step.
+//
 // Split-K: with `splits` > 1 the Kd range is cut into `splits` pieces of whole BK steps (grid z =
 // groups * splits); each piece writes its partial tile to a workspace, and igemm_reduce adds the
 // pieces in order 0, 1, ..., splits - 1 and applies the epilogue. No atomics anywhere: the same
@@ -68,12 +79,77 @@ struct FastDiv {
   }
 };
 
-// Problem sizes as 32-bit ints (element offsets are 64-bit): conv2d_cuda.cu checks they fit.
+// The forward and data-gradient problems read B's row kd = c*RS + r*S + s (c a channel of x or
+// of dy) at an offset c*cs + r*rs + s*ss of the strides their walk names. A thread's B elements
+// sit a fixed distance apart in kd and move BK further each step, so the loads walk kd with a
+// cursor that adds the distance's digits and carries (at most one per digit: each digit of the
+// step is below its radix), precomputed per shape, instead of dividing kd by RS and S per
+// element: the divisions were half the instructions of the forward main loops.
+struct Crs {
+  int off, r, s;
+};
+struct CrsWalk {
+  struct Step {
+    int doff, dr, ds;
+  };
+  int cs = 0, rs = 0, ss = 0;    // the offset's strides of c, r and s
+  int s_carry = 0, r_carry = 0;  // what a carry out of s (into r) and out of r (into c) adds
+  Step step[4]{};                // kd distances 1, 2, 4 and 8
+};
+template <int Delta>
+constexpr int crs_step_index() {
+  static_assert(Delta == 1 || Delta == 2 || Delta == 4 || Delta == 8, "a cursor steps 1, 2, 4, 8");
+  return Delta == 1 ? 0 : Delta == 2 ? 1 : Delta == 4 ? 2 : 3;
+}
+
+// Problem sizes as 32-bit ints; offsets within an image and within w are 32-bit too, an image's
+// offset 64-bit (conv2d_cuda.cu checks they fit).
 struct Dims {
   int N, C, H, W, K, R, S, P, Q, sh, sw, pt, pl, G;
   int Cg, Kg, RS, PQ, HW;
+  bool unit_stride;
   FastDiv by_RS, by_S, by_PQ, by_Q, by_HW, by_W, by_sh, by_sw;
+  CrsWalk fwd_walk, bwd_walk;  // Forward's (c*HW + r*W + s) and BackwardData's, below
+
+  // The cursor at kd (divides, once per thread).
+  TG_HD Crs crs_at(const CrsWalk& w, int kd) const {
+    const int c = by_RS.div(kd), rs = kd - c * RS, r = by_S.div(rs), s = rs - r * S;
+    return {c * w.cs + r * w.rs + s * w.ss, r, s};
+  }
+  // The cursor Delta further in kd.
+  template <int Delta>
+  TG_HD void crs_advance(const CrsWalk& w, Crs& k) const {
+    const CrsWalk::Step& st = w.step[crs_step_index<Delta>()];
+    k.s += st.ds;
+    k.r += st.dr;
+    k.off += st.doff;
+    if (k.s >= S) k.s -= S, k.r += 1, k.off += w.s_carry;
+    if (k.r >= R) k.r -= R, k.off += w.r_carry;
+  }
 };
+
+inline CrsWalk crs_walk(const Dims& d, int cs, int rs, int ss) {
+  CrsWalk w;
+  w.cs = cs, w.rs = rs, w.ss = ss;
+  w.s_carry = rs - d.S * ss;
+  w.r_carry = cs - d.R * rs;
+  for (int i = 0; i < 4; ++i) {
+    const int delta = 1 << i, dc = delta / d.RS, dr = delta % d.RS / d.S, ds = delta % d.S;
+    w.step[i] = {dc * cs + dr * rs + ds * ss, dr, ds};
+  }
+  return w;
+}
+
+// f(j, cursor, in range) for a thread's LB elements of B's rows kd0, kd0 + Dk, ...; the cursor
+// starts at kd0's.
+template <int LB, int Dk, class F>
+TG_HD void crs_each(const Dims& d, const CrsWalk& w, Crs e, int kd0, int k_end, F&& f) {
+  TG_UNROLL
+  for (int j = 0; j < LB; ++j) {
+    if (j > 0) d.crs_advance<Dk>(w, e);
+    f(j, e, kd0 + j * Dk < k_end);
+  }
+}
 
 inline Dims dims_of(const Conv2dShape& s) {
   Dims d{};
@@ -104,12 +180,28 @@ inline Dims dims_of(const Conv2dShape& s) {
   d.by_W = FastDiv(d.W);
   d.by_sh = FastDiv(d.sh);
   d.by_sw = FastDiv(d.sw);
+  d.unit_stride = d.sh == 1 && d.sw == 1;
+  d.fwd_walk = crs_walk(d, d.HW, d.W, 1);
+  // With unit stride dy's (p, q) = (h + pt - r, w + pl - s): the walk folds -r*Q - s in.
+  d.bwd_walk = d.unit_stride ? crs_walk(d, d.PQ, -d.Q, -1) : crs_walk(d, d.PQ, 0, 0);
   return d;
 }
 
+// An operand element from global memory, through the read-only data cache on the GPU (x, w and
+// dy do not change while a kernel runs). Naming the load also keeps nvcc from falling back to a
+// generic load where a pointer's space is not evident to it.
+TG_HD float ld(const float* p) {
+#if defined(__CUDA_ARCH__)
+  return __ldg(p);
+#else
+  return *p;
+#endif
+}
+
 // ---- the three problems: sizes, operand reads, the epilogue ---------------------------------
-// A "row" / "col" context holds what a thread needs about its fixed m / n; a "k" context what
-// it needs about the current kd. at() returns 0 outside the matrices.
+// A "row" / "col" context holds what a thread needs about its fixed m / n; a "k" context (for
+// B in forward and backward data, the cursor) what it needs about the current kd. a(), b() and
+// load_b() give 0 outside the matrices.
 
 struct Forward {
   static constexpr bool kBKFastest = false;  // B's columns (n) are x's contiguous outputs
@@ -122,46 +214,45 @@ struct Forward {
   TG_HD int N() const { return d.N * d.PQ; }
   TG_HD int Kd() const { return d.Cg * d.RS; }
   struct Row {
-    const float* p;
-    bool ok;
+    int off, m;  // off into w (32-bit: conv2d_cuda.cu checks w's size, rows past M included)
   };
-  TG_HD Row row(int g, int m) const {
-    const bool ok = m < d.Kg;
-    return {w + (static_cast<int64_t>(g) * d.Kg + (ok ? m : 0)) * d.Cg * d.RS, ok};
-  }
+  TG_HD Row row(int g, int m) const { return {(g * d.Kg + m) * d.Cg * d.RS, m}; }
+  TG_HD Row row_at(const Row& r, int dm) const { return {r.off + dm * d.Cg * d.RS, r.m + dm}; }
   struct KA {
     int kd;
     bool ok;
   };
   TG_HD KA ka(int kd) const { return {kd, kd < Kd()}; }
-  TG_HD float a(const Row& r, const KA& k) const { return r.ok && k.ok ? r.p[k.kd] : 0.0f; }
+  TG_HD float a(const Row& r, const KA& k) const {
+    return r.m < d.Kg && k.ok ? ld(w + (r.off + k.kd)) : 0.0f;
+  }
+  // A column past N gets an ih0 that no filter row brings into the image (no flag).
   struct Col {
     const float* p;
-    int ih0, iw0;
-    bool ok;
+    int ih0, iw0, base;  // base = ih0*W + iw0
   };
   TG_HD Col col(int g, int n) const {
-    Col c{};
-    c.ok = n < N();
-    const int nn = c.ok ? n : 0, img = d.by_PQ.div(nn), pq = nn - img * d.PQ, p = d.by_Q.div(pq);
+    if (n >= N()) return {x, -(1 << 28), 0, 0};
+    const int img = d.by_PQ.div(n), pq = n - img * d.PQ, p = d.by_Q.div(pq);
+    Col c;
     c.p = x + (static_cast<int64_t>(img) * d.C + static_cast<int64_t>(g) * d.Cg) * d.HW;
     c.ih0 = p * d.sh - d.pt;
     c.iw0 = (pq - p * d.Q) * d.sw - d.pl;
+    c.base = c.ih0 * d.W + c.iw0;
     return c;
   }
-  struct KB {
-    int off, r, s;  // c*HW, r, s
-    bool ok;
-  };
-  TG_HD KB kb(int kd) const {
-    if (kd >= Kd()) return {0, 0, 0, false};
-    const int c = d.by_RS.div(kd), rs = kd - c * d.RS, r = d.by_S.div(rs);
-    return {c * d.HW, r, rs - r * d.S, true};
-  }
-  TG_HD float b(const Col& c, const KB& k) const {
-    const int ih = c.ih0 + k.r, iw = c.iw0 + k.s;
-    if (!c.ok || !k.ok || ih < 0 || ih >= d.H || iw < 0 || iw >= d.W) return 0.0f;
-    return c.p[k.off + ih * d.W + iw];
+  // B's rows through the cursor of d.fwd_walk: off = c*HW + r*W + s. LB elements from kd0 (at
+  // cursor k), Dk apart, into out.
+  TG_HD const CrsWalk& walk() const { return d.fwd_walk; }
+  TG_HD static constexpr bool unit_path() { return true; }  // one B path
+  template <int LB, int Dk, bool>
+  TG_HD void load_b(const Col& c, const Crs& k, int kd0, int k_end, float* out) const {
+    crs_each<LB, Dk>(d, d.fwd_walk, k, kd0, k_end, [&](int j, const Crs& e, bool k_ok) {
+      const unsigned ih = static_cast<unsigned>(c.ih0 + e.r);
+      const unsigned iw = static_cast<unsigned>(c.iw0 + e.s);
+      const bool in = k_ok && ih < static_cast<unsigned>(d.H) && iw < static_cast<unsigned>(d.W);
+      out[j] = in ? ld(c.p + (c.base + e.off)) : 0.0f;
+    });
   }
   TG_HD void store(int g, int m, int n, float v) const {
     const int img = d.by_PQ.div(n), pq = n - img * d.PQ, k = g * d.Kg + m;
@@ -180,52 +271,60 @@ struct BackwardData {
   TG_HD int N() const { return d.N * d.HW; }
   TG_HD int Kd() const { return d.Kg * d.RS; }
   struct Row {
-    const float* p;
-    bool ok;
+    int off, m;  // off into w (32-bit: conv2d_cuda.cu checks w's size, rows past M included)
   };
-  TG_HD Row row(int g, int m) const {
-    const bool ok = m < d.Cg;
-    return {w + (static_cast<int64_t>(g) * d.Kg * d.Cg + (ok ? m : 0)) * d.RS, ok};
-  }
+  TG_HD Row row(int g, int m) const { return {(g * d.Kg * d.Cg + m) * d.RS, m}; }
+  TG_HD Row row_at(const Row& r, int dm) const { return {r.off + dm * d.RS, r.m + dm}; }
   struct KA {
-    int64_t off;  // k*Cg*RS + rs
+    int off;  // k*Cg*RS + rs
     bool ok;
   };
   TG_HD KA ka(int kd) const {
     if (kd >= Kd()) return {0, false};
     const int k = d.by_RS.div(kd);
-    return {static_cast<int64_t>(k) * d.Cg * d.RS + (kd - k * d.RS), true};
+    return {k * d.Cg * d.RS + (kd - k * d.RS), true};
   }
-  TG_HD float a(const Row& r, const KA& k) const { return r.ok && k.ok ? r.p[k.off] : 0.0f; }
+  TG_HD float a(const Row& r, const KA& k) const {
+    return r.m < d.Cg && k.ok ? ld(w + (r.off + k.off)) : 0.0f;
+  }
+  // A column past N gets a th0 that no filter row brings into dy (no flag).
   struct Col {
     const float* p;
-    int th0, tw0;  // h + pt, w + pl
-    bool ok;
+    int th0, tw0, base;  // h + pt, w + pl; base = th0*Q + tw0
   };
   TG_HD Col col(int g, int n) const {
-    Col c{};
-    c.ok = n < N();
-    const int nn = c.ok ? n : 0, img = d.by_HW.div(nn), hw = nn - img * d.HW, h = d.by_W.div(hw);
+    if (n >= N()) return {dy, -(1 << 28), 0, 0};
+    const int img = d.by_HW.div(n), hw = n - img * d.HW, h = d.by_W.div(hw);
+    Col c;
     c.p = dy + (static_cast<int64_t>(img) * d.K + static_cast<int64_t>(g) * d.Kg) * d.PQ;
     c.th0 = h + d.pt;
     c.tw0 = hw - h * d.W + d.pl;
+    c.base = c.th0 * d.Q + c.tw0;
     return c;
   }
-  struct KB {
-    int off, r, s;  // k*PQ, r, s
-    bool ok;
-  };
-  TG_HD KB kb(int kd) const {
-    if (kd >= Kd()) return {0, 0, 0, false};
-    const int k = d.by_RS.div(kd), rs = kd - k * d.RS, r = d.by_S.div(rs);
-    return {k * d.PQ, r, rs - r * d.S, true};
-  }
-  TG_HD float b(const Col& c, const KB& k) const {
-    const int th = c.th0 - k.r, tw = c.tw0 - k.s;
-    if (!c.ok || !k.ok || th < 0 || tw < 0) return 0.0f;
-    const int p = d.by_sh.div(th), q = d.by_sw.div(tw);
-    if (p * d.sh != th || q * d.sw != tw || p >= d.P || q >= d.Q) return 0.0f;
-    return c.p[k.off + p * d.Q + q];
+  // B's rows through the cursor of d.bwd_walk: off = k*PQ - r*Q - s with unit stride (so
+  // base + off is dy's (k, th, tw)), k*PQ otherwise; igemm_block compiles a main loop for each
+  // (kUnit = unit_path()).
+  TG_HD const CrsWalk& walk() const { return d.bwd_walk; }
+  TG_HD bool unit_path() const { return d.unit_stride; }
+  template <int LB, int Dk, bool kUnit>
+  TG_HD void load_b(const Col& c, const Crs& k, int kd0, int k_end, float* out) const {
+    if constexpr (kUnit) {
+      crs_each<LB, Dk>(d, d.bwd_walk, k, kd0, k_end, [&](int j, const Crs& e, bool k_ok) {
+        const unsigned th = static_cast<unsigned>(c.th0 - e.r);
+        const unsigned tw = static_cast<unsigned>(c.tw0 - e.s);
+        const bool in = k_ok && th < static_cast<unsigned>(d.P) && tw < static_cast<unsigned>(d.Q);
+        out[j] = in ? ld(c.p + (c.base + e.off)) : 0.0f;
+      });
+    } else {
+      crs_each<LB, Dk>(d, d.bwd_walk, k, kd0, k_end, [&](int j, const Crs& e, bool k_ok) {
+        const int th = c.th0 - e.r, tw = c.tw0 - e.s;
+        const int p = d.by_sh.div(th < 0 ? 0 : th), q = d.by_sw.div(tw < 0 ? 0 : tw);
+        const bool in =
+            k_ok && th >= 0 && tw >= 0 && p * d.sh == th && q * d.sw == tw && p < d.P && q < d.Q;
+        out[j] = in ? ld(c.p + (e.off + p * d.Q + q)) : 0.0f;
+      });
+    }
   }
   TG_HD void store(int g, int m, int n, float v) const {
     const int img = d.by_HW.div(n), hw = n - img * d.HW;
@@ -245,13 +344,13 @@ struct BackwardWeight {
   TG_HD int N() const { return d.Cg * d.RS; }
   TG_HD int Kd() const { return d.N * d.PQ; }
   struct Row {
-    const float* p;
-    bool ok;
+    const float* p;  // dy's row m of image 0 (rows past M included: not read)
+    int m;
   };
   TG_HD Row row(int g, int m) const {
-    const bool ok = m < d.Kg;
-    return {dy + (static_cast<int64_t>(g) * d.Kg + (ok ? m : 0)) * d.PQ, ok};
+    return {dy + (static_cast<int64_t>(g) * d.Kg + m) * d.PQ, m};
   }
+  TG_HD Row row_at(const Row& r, int dm) const { return {r.p + dm * d.PQ, r.m + dm}; }
   struct KA {
     int64_t off;  // img*K*PQ + pq
     bool ok;
@@ -261,36 +360,36 @@ struct BackwardWeight {
     const int img = d.by_PQ.div(kd);
     return {static_cast<int64_t>(img) * d.K * d.PQ + (kd - img * d.PQ), true};
   }
-  TG_HD float a(const Row& r, const KA& k) const { return r.ok && k.ok ? r.p[k.off] : 0.0f; }
+  TG_HD float a(const Row& r, const KA& k) const {
+    return r.m < d.Kg && k.ok ? ld(r.p + k.off) : 0.0f;
+  }
+  TG_HD static constexpr bool unit_path() { return true; }  // one B path
+  // A column n = (c, r, s) as its offset in an image of x, (g*Cg + c)*HW + r*W + s, and r and
+  // s; a column past N gets an r that no output row brings into the image (3 registers for
+  // each of a thread's LB columns, no pointer, no flag).
   struct Col {
-    const float* p;
-    int r, s;
-    bool ok;
+    int off, r, s;
   };
   TG_HD Col col(int g, int n) const {
-    Col c{};
-    c.ok = n < N();
-    const int nn = c.ok ? n : 0, ch = d.by_RS.div(nn), rs = nn - ch * d.RS;
-    c.p = x + (static_cast<int64_t>(g) * d.Cg + ch) * d.HW;
-    c.r = d.by_S.div(rs);
-    c.s = rs - c.r * d.S;
-    return c;
+    if (n >= N()) return {0, -(1 << 28), 0};
+    const int ch = d.by_RS.div(n), rs = n - ch * d.RS, r = d.by_S.div(rs), s = rs - r * d.S;
+    return {(g * d.Cg + ch) * d.HW + r * d.W + s, r, s};
   }
   struct KB {
-    int64_t off;  // img*C*HW
-    int ih0, iw0;
+    const float* p;      // x's image
+    int ih0, iw0, base;  // base = ih0*W + iw0
     bool ok;
   };
   TG_HD KB kb(int kd) const {
-    if (kd >= Kd()) return {0, 0, 0, false};
+    if (kd >= Kd()) return {x, 0, 0, 0, false};
     const int img = d.by_PQ.div(kd), pq = kd - img * d.PQ, p = d.by_Q.div(pq);
-    return {static_cast<int64_t>(img) * d.C * d.HW, p * d.sh - d.pt, (pq - p * d.Q) * d.sw - d.pl,
-            true};
+    const int ih0 = p * d.sh - d.pt, iw0 = (pq - p * d.Q) * d.sw - d.pl;
+    return {x + static_cast<int64_t>(img) * d.C * d.HW, ih0, iw0, ih0 * d.W + iw0, true};
   }
   TG_HD float b(const Col& c, const KB& k) const {
-    const int ih = k.ih0 + c.r, iw = k.iw0 + c.s;
-    if (!c.ok || !k.ok || ih < 0 || ih >= d.H || iw < 0 || iw >= d.W) return 0.0f;
-    return c.p[k.off + ih * d.W + iw];
+    const unsigned ih = static_cast<unsigned>(k.ih0 + c.r), iw = static_cast<unsigned>(k.iw0 + c.s);
+    const bool in = k.ok && ih < static_cast<unsigned>(d.H) && iw < static_cast<unsigned>(d.W);
+    return in ? ld(k.p + (k.base + c.off)) : 0.0f;
   }
   TG_HD void store(int g, int m, int n, float v) const {
     dw[(static_cast<int64_t>(g) * d.Kg + m) * (static_cast<int64_t>(d.Cg) * d.RS) + n] = v;
@@ -470,54 +569,62 @@ TG_DEV void igemm_block(const Prob& pr, int splits, float* partial, int bx, int 
   constexpr int dk = kBK ? 0 : T / BN, dn = kBK ? T / BK : 0, kCols = kBK ? LB : 1;
   const int a_k = tid % BK, a_m = tid / BK;
   const int b_k = kBK ? tid % BK : tid / BN, b_n = kBK ? tid / BK : tid % BN;
-  typename Prob::Row rows[LA];
-  TG_UNROLL
-  for (int j = 0; j < LA; ++j) rows[j] = pr.row(g, m0 + a_m + j * (T / BK));
+  // A's rows are T / BK apart: kept as the first one, the others a multiply away.
+  const typename Prob::Row row0 = pr.row(g, m0 + a_m);
   typename Prob::Col cols[kCols];
   TG_UNROLL
   for (int j = 0; j < kCols; ++j) cols[j] = pr.col(g, n0 + b_n + j * dn);
 
-  float ra[LA], rb[LB];
-  auto load = [&](int k0) {
-    const typename Prob::KA ka = pr.ka(k0 + a_k < k_end ? k0 + a_k : Kd);
-    TG_UNROLL
-    for (int j = 0; j < LA; ++j) ra[j] = pr.a(rows[j], ka);
-    if constexpr (kBK) {
-      const typename Prob::KB kb = pr.kb(k0 + b_k < k_end ? k0 + b_k : Kd);
-      TG_UNROLL
-      for (int j = 0; j < LB; ++j) rb[j] = pr.b(cols[j], kb);
-    } else {
-      TG_UNROLL
-      for (int j = 0; j < LB; ++j) {
-        const int kd = k0 + b_k + j * dk;
-        rb[j] = pr.b(cols[0], pr.kb(kd < k_end ? kd : Kd));
-      }
-    }
-  };
-  auto stash = [&](int buf) {
-    TG_UNROLL
-    for (int j = 0; j < LA; ++j) As[buf][a_k][a_m + j * (T / BK)] = Tl::stage(ra[j]);
-    TG_UNROLL
-    for (int j = 0; j < LB; ++j) Bs[buf][b_k + j * dk][b_n + j * dn] = Tl::stage(rb[j]);
-  };
+  // n-fastest: the cursor of this thread's first B element at the next load (loads step BK).
+  [[maybe_unused]] Crs bcur{};
+  if constexpr (!kBK) bcur = pr.d.crs_at(pr.walk(), k_begin + b_k);
 
   typename Tl::Acc acc;
   Tl::clear(acc);
 
-  int buf = 0;
-  if (k_begin < k_end) {
-    load(k_begin);
-    stash(0);
-  }
-  TG_SYNC();
-  for (int k0 = k_begin; k0 < k_end; k0 += BK) {
-    const bool more = k0 + BK < k_end;
-    if (more) load(k0 + BK);
-    Tl::multiply(acc, As[buf], Bs[buf], tid);
-    if (more) stash(buf ^ 1);
+  // The main loop, compiled twice where the problem has a second B path (backward data with a
+  // stride): one branch per block picks it, so neither loop carries the other's registers.
+  auto main_loop = [&]<bool kUnit>() {
+    float ra[LA], rb[LB];
+    auto load = [&](int k0) {
+      const typename Prob::KA ka = pr.ka(k0 + a_k < k_end ? k0 + a_k : Kd);
+      TG_UNROLL
+      for (int j = 0; j < LA; ++j) ra[j] = pr.a(pr.row_at(row0, j * (T / BK)), ka);
+      if constexpr (kBK) {
+        const typename Prob::KB kb = pr.kb(k0 + b_k < k_end ? k0 + b_k : Kd);
+        TG_UNROLL
+        for (int j = 0; j < LB; ++j) rb[j] = pr.b(cols[j], kb);
+      } else {
+        pr.template load_b<LB, dk, kUnit>(cols[0], bcur, k0 + b_k, k_end, rb);
+        pr.d.template crs_advance<BK>(pr.walk(), bcur);
+      }
+    };
+    auto stash = [&](int buf) {
+      TG_UNROLL
+      for (int j = 0; j < LA; ++j) As[buf][a_k][a_m + j * (T / BK)] = Tl::stage(ra[j]);
+      TG_UNROLL
+      for (int j = 0; j < LB; ++j) Bs[buf][b_k + j * dk][b_n + j * dn] = Tl::stage(rb[j]);
+    };
+
+    int buf = 0;
+    if (k_begin < k_end) {
+      load(k_begin);
+      stash(0);
+    }
     TG_SYNC();
-    buf ^= 1;
-  }
+    for (int k0 = k_begin; k0 < k_end; k0 += BK) {
+      const bool more = k0 + BK < k_end;
+      if (more) load(k0 + BK);
+      Tl::multiply(acc, As[buf], Bs[buf], tid);
+      if (more) stash(buf ^ 1);
+      TG_SYNC();
+      buf ^= 1;
+    }
+  };
+  if (pr.unit_path())
+    main_loop.template operator()<true>();
+  else
+    main_loop.template operator()<false>();
 
   Tl::for_each(acc, tid, [&](int ml, int nl, float v) {
     const int m = m0 + ml, n = n0 + nl;

@@ -163,6 +163,47 @@ TEST(Conv2dIgemm, FastDivIsExact) {
   }
 }
 
+// The loads' kd cursor: from any start, stepping 1, 2, 4 or 8 at a time, it stays equal to
+// dividing kd by RS and S, for every filter up to 11 x 11 (1 x 1 steps whole channels at once),
+// with both walks' strides (forward's c*HW + r*W + s, unit-stride backward data's
+// k*PQ - r*Q - s) and past the last channel (where the loads still step).
+TEST(Conv2dIgemm, TheKdCursorEqualsDivision) {
+  for (int R = 1; R <= 11; ++R)
+    for (int S = 1; S <= 11; ++S) {
+      const igemm::Dims d = igemm::dims_of(
+          conv2d_shape({1, 5, 13, 12}, {3, 5, R, S}, testing::conv_opts(1, 1, Padding::same)));
+      for (const igemm::CrsWalk* w : {&d.fwd_walk, &d.bwd_walk}) {
+        auto expect_at = [&](const igemm::Crs& k, int kd) {
+          const int ch = kd / d.RS, r = kd % d.RS / S, s = kd % S;
+          ASSERT_EQ(k.r, r) << R << "x" << S << " kd " << kd;
+          ASSERT_EQ(k.s, s) << R << "x" << S << " kd " << kd;
+          ASSERT_EQ(k.off, ch * w->cs + r * w->rs + s * w->ss) << R << "x" << S << " kd " << kd;
+        };
+        const int end = d.Cg * d.RS + 40;
+        for (int start = 0; start < 2 * d.RS + 3; ++start) {
+          igemm::Crs k1 = d.crs_at(*w, start), k2 = k1, k4 = k1, k8 = k1;
+          expect_at(k1, start);
+          for (int kd = start + 1; kd < end; ++kd) {
+            d.crs_advance<1>(*w, k1);
+            expect_at(k1, kd);
+          }
+          for (int kd = start + 2; kd < end; kd += 2) {
+            d.crs_advance<2>(*w, k2);
+            expect_at(k2, kd);
+          }
+          for (int kd = start + 4; kd < end; kd += 4) {
+            d.crs_advance<4>(*w, k4);
+            expect_at(k4, kd);
+          }
+          for (int kd = start + 8; kd < end; kd += 8) {
+            d.crs_advance<8>(*w, k8);
+            expect_at(k8, kd);
+          }
+        }
+      }
+    }
+}
+
 TEST(Conv2dIgemm, AnEmptyBatchGivesAZeroWeightGradient) {
   const NetConv c{"N0", {0, 3, 5, 5}, {4, 3, 3, 3}, testing::conv_opts(1, 1, Padding::same)};
   const ConvData d = make_conv_data(c, 3);
