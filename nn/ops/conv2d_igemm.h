@@ -247,7 +247,7 @@ struct Forward {
   TG_HD static constexpr bool unit_path() { return true; }  // one B path
   template <int LB, int Dk, bool>
   TG_HD void load_b(const Col& c, const Crs& k, int kd0, int k_end, float* out) const {
-    crs_each<LB, Dk>(d, d.fwd_walk, k, kd0, k_end, [&](int j, const Crs& e, bool k_ok) {
+    crs_each<LB, Dk>(d, walk(), k, kd0, k_end, [&](int j, const Crs& e, bool k_ok) {
       const unsigned ih = static_cast<unsigned>(c.ih0 + e.r);
       const unsigned iw = static_cast<unsigned>(c.iw0 + e.s);
       const bool in = k_ok && ih < static_cast<unsigned>(d.H) && iw < static_cast<unsigned>(d.W);
@@ -310,14 +310,14 @@ struct BackwardData {
   template <int LB, int Dk, bool kUnit>
   TG_HD void load_b(const Col& c, const Crs& k, int kd0, int k_end, float* out) const {
     if constexpr (kUnit) {
-      crs_each<LB, Dk>(d, d.bwd_walk, k, kd0, k_end, [&](int j, const Crs& e, bool k_ok) {
+      crs_each<LB, Dk>(d, walk(), k, kd0, k_end, [&](int j, const Crs& e, bool k_ok) {
         const unsigned th = static_cast<unsigned>(c.th0 - e.r);
         const unsigned tw = static_cast<unsigned>(c.tw0 - e.s);
         const bool in = k_ok && th < static_cast<unsigned>(d.P) && tw < static_cast<unsigned>(d.Q);
         out[j] = in ? ld(c.p + (c.base + e.off)) : 0.0f;
       });
     } else {
-      crs_each<LB, Dk>(d, d.bwd_walk, k, kd0, k_end, [&](int j, const Crs& e, bool k_ok) {
+      crs_each<LB, Dk>(d, walk(), k, kd0, k_end, [&](int j, const Crs& e, bool k_ok) {
         const int th = c.th0 - e.r, tw = c.tw0 - e.s;
         const int p = d.by_sh.div(th < 0 ? 0 : th), q = d.by_sw.div(tw < 0 ? 0 : tw);
         const bool in =
