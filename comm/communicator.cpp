@@ -2,6 +2,8 @@
 // comm/make_communicator.cpp (in tg_comm, with the backends it makes).
 #include "comm/communicator.h"
 
+#include <vector>
+
 #include "nn/core/error.h"
 
 namespace tg::comm {
@@ -14,6 +16,31 @@ const char* name(ReduceOp op) {
       return "max";
   }
   return "?";
+}
+
+namespace {
+
+template <class Spec>
+void check_list(const char* backend, int rank, int size, std::span<const Spec> list,
+                const char* what) {
+  std::vector<bool> seen(static_cast<size_t>(size), false);
+  for (const Spec& e : list) {
+    TG_CHECK(e.peer >= 0 && e.peer < size && e.peer != rank, backend, " exchange on rank ", rank,
+             ": ", what, " peer ", e.peer, " (expected another rank of 0 .. ", size - 1, ")");
+    TG_CHECK(!seen[static_cast<size_t>(e.peer)], backend, " exchange on rank ", rank, ": ", what,
+             " peer ", e.peer, " listed twice (one entry per peer)");
+    seen[static_cast<size_t>(e.peer)] = true;
+    TG_CHECK(e.data != nullptr || e.bytes == 0, backend, " exchange on rank ", rank, ": null ",
+             what, " buffer for ", e.bytes, " bytes with peer ", e.peer);
+  }
+}
+
+}  // namespace
+
+void check_exchange(const char* backend, int rank, int size, std::span<const SendSpec> sends,
+                    std::span<const RecvSpec> recvs) {
+  check_list(backend, rank, size, sends, "send");
+  check_list(backend, rank, size, recvs, "receive");
 }
 
 }  // namespace tg::comm

@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,18 @@ const char* name(ReduceOp op);
 
 struct WireBytes {
   uint64_t sent = 0, received = 0;
+};
+
+// One message of a grouped exchange (Communicator::exchange): `bytes` bytes to or from `peer`.
+struct SendSpec {
+  int peer = 0;
+  const void* data = nullptr;
+  size_t bytes = 0;
+};
+struct RecvSpec {
+  int peer = 0;
+  void* data = nullptr;
+  size_t bytes = 0;
 };
 
 class Communicator {
@@ -64,6 +77,16 @@ class Communicator {
   // bytes ..)). The reduce-scatter half of an exact fp32 reduction (terngrad/aggregate.h) is one.
   // in and out must not overlap.
   virtual void alltoall(const void* in, void* out, size_t bytes) = 0;
+  // Grouped point-to-point, all in flight at once (NCCL's grouped ncclSend/ncclRecv, MPI's
+  // alltoallv): this rank sends every entry of `sends` and receives every entry of `recvs`. It is
+  // a collective like the others: every rank calls it, in the same order, each with its own lists
+  // (either may be empty; a rank with nothing to move still calls it). A peer appears at most
+  // once in each list and is never this rank; zero-byte entries are allowed and move nothing.
+  // Rank a's send to b must meet b's receive from a of the same length: a mismatch throws on the
+  // receiver, naming the peer (local, gloo), or hangs until the timeout where the transport
+  // cannot tell (nccl). wire() adds exactly the listed bytes. The exact ternary routes
+  // (terngrad/exchange/) are built on it: what each rank sends to whom is their plan's.
+  virtual void exchange(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs) = 0;
   // On root: out[r * bytes ..) = rank r's in (out may be null elsewhere).
   virtual void gather(const void* in, void* out, size_t bytes, int root) = 0;
   // root's buf[0 .. bytes) to every rank's buf.
@@ -82,6 +105,11 @@ class Communicator {
   WireBytes wire_;
   uint64_t call_context_ = 0;
 };
+
+// Throws naming `backend`, this rank and the entry when an exchange's lists break its contract
+// (a peer out of range, this rank itself, a peer twice in one list, a null buffer with bytes).
+void check_exchange(const char* backend, int rank, int size, std::span<const SendSpec> sends,
+                    std::span<const RecvSpec> recvs);
 
 // The transport between processes (the config's comm.backend; kBackends names them). `automatic`
 // is the process group's choice (comm/process_group.h: nccl for CUDA training with a GPU per rank,

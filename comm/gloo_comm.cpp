@@ -36,6 +36,7 @@
 #include <gloo/transport/unbound_buffer.h>
 
 #include "comm/store.h"
+#include "comm/wire_model.h"
 #include "nn/core/error.h"
 #include "nn/core/hash.h"
 
@@ -122,7 +123,7 @@ std::string join_ranks(const std::vector<int>& ranks) {
   return s;
 }
 
-// The header every exchange_direct message is preceded by (one per peer per call). Gloo's TCP
+// The header every exchange_legs message is preceded by (one per peer per call). Gloo's TCP
 // pairs carry no identity and accept a shorter message than the receive posted without saying so,
 // and abort the process (in their event thread) on a longer one. The header is received and
 // checked before the payload's receive is posted, so a peer that disagrees on the length, the
@@ -402,8 +403,13 @@ class GlooCommunicator final : public Communicator {
     // This rank's block to every peer (the bytes of a ring: (P - 1) blocks each way per rank).
     guarded("allgather", [&] {
       auto buf = context_->createUnboundBuffer(o, bytes * static_cast<size_t>(size_));
-      exchange_direct(gloo::kAllgatherSlotPrefix, *buf, *buf, bytes,
-                      [&](int) { return static_cast<size_t>(rank_) * bytes; });
+      std::vector<Leg> sends, recvs;
+      for (int q = 0; q < size_; ++q) {
+        if (q == rank_) continue;
+        sends.push_back({q, buf.get(), static_cast<size_t>(rank_) * bytes, bytes});
+        recvs.push_back({q, buf.get(), static_cast<size_t>(q) * bytes, bytes});
+      }
+      exchange_legs(gloo::kAllgatherSlotPrefix, std::move(sends), std::move(recvs));
     });
     add(wire_, gloo_wire::allgather(bytes, size_));
   }
@@ -421,10 +427,35 @@ class GlooCommunicator final : public Communicator {
     guarded("alltoall", [&] {
       auto recv_buf = context_->createUnboundBuffer(o, total);
       auto send_buf = context_->createUnboundBuffer(const_cast<uint8_t*>(i), total);
-      exchange_direct(gloo::kAlltoallSlotPrefix, *recv_buf, *send_buf, bytes,
-                      [&](int to) { return static_cast<size_t>(to) * bytes; });
+      std::vector<Leg> sends, recvs;
+      for (int q = 0; q < size_; ++q) {
+        if (q == rank_) continue;
+        sends.push_back({q, send_buf.get(), static_cast<size_t>(q) * bytes, bytes});
+        recvs.push_back({q, recv_buf.get(), static_cast<size_t>(q) * bytes, bytes});
+      }
+      exchange_legs(gloo::kAlltoallSlotPrefix, std::move(sends), std::move(recvs));
     });
     add(wire_, gloo_wire::alltoall(bytes, size_));
+  }
+
+  void exchange(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs) override {
+    check_exchange("gloo", rank_, size_, sends, recvs);
+    if (size_ == 1) return;  // no peer: both lists are empty
+    guarded("exchange", [&] {
+      // One unbound buffer per message (Gloo registers each with the transport).
+      std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> bufs;
+      std::vector<Leg> out, in;
+      for (const SendSpec& e : sends) {
+        bufs.push_back(context_->createUnboundBuffer(const_cast<void*>(e.data), e.bytes));
+        out.push_back({e.peer, bufs.back().get(), 0, e.bytes});
+      }
+      for (const RecvSpec& e : recvs) {
+        bufs.push_back(context_->createUnboundBuffer(e.data, e.bytes));
+        in.push_back({e.peer, bufs.back().get(), 0, e.bytes});
+      }
+      exchange_legs(gloo::kAlltoallSlotPrefix, std::move(out), std::move(in));
+    });
+    add(wire_, wire_model::exchange(sends, recvs));
   }
 
   void gather(const void* in, void* out, size_t bytes, int root) override {
@@ -546,84 +577,99 @@ class GlooCommunicator final : public Communicator {
   // tags (Gloo slots) on every rank and keeps consecutive collectives' messages apart.
   uint32_t next_tag() { return tag_++; }
 
-  // Direct exchange with every peer, all transfers in flight at once and every receive posted
-  // before any send: block `bytes` from each peer q lands at recv's offset q * bytes, and this
-  // rank sends send's bytes at send_offset(q) to each peer q. (Gloo's own allgather ring and
-  // alltoall loop post each send before its receive, one peer at a time, and left one direction
-  // of a shaped full-duplex link idle: up to 2 times slower at P = 2.)
-  template <typename SendOffset>
-  void exchange_direct(uint8_t prefix, gloo::transport::UnboundBuffer& recv,
-                       gloo::transport::UnboundBuffer& send, size_t bytes,
-                       const SendOffset& send_offset) {
+  // One message of a direct exchange: `bytes` at `offset` of `buf`, to or from `peer`.
+  struct Leg {
+    int peer;
+    gloo::transport::UnboundBuffer* buf;
+    size_t offset, bytes;
+  };
+
+  // Direct exchange, all transfers in flight at once and every receive posted before any send:
+  // each send leg's bytes go to its peer, each receive leg's bytes arrive from its peer. (Gloo's
+  // own allgather ring and alltoall loop post each send before its receive, one peer at a time,
+  // and left one direction of a shaped full-duplex link idle: up to 2 times slower at P = 2.)
+  // Legs are posted in ring order from this rank (receives from r - 1, r - 2, ..., sends to
+  // r + 1, r + 2, ...), so P ranks do not all start on the same peer.
+  void exchange_legs(uint8_t prefix, std::vector<Leg> sends, std::vector<Leg> recvs) {
     const uint64_t seq = next_tag();
     const uint64_t slot = gloo::Slot::build(prefix, static_cast<uint32_t>(seq));
     const bool faulty = !fault_.kind.empty() && calls_++ == fault_.call;
-    const auto* send_base = static_cast<const uint8_t*>(send.ptr);
-    auto* base = static_cast<uint8_t*>(recv.ptr);
+    const auto after = [&](int peer) { return (peer - rank_ + size_) % size_; };
+    std::sort(sends.begin(), sends.end(),
+              [&](const Leg& a, const Leg& b) { return after(a.peer) < after(b.peer); });
+    std::sort(recvs.begin(), recvs.end(),
+              [&](const Leg& a, const Leg& b) { return after(a.peer) > after(b.peer); });
     // Headers first, on the same slot (a pair delivers one slot's messages in order): each peer's
-    // is checked before its payload's receive is posted. One header per destination (alltoall
-    // sends each peer another block, with another tail).
+    // is checked before its payload's receive is posted. One header per leg, indexed by peer.
     std::vector<WireHeader> theirs(static_cast<size_t>(size_)), mine(static_cast<size_t>(size_));
-    size_t send_bytes = bytes;
-    if (faulty && fault_.kind == "length") send_bytes = bytes + 8;
-    if (faulty && fault_.kind == "truncate") send_bytes = bytes / 2;
-    for (int to = 0; to < size_; ++to) {
-      mine[to] = {kWireMagic,   static_cast<uint32_t>(rank_),
-                  job_,         seq,
-                  bytes,        tail_of(send_base + send_offset(to), bytes),
-                  call_context_};
-      if (faulty) apply_fault(mine[to], send_bytes);
+    for (const Leg& l : sends) {
+      const auto* data = static_cast<const uint8_t*>(l.buf->ptr) + l.offset;
+      WireHeader& h = mine[static_cast<size_t>(l.peer)];
+      h = {kWireMagic, static_cast<uint32_t>(rank_), job_,         seq,
+           l.bytes,    tail_of(data, l.bytes),       call_context_};
+      if (faulty) apply_fault(h, fault_send_bytes(l.bytes));
     }
     auto header_in =
         context_->createUnboundBuffer(theirs.data(), theirs.size() * sizeof(WireHeader));
     auto header_out = context_->createUnboundBuffer(mine.data(), mine.size() * sizeof(WireHeader));
-    for (int k = 1; k < size_; ++k) {
-      const int from = (rank_ + size_ - k) % size_;
-      header_in->recv(from, slot, static_cast<size_t>(from) * sizeof(WireHeader),
+    for (const Leg& l : recvs)
+      header_in->recv(l.peer, slot, static_cast<size_t>(l.peer) * sizeof(WireHeader),
                       sizeof(WireHeader));
-    }
-    for (int k = 1; k < size_; ++k) {
-      const int to = (rank_ + k) % size_;
-      header_out->send(to, slot, static_cast<size_t>(to) * sizeof(WireHeader), sizeof(WireHeader));
-    }
-    for (int k = 1; k < size_; ++k) {
+    for (const Leg& l : sends)
+      header_out->send(l.peer, slot, static_cast<size_t>(l.peer) * sizeof(WireHeader),
+                       sizeof(WireHeader));
+    for (size_t k = 0; k < recvs.size(); ++k)
       GLOO_ENFORCE(header_in->waitRecv(timeout_), "receive timed out");
+    for (size_t k = 0; k < sends.size(); ++k)
       GLOO_ENFORCE(header_out->waitSend(timeout_), "send timed out");
-    }
-    for (int q = 0; q < size_; ++q)
-      if (q != rank_) check_header(theirs[static_cast<size_t>(q)], q, seq, bytes);
+    for (const Leg& l : recvs)
+      check_header(theirs[static_cast<size_t>(l.peer)], l.peer, seq, l.bytes);
 
-    // A faulty payload longer than the block goes from a scratch copy of the right size.
-    std::vector<uint8_t> scratch;
-    gloo::transport::UnboundBuffer* payload_out = &send;
-    std::unique_ptr<gloo::transport::UnboundBuffer> scratch_buf;
-    if (send_bytes > bytes) {
-      scratch.assign(send_bytes, 0);
-      scratch_buf = context_->createUnboundBuffer(scratch.data(), scratch.size());
-      payload_out = scratch_buf.get();
+    // A faulty payload longer than its leg goes from a scratch copy of the right size.
+    std::vector<std::vector<uint8_t>> scratch;
+    std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> scratch_bufs;
+    for (const Leg& l : recvs) {
+      if (l.bytes == 0) continue;
+      const size_t k_tail = std::min<size_t>(l.bytes, 8);
+      const uint64_t flipped = ~theirs[static_cast<size_t>(l.peer)].tail;
+      std::memcpy(static_cast<uint8_t*>(l.buf->ptr) + l.offset + l.bytes - k_tail, &flipped,
+                  k_tail);
+      l.buf->recv(l.peer, slot, l.offset, l.bytes);
     }
-    const size_t k_tail = std::min<size_t>(bytes, 8);
-    for (int k = 1; k < size_; ++k) {
-      const int from = (rank_ + size_ - k) % size_;
-      const uint64_t flipped = ~theirs[static_cast<size_t>(from)].tail;
-      std::memcpy(base + static_cast<size_t>(from + 1) * bytes - k_tail, &flipped, k_tail);
-      recv.recv(from, slot, static_cast<size_t>(from) * bytes, bytes);
+    std::vector<gloo::transport::UnboundBuffer*> posted;  // the buffer each send went from
+    for (const Leg& l : sends) {
+      const size_t send_bytes = faulty ? fault_send_bytes(l.bytes) : l.bytes;
+      if (l.bytes == 0) continue;
+      gloo::transport::UnboundBuffer* out = l.buf;
+      size_t offset = l.offset;
+      if (send_bytes > l.bytes) {
+        scratch.emplace_back(send_bytes, 0);
+        scratch_bufs.push_back(
+            context_->createUnboundBuffer(scratch.back().data(), scratch.back().size()));
+        out = scratch_bufs.back().get();
+        offset = 0;
+      }
+      out->send(l.peer, slot, offset, send_bytes);
+      posted.push_back(out);
     }
-    for (int k = 1; k < size_; ++k) {
-      const int to = (rank_ + k) % size_;
-      payload_out->send(to, slot, payload_out == &send ? send_offset(to) : 0, send_bytes);
-    }
-    for (int k = 1; k < size_; ++k) {
-      GLOO_ENFORCE(recv.waitRecv(timeout_), "receive timed out");
-      GLOO_ENFORCE(payload_out->waitSend(timeout_), "send timed out");
-    }
-    for (int from = 0; from < size_; ++from) {
-      if (from == rank_) continue;
-      const uint64_t got = tail_of(base + static_cast<size_t>(from) * bytes, bytes);
-      TG_CHECK(got == theirs[static_cast<size_t>(from)].tail, "rank ", from,
-               " sent a truncated message: fewer than the ", bytes,
+    for (const Leg& l : recvs)
+      if (l.bytes > 0) GLOO_ENFORCE(l.buf->waitRecv(timeout_), "receive timed out");
+    for (gloo::transport::UnboundBuffer* out : posted)
+      GLOO_ENFORCE(out->waitSend(timeout_), "send timed out");
+    for (const Leg& l : recvs) {
+      if (l.bytes == 0) continue;
+      const uint64_t got = tail_of(static_cast<const uint8_t*>(l.buf->ptr) + l.offset, l.bytes);
+      TG_CHECK(got == theirs[static_cast<size_t>(l.peer)].tail, "rank ", l.peer,
+               " sent a truncated message: fewer than the ", l.bytes,
                " bytes its header announced (a misbehaving peer)");
     }
+  }
+
+  // What a faulty rank puts on the wire for a leg of `bytes` (fault_.kind length / truncate).
+  size_t fault_send_bytes(size_t bytes) const {
+    if (fault_.kind == "length") return bytes + 8;
+    if (fault_.kind == "truncate") return bytes / 2;
+    return bytes;
   }
 
   // Throws naming `from` when its header does not describe the message this rank expects.
@@ -684,7 +730,7 @@ class GlooCommunicator final : public Communicator {
   const std::chrono::milliseconds timeout_;
   const uint64_t job_;  // fnv1a of the key prefix: the job this communicator serves
   const WireFault fault_;
-  int64_t calls_ = 0;  // exchange_direct calls so far (for fault_.call)
+  int64_t calls_ = 0;  // exchange_legs calls so far (for fault_.call)
   std::shared_ptr<gloo::rendezvous::Context> context_;
   uint32_t tag_ = 0;
   bool broken_ = false;  // a collective threw: Gloo's pairs are in an unknown state

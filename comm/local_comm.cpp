@@ -33,7 +33,7 @@ namespace tg::comm {
 
 namespace {
 
-enum class Kind : uint8_t { allreduce, allgather, alltoall, gather, broadcast, barrier };
+enum class Kind : uint8_t { allreduce, allgather, alltoall, exchange, gather, broadcast, barrier };
 
 const char* kind_name(Kind k) {
   switch (k) {
@@ -43,6 +43,8 @@ const char* kind_name(Kind k) {
       return "allgather";
     case Kind::alltoall:
       return "alltoall";
+    case Kind::exchange:
+      return "exchange";
     case Kind::gather:
       return "gather";
     case Kind::broadcast:
@@ -61,6 +63,8 @@ struct Call {
   int root = 0;
   const void* in = nullptr;
   void* out = nullptr;
+  std::span<const SendSpec> sends;  // exchange: this rank's lists (alive during the call)
+  std::span<const RecvSpec> recvs;
 
   bool same_shape(const Call& o) const {
     return kind == o.kind && count == o.count && dtype == o.dtype && op == o.op && root == o.root;
@@ -69,6 +73,8 @@ struct Call {
     std::string s = kind_name(kind);
     if (kind == Kind::allreduce) {
       s += detail::concat("(n=", count, ", ", dtype_name(dtype), ", ", name(op), ")");
+    } else if (kind == Kind::exchange) {
+      s += "(point-to-point)";
     } else if (kind != Kind::barrier) {
       s += detail::concat("(", count, " bytes");
       if (kind != Kind::allgather && kind != Kind::alltoall) s += detail::concat(", root ", root);
@@ -238,6 +244,38 @@ class LocalCommunicator final : public Communicator {
     wire_model::add(wire_, wire_model::alltoall(bytes, size()));
   }
 
+  void exchange(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs) override {
+    check_exchange("local", rank_, size(), sends, recvs);
+    Call c{Kind::exchange, 0, DType::u8, ReduceOp::sum, 0, nullptr, nullptr, sends, recvs};
+    rendezvous(c);
+    // Each rank checks and copies its own receives: a send nobody receives, or a length the two
+    // sides disagree on, is found by the rank that should have received it.
+    std::vector<bool> received(static_cast<size_t>(size()), false);
+    for (const RecvSpec& r : recvs) {
+      const Call& from = group_->call(seq_, r.peer);
+      const auto it = std::find_if(from.sends.begin(), from.sends.end(),
+                                   [&](const SendSpec& s) { return s.peer == rank_; });
+      if (it == from.sends.end() || it->bytes != r.bytes)
+        group_->fail(rank_, detail::concat("exchange: rank ", rank_, " expects ", r.bytes,
+                                           " bytes from rank ", r.peer, ", which sends ",
+                                           it == from.sends.end() ? 0 : it->bytes,
+                                           " (the ranks disagree on the plan)"));
+      if (r.bytes > 0) std::memcpy(r.data, it->data, r.bytes);
+      received[static_cast<size_t>(r.peer)] = true;
+    }
+    for (int q = 0; q < size(); ++q) {
+      if (q == rank_ || received[static_cast<size_t>(q)]) continue;
+      for (const SendSpec& s : group_->call(seq_, q).sends)
+        if (s.peer == rank_)
+          group_->fail(rank_, detail::concat("exchange: rank ", q, " sends ", s.bytes,
+                                             " bytes to rank ", rank_,
+                                             ", which receives nothing from it (the ranks "
+                                             "disagree on the plan)"));
+    }
+    finish(c);
+    wire_model::add(wire_, wire_model::exchange(sends, recvs));
+  }
+
   void gather(const void* in, void* out, size_t bytes, int root) override {
     check_root(root, "gather");
     TG_CHECK(in != nullptr || bytes == 0, "local gather: null input buffer on rank ", rank_);
@@ -322,6 +360,9 @@ class SelfCommunicator final : public Communicator {
   }
   void allgather(const void* in, void* out, size_t bytes) override { copy(out, in, bytes); }
   void alltoall(const void* in, void* out, size_t bytes) override { copy(out, in, bytes); }
+  void exchange(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs) override {
+    check_exchange("local", 0, 1, sends, recvs);  // a group of one has no peer: both empty
+  }
   void gather(const void* in, void* out, size_t bytes, int root) override {
     TG_CHECK(root == 0, "local gather: root ", root, " is not a rank (a group of one)");
     copy(out, in, bytes);

@@ -22,11 +22,11 @@
 //
 // Collectives: allreduce = ncclAllReduce (f32 ncclFloat32, i32 ncclInt32, i64 ncclInt64, u64
 // ncclUint64; sum ncclSum, max ncclMax; integer sums wrap modulo 2^bits as two's complement adds
-// do); allgather = ncclAllGather on bytes; gather = one group of ncclSend (each non-root to root)
-// and ncclRecv (root from each rank) plus a device copy of the root's own block; broadcast =
-// ncclBroadcast; barrier = an allreduce of one int32 on the device. Every rank ends with the same
-// bits (NCCL's ring and tree both distribute one reduced copy); the f32 summation order is NCCL's,
-// not the local backend's rank order.
+// do); allgather = ncclAllGather on bytes; exchange = one group of ncclSend/ncclRecv; gather = one
+// group of ncclSend (each non-root to root) and ncclRecv (root from each rank) plus a device copy
+// of the root's own block; broadcast = ncclBroadcast; barrier = an allreduce of one int32 on the
+// device. Every rank ends with the same bits (NCCL's ring and tree both distribute one reduced
+// copy); the f32 summation order is NCCL's, not the local backend's rank order.
 //
 // Wire accounting: the model of comm/wire_model.h (ring allreduce/allgather, flat
 // gather/broadcast); NCCL exposes no byte counters, so these are the algorithm's figures, not a
@@ -237,6 +237,26 @@ class NcclCommunicator final : public Communicator {
     }
     finish(what);
     wire_model::add(wire_, wire_model::alltoall(bytes, size_));
+  }
+
+  void exchange(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs) override {
+    const char* what = "exchange";
+    begin(what);
+    check_exchange("nccl", rank_, size_, sends, recvs);
+    cuda::DeviceGuard guard(device_.index);
+    if (!sends.empty() || !recvs.empty()) {
+      check_nccl(nccl_.group_start(), what);
+      for (const SendSpec& e : sends)
+        if (e.bytes > 0)
+          check_nccl(nccl_.send(e.data, e.bytes, ncclUint8, e.peer, comm_, stream()), what);
+      for (const RecvSpec& e : recvs)
+        if (e.bytes > 0)
+          check_nccl(nccl_.recv(e.data, e.bytes, ncclUint8, e.peer, comm_, stream()), what);
+      check_nccl(nccl_.group_end(), what);
+      wait_enqueued(what);
+    }
+    finish(what);
+    wire_model::add(wire_, wire_model::exchange(sends, recvs));
   }
 
   void gather(const void* in, void* out, size_t bytes, int root) override {

@@ -11,11 +11,13 @@
 //   alltoall    pairwise: sent = received = (P - 1) B      (B = one block; P blocks per rank)
 //   gather      flat: every non-root sends B to the root, the root receives (P - 1) B
 //   broadcast   flat: the root sends B to each other rank ((P - 1) B), a non-root receives B
+//   exchange    point-to-point: exactly the bytes listed (sent: the sends, received: the receives)
 //   barrier     0 (control traffic is not counted)
 // With P = 1 every figure is 0.
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "comm/communicator.h"
 
@@ -42,6 +44,13 @@ inline WireBytes broadcast(uint64_t bytes, int p, int rank, int root) {
   if (p == 1) return {};
   if (rank == root) return {static_cast<uint64_t>(p - 1) * bytes, 0};
   return {0, bytes};
+}
+
+inline WireBytes exchange(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs) {
+  WireBytes w;
+  for (const SendSpec& s : sends) w.sent += s.bytes;
+  for (const RecvSpec& r : recvs) w.received += r.bytes;
+  return w;
 }
 
 inline void add(WireBytes& total, const WireBytes& w) {

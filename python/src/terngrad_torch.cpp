@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -112,6 +113,44 @@ class ProcessGroupCommunicator final : public tg::comm::Communicator {
     std::vector<int64_t> even;  // empty split sizes: equal blocks
     run("alltoall", [&] { return pg_->alltoall_base(output, input, even, even); });
     tg::comm::wire_model::add(wire_, tg::comm::wire_model::alltoall(bytes, size()));
+  }
+
+  // One alltoall_base with split sizes (torch's alltoallv, on Gloo and NCCL alike) through two
+  // staging buffers in peer order: a peer this rank has no message for gets a 0-byte split.
+  void exchange(std::span<const tg::comm::SendSpec> sends,
+                std::span<const tg::comm::RecvSpec> recvs) override {
+    tg::comm::check_exchange(name_.c_str(), rank(), size(), sends, recvs);
+    const auto p = static_cast<size_t>(size());
+    std::vector<int64_t> in_split(p, 0), out_split(p, 0);
+    std::vector<const tg::comm::SendSpec*> to(p, nullptr);
+    std::vector<const tg::comm::RecvSpec*> from(p, nullptr);
+    for (const auto& e : sends) to[static_cast<size_t>(e.peer)] = &e;
+    for (const auto& e : recvs) from[static_cast<size_t>(e.peer)] = &e;
+    int64_t in_bytes = 0, out_bytes = 0;
+    for (size_t q = 0; q < p; ++q) {
+      in_split[q] = to[q] ? static_cast<int64_t>(to[q]->bytes) : 0;
+      out_split[q] = from[q] ? static_cast<int64_t>(from[q]->bytes) : 0;
+      in_bytes += in_split[q];
+      out_bytes += out_split[q];
+    }
+    at::Tensor input = at::empty({in_bytes}, options(at::kByte));
+    at::Tensor output = at::empty({out_bytes}, options(at::kByte));
+    int64_t at_in = 0;
+    for (size_t q = 0; q < p; ++q) {
+      if (in_split[q] > 0)
+        input.narrow(0, at_in, in_split[q])
+            .copy_(bytes_at(const_cast<void*>(to[q]->data), to[q]->bytes));
+      at_in += in_split[q];
+    }
+    run("exchange", [&] { return pg_->alltoall_base(output, input, out_split, in_split); });
+    int64_t at_out = 0;
+    for (size_t q = 0; q < p; ++q) {
+      if (out_split[q] > 0)
+        bytes_at(from[q]->data, from[q]->bytes).copy_(output.narrow(0, at_out, out_split[q]));
+      at_out += out_split[q];
+    }
+    if (device_.type == tg::DeviceType::cuda) torch::cuda::synchronize(device_.index);
+    tg::comm::wire_model::add(wire_, tg::comm::wire_model::exchange(sends, recvs));
   }
 
   void gather(const void* in, void* out, size_t bytes, int root) override {

@@ -283,6 +283,39 @@ TEST_P(GlooComm, AlltoallDeliversEachBlockToItsRankAndCountsPairwiseBytes) {
   expect_no_errors(errors);
 }
 
+// exchange: the test plan of rank_threads.h (asymmetric pairs, empty messages), three times back
+// to back, interleaved with an alltoall so the collectives' tags stay in step.
+TEST_P(GlooComm, ExchangeDeliversThePlanAndCountsItsBytes) {
+  const auto errors = run_group(url(), p(), [&](Communicator& comm) {
+    for (int round = 0; round < 3; ++round) {
+      run_exchange_plan(comm);
+      std::vector<uint8_t> in(4 * static_cast<size_t>(comm.size()), 1), out(in.size());
+      comm.alltoall(in.data(), out.data(), 4);
+    }
+    comm.exchange({}, {});  // nothing to move: still a collective every rank calls
+  });
+  expect_no_errors(errors);
+}
+
+// A receive that expects another length than the peer sends is named from the header, before
+// any payload is received.
+TEST_P(GlooComm, ExchangeNamesAPeerThatSendsAnotherLength) {
+  const auto errors = run_group(url(), p(), [&](Communicator& comm) {
+    std::vector<uint8_t> data(64, 3);
+    const int r = comm.rank(), last = comm.size() - 1;
+    const SendSpec s{last, data.data(), 16};
+    const RecvSpec rv{0, data.data(), 17};
+    if (r == 0)
+      comm.exchange({&s, 1}, {});
+    else if (r == last)
+      comm.exchange({}, {&rv, 1});
+    else
+      comm.exchange({}, {});
+  });
+  EXPECT_NE(errors.back().find("announces 16 bytes, this rank expects 17"), std::string::npos)
+      << errors.back();
+}
+
 TEST_P(GlooComm, AllgatherGatherBroadcastBarrier) {
   const int P = p();
   constexpr size_t kB = 1003;  // odd: Gloo's allgather splits each block in two uneven halves

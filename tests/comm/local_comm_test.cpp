@@ -228,6 +228,53 @@ TEST(LocalComm, AlltoallDeliversEachBlockToItsRank) {
   }
 }
 
+// exchange: every rank's messages of the test plan (rank_threads.h) arrive whole, the wire counts
+// exactly the listed bytes, and a group of one takes only empty lists.
+TEST(LocalComm, ExchangeDeliversThePlanAndCountsItsBytes) {
+  for (int p = 1; p <= 5; ++p) {
+    auto comms = make_local_group(p);
+    for (int round = 0; round < 3; ++round)  // back to back: the lists of one call stay apart
+      expect_no_errors(run_ranks(comms, [&](Communicator& c) { run_exchange_plan(c); }));
+  }
+  auto self = make_self_communicator(Device::cpu());
+  self->exchange({}, {});
+  uint8_t b = 0;
+  const SendSpec to_self{0, &b, 1};
+  EXPECT_THROW(self->exchange({&to_self, 1}, {}), Error);
+}
+
+TEST(LocalComm, ExchangeRefusesBadListsAndNamesAPeerThatDisagrees) {
+  auto comms = make_local_group(3);
+  uint8_t buf[8] = {};
+  const SendSpec self{0, buf, 1}, out_of_range{3, buf, 1}, null_data{1, nullptr, 4};
+  const SendSpec twice[] = {{1, buf, 1}, {1, buf, 1}};
+  EXPECT_NE(error_of([&] {
+              comms[0]->exchange({&self, 1}, {});
+            }).find("peer 0"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              comms[0]->exchange({&out_of_range, 1}, {});
+            }).find("peer 3"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { comms[0]->exchange(twice, {}); }).find("listed twice"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              comms[0]->exchange({&null_data, 1}, {});
+            }).find("null"),
+            std::string::npos);
+  // Rank 0 sends 4 bytes to rank 1, which expects 5: rank 1 names rank 0.
+  const auto errors = run_ranks(comms, [&](Communicator& c) {
+    uint8_t data[8] = {};
+    const SendSpec s{1, data, 4};
+    const RecvSpec r{0, data, 5};
+    if (c.rank() == 0) c.exchange({&s, 1}, {});
+    if (c.rank() == 1) c.exchange({}, {&r, 1});
+    if (c.rank() == 2) c.exchange({}, {});
+  });
+  EXPECT_NE(errors[1].find("expects 5 bytes from rank 0, which sends 4"), std::string::npos)
+      << errors[1];
+}
+
 TEST(LocalComm, WireModelFigures) {
   // Hand-computed: B = 1000 bytes over P = 4.
   EXPECT_EQ(wire_model::allreduce(1000, 4).sent, 1500u);

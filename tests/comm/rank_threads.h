@@ -3,8 +3,10 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <exception>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -65,6 +67,51 @@ inline CommOptions nccl_options(int rank, int size, Device device) {
   o.device = device;
   o.timeout = std::chrono::seconds(30);
   return o;
+}
+
+// The test plan of Communicator::exchange: rank `from` sends rank `to` plan_bytes(from, to) bytes
+// plan_byte(from, to, i), or no message at all where plan_talks is false (a third of the pairs,
+// asymmetric); some messages are empty. Every rank runs one exchange of the plan and checks what
+// arrived and the wire bytes; throws std::runtime_error naming the wrong byte.
+inline bool plan_talks(int from, int to) {
+  return (2 * from + to) % 3 != 0;
+}
+inline size_t plan_bytes(int from, int to) {
+  return static_cast<size_t>((from * 7 + to * 3) % 5) * 997;  // 0 for some pairs
+}
+inline uint8_t plan_byte(int from, int to, size_t i) {
+  return static_cast<uint8_t>(from * 41 + to * 13 + i * 7 + i / 251);
+}
+inline void run_exchange_plan(Communicator& c) {
+  const int r = c.rank(), p = c.size();
+  std::vector<std::vector<uint8_t>> out(p), in(p);
+  std::vector<SendSpec> sends;
+  std::vector<RecvSpec> recvs;
+  WireBytes want;
+  for (int q = 0; q < p; ++q) {
+    if (q == r) continue;
+    if (plan_talks(r, q)) {
+      out[q].resize(plan_bytes(r, q));
+      for (size_t i = 0; i < out[q].size(); ++i) out[q][i] = plan_byte(r, q, i);
+      sends.push_back({q, out[q].data(), out[q].size()});
+      want.sent += out[q].size();
+    }
+    if (plan_talks(q, r)) {
+      in[q].assign(plan_bytes(q, r), 0xee);
+      recvs.push_back({q, in[q].data(), in[q].size()});
+      want.received += in[q].size();
+    }
+  }
+  const WireBytes before = c.wire();
+  c.exchange(sends, recvs);
+  for (int q = 0; q < p; ++q)
+    for (size_t i = 0; i < in[q].size(); ++i)
+      if (in[q][i] != plan_byte(q, r, i))
+        throw std::runtime_error("exchange: rank " + std::to_string(r) + " got a wrong byte " +
+                                 std::to_string(i) + " from rank " + std::to_string(q));
+  if (c.wire().sent - before.sent != want.sent ||
+      c.wire().received - before.received != want.received)
+    throw std::runtime_error("exchange: rank " + std::to_string(r) + " counted the wrong bytes");
 }
 
 // A layout of slots of these sizes, back to back, named t0, t1, ...
