@@ -4,7 +4,8 @@
 // `terngrad train` runs per step, tern::aggregate with a tern::Compressor made by
 // tern::make_compressor from the default CompressionOptions (method and --format aside), one
 // worker per rank, flat f32 gradient in, averaged f32 gradient out. Cases:
-//   fp32        method none: the exact reduce-scatter + allgather of terngrad/aggregate.h (the fp32
+//   fp32        method none: the exact reduce-scatter + allgather of terngrad/exchange/aggregate.h
+//   (the fp32
 //               path). Always measured first: it is the reference of every ratio below.
 //   ps / packed-allreduce / allgather / auto
 //               method terngrad (shared scalers): the ternary path, every ternary slot's codes in
@@ -74,8 +75,8 @@
 #include "nn/core/hash.h"
 #include "nn/core/worker_thread.h"
 #include "nn/nets/net.h"
-#include "terngrad/aggregate.h"
 #include "terngrad/compressor.h"
+#include "terngrad/exchange/aggregate.h"
 
 namespace tg::bench {
 namespace {

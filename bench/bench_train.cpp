@@ -124,9 +124,9 @@ config::Config case_config(const Case& c, const Device& dev) {
   return config::default_config(o);
 }
 
-// Re-times the rounds of the one-process aggregation (terngrad/aggregate.h: the generic path's
-// fold at P = 1) one by one, each worker's message built from `g`; after one warm-up, medians
-// over `reps` in ms: meta, alloc, encode, accumulate, finalize.
+// Re-times the rounds of the one-process aggregation (terngrad/exchange/aggregate.h: the generic
+// path's fold at P = 1) one by one, each worker's message built from `g`; after one warm-up,
+// medians over `reps` in ms: meta, alloc, encode, accumulate, finalize.
 std::vector<double> time_compress_rounds(tern::Compressor& comp, const Tensor& g, int workers,
                                          int64_t step, int reps) {
   const Device d = g.device();

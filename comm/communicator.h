@@ -74,8 +74,8 @@ class Communicator {
   virtual void allgather(const void* in, void* out, size_t bytes) = 0;
   // Personalised exchange: `in` holds size() blocks of `bytes`, block q meant for rank q; after
   // the call out[r * bytes .. (r + 1) * bytes) = rank r's block for this rank (its in[rank() *
-  // bytes ..)). The reduce-scatter half of an exact fp32 reduction (terngrad/aggregate.h) is one.
-  // in and out must not overlap.
+  // bytes ..)). The reduce-scatter half of an exact fp32 reduction (terngrad/exchange/aggregate.h)
+  // is one. in and out must not overlap.
   virtual void alltoall(const void* in, void* out, size_t bytes) = 0;
   // Grouped point-to-point, all in flight at once (NCCL's grouped ncclSend/ncclRecv, MPI's
   // alltoallv): this rank sends every entry of `sends` and receives every entry of `recvs`. It is

@@ -6,7 +6,7 @@
 // Wire accounting: Gloo exposes no byte counters, so each call adds the payload bytes the Gloo
 // algorithm it ran moves for this rank, computed from that algorithm's schedule (the formulas and
 // how they were checked: comm/gloo_wire.h, which needs no Gloo so the cost model of
-// terngrad/ternary_collectives.h can use them without this backend).
+// terngrad/exchange/ternary_collectives.h can use them without this backend).
 //
 // Floats: Gloo's ring reduces each chunk in a rotation that depends on the chunk, so an f32 sum is
 // not the rank-order sum, but each chunk is reduced once (chunk c at rank c, the end of its trip

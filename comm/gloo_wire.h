@@ -1,7 +1,7 @@
 // The per-rank wire bytes of Gloo's stock algorithms, as the Gloo communicator (comm/gloo_comm.h)
-// counts them and the cost model of terngrad/ternary_collectives.h predicts them. Plain arithmetic
-// on Gloo's schedules: it needs no Gloo, so the exchange algorithms build without that backend
-// (python/terngrad_torch links them with torch's ProcessGroup as the transport).
+// counts them and the cost model of terngrad/exchange/ternary_collectives.h predicts them. Plain
+// arithmetic on Gloo's schedules: it needs no Gloo, so the exchange algorithms build without that
+// backend (python/terngrad_torch links them with torch's ProcessGroup as the transport).
 //
 // B = bytes per rank, P ranks, this rank r; TCP/IP and Gloo message headers are not counted:
 //   allreduce  ring (gloo::allreduce, RING): reduce-scatter then allgather over P chunks, each

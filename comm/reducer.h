@@ -2,9 +2,9 @@
 // (comm/buckets.h), each bucket handed to a communication hook as soon as its last gradient is
 // final, so that communication overlaps the rest of the backward pass (the design of PyTorch
 // DDP's Reducer and Horovod's tensor fusion). The reducer moves no bytes itself and knows
-// nothing of what a gradient is compressed to: the hook (CommHook below; terngrad/comm_hook.h
-// for the compressors) reduces a bucket over the communicator, as PyTorch's comm hooks are
-// handed a GradBucket.
+// nothing of what a gradient is compressed to: the hook (CommHook below;
+// terngrad/exchange/comm_hook.h for the compressors) reduces a bucket over the communicator, as
+// PyTorch's comm hooks are handed a GradBucket.
 //
 // One step: begin(step, local gradients, out); mark_ready(t) for every slot t of the LAST local
 // worker's gradient once backward has finished it (earlier local workers' gradients must be

@@ -2,8 +2,8 @@
 // the collective runs as the message-passing algorithm named below over P ranks on a buffer of B
 // bytes (per rank). The local backend reports exactly these figures; the NCCL backend reports them
 // too (NCCL exposes no byte counters and may pick tree or NVLS algorithms, so for it they are the
-// ring/flat model, not a measurement); the cost model of terngrad/ternary_collectives.h is built on
-// them.
+// ring/flat model, not a measurement); the cost model of terngrad/exchange/ternary_collectives.h is
+// built on them.
 //
 //   allreduce   ring (reduce-scatter then allgather, P - 1 steps each, chunks of B / P):
 //               sent = received = 2 (P - 1) B / P, rounded down

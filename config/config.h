@@ -30,8 +30,8 @@
 #include "nn/ops/cuda_options.h"
 #include "nn/optim/lr_schedule.h"
 #include "nn/optim/optimizer.h"
-#include "terngrad/aggregate.h"
 #include "terngrad/compressor.h"
+#include "terngrad/exchange/aggregate.h"
 
 namespace tg::config {
 

@@ -1,7 +1,7 @@
 // Gradient compressors behind one interface: none (fp32), fp16, terngrad, qsgd, onebit.
 //
-// A step of data-parallel training runs three rounds (terngrad/aggregate.h runs them, the same
-// code whether the N workers are emulated in one process or are processes joined by a
+// A step of data-parallel training runs three rounds (terngrad/exchange/aggregate.h runs them, the
+// same code whether the N workers are emulated in one process or are processes joined by a
 // communicator):
 //   1. meta_w = local_meta(g_w)            per worker: num_meta() floats (TernGrad: one scaler
 //      shared = elementwise max_w meta_w   candidate per tensor); an allreduce-max across workers
@@ -111,7 +111,7 @@ struct Accumulator {
 };
 
 // How one slot travels inside a message, and how its messages sum: the description the exchange
-// (terngrad/aggregate.h) picks its collectives from, without knowing the method.
+// (terngrad/exchange/aggregate.h) picks its collectives from, without knowing the method.
 enum class SlotCoding : uint8_t {
   // numel raw floats, summed element by element in worker order, acc = 0 + m_0 + m_1 + ..., and
   // averaged out = 0 + acc * (1 / N): any range of elements reduces on its own with the same bits

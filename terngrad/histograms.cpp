@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "nn/core/error.h"
-#include "terngrad/aggregate.h"
+#include "terngrad/exchange/aggregate.h"
 
 namespace tg::tern {
 

@@ -46,7 +46,8 @@
 //                  for TernGrad; a node sum of G' GPUs' codes strictly needs ceil(log2(2G' + 1))
 //                  bits, a choice left to the reconstruction's form).
 //   ring (hierarchical: intra-node as above, ring allreduce of the node sums across nodes; for
-//         TernGrad the k(N)-bit sum fields of terngrad/ternary_collectives.h packed_allreduce):
+//         TernGrad the k(N)-bit sum fields of terngrad/exchange/ternary_collectives.h
+//         packed_allreduce):
 //     T_inter    = 2 (M - 1) / M B(beta_ring) / BW_net + 2 (M - 1) a_net    full duplex
 //                  (x 2 for half duplex);  beta_ring = 32 (fp32) or k(N) (TernGrad)
 //   T_inter = 0 when M = 1.

@@ -1,6 +1,6 @@
 // Packed integer sum fields: the wire format of the exact ternary collectives
-// (terngrad/ternary_collectives.h). CPU and CUDA kernels with mirror-image signatures, raw pointers
-// (device pointers for _cuda); n = number of elements of one gradient tensor.
+// (terngrad/exchange/ternary_collectives.h). CPU and CUDA kernels with mirror-image signatures, raw
+// pointers (device pointers for _cuda); n = number of elements of one gradient tensor.
 //
 // Layout: an integer vector v[0 .. n) whose values (after adding `offset`) lie in [0, 2^k) is
 // stored in k-bit fields of little-endian 64-bit words, f = floor(64 / k) fields per word, no field

@@ -17,8 +17,8 @@
 #include "nn/nets/net.h"
 #include "nn/optim/lr_schedule.h"
 #include "nn/optim/optimizer.h"
-#include "terngrad/aggregate.h"
 #include "terngrad/compressor.h"
+#include "terngrad/exchange/aggregate.h"
 
 namespace tg::train {
 

@@ -4,9 +4,9 @@
 //   grad_w += weight_decay * w for every decayed tensor (the loss term wd * ||w||^2 / 2, so
 //   compression sees it);
 //   the workers' gradients reduced by comm/reducer.h's Reducer: buckets of slots, each handed to
-//   the compressor's hook (terngrad/comm_hook.h, terngrad/aggregate.h: shared scalers, encode,
-//   exact accumulate, average) over the communicator, into a buffer of averaged gradients;
-//   optimizer step on the flat arena; EMA update.
+//   the compressor's hook (terngrad/exchange/comm_hook.h, terngrad/exchange/aggregate.h: shared
+//   scalers, encode, exact accumulate, average) over the communicator, into a buffer of averaged
+//   gradients; optimizer step on the flat arena; EMA update.
 // One worker without compression skips the compressor (the same numbers). The last local
 // worker's gradient is the arena's own buffer, the earlier workers' their own buffers: backward
 // writes each in place (ParamArena::bind_grads, zero_grad_lazily), with no memset or copy.
@@ -38,9 +38,9 @@
 #include "nn/nets/net.h"
 #include "nn/optim/ema.h"
 #include "nn/optim/optimizer.h"
-#include "terngrad/aggregate.h"
-#include "terngrad/comm_hook.h"
 #include "terngrad/compressor.h"
+#include "terngrad/exchange/aggregate.h"
+#include "terngrad/exchange/comm_hook.h"
 
 namespace tg::train {
 
@@ -92,7 +92,7 @@ class TrainStep {
   void set_gradient_hook(GradientHook hook) { gradient_hook_ = std::move(hook); }
 
   // The last step's reduction: the reducer's times, and what each bucket did (routes, wire
-  // bytes, times; terngrad/comm_hook.h puts them in words). Empty without a compressor.
+  // bytes, times; terngrad/exchange/comm_hook.h puts them in words). Empty without a compressor.
   const comm::ReduceStats& last_reduce() const { return last_reduce_; }
   std::span<const tern::AggregateStats> last_buckets() const;
   // The reducer's buckets (empty without a compressor) and whether they overlap backward.

@@ -30,7 +30,7 @@
 #include "nn/ops/reduce.h"
 #include "nn/optim/ema.h"
 #include "nn/optim/lr_schedule.h"
-#include "terngrad/comm_hook.h"
+#include "terngrad/exchange/comm_hook.h"
 #include "train/checkpoint.h"
 #include "train/options.h"
 #include "train/tensorboard.h"

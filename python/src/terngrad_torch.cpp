@@ -2,7 +2,7 @@
 //
 // Nothing of TernGrad is reimplemented here. A torch c10d::ProcessGroup (Gloo or NCCL) is adapted
 // to the library's Communicator interface (comm/communicator.h), and each DDP bucket is aggregated
-// by tern::aggregate (terngrad/aggregate.h) with the library's own compressor
+// by tern::aggregate (terngrad/exchange/aggregate.h) with the library's own compressor
 // (terngrad/compressor.h): the same shared scalers, ternarize + pack kernels, exact integer sums,
 // error feedback and byte-cost choice of collective as the `terngrad train` data-parallel step.
 // An f32 bucket's memory is used in place (Tensor::borrow); an fp16 or bf16 bucket is widened to
@@ -35,8 +35,8 @@
 #include "nn/core/error.h"
 #include "nn/core/tensor.h"
 #include "nn/core/worker_thread.h"
-#include "terngrad/aggregate.h"
 #include "terngrad/compressor.h"
+#include "terngrad/exchange/aggregate.h"
 
 namespace {
 

@@ -15,7 +15,7 @@ ranks; each rank ternarizes its gradient stochastically and packs the codes (2 b
 the packed bytes cross the process group by the collective the library's byte cost model picks
 (allgather, packed-field allreduce or parameter server); the integer code sums are exact; the
 result is scaler / world_size * sum, the averaged gradient DDP hands to the optimizer. The work
-is the library's C++ (terngrad/aggregate.h), reached through the process group; nothing of TernGrad is
+is the library's C++ (terngrad/exchange/aggregate.h), reached through the process group; nothing of TernGrad is
 reimplemented in Python.
 
 Each parameter has a fixed id (its position in `parameters`, or in the order DDP first hands it to

@@ -2,7 +2,7 @@
 // emulated workers against hand-computed references, TernGrad's exclusion rules and wire sizes,
 // exactness (order independence, the (s/N){-N..N} grid), and the baselines' plumbing.
 #include "terngrad/compressor.h"
-#include "terngrad/aggregate.h"
+#include "terngrad/exchange/aggregate.h"
 
 #include <gtest/gtest.h>
 
@@ -241,7 +241,8 @@ TEST(Compressor, NoneIsTheExactMeanAndBaselinesReportTheirKernelSizes) {
 
 // Every slot is compressed on its own, so the rounds over any split of the layout into ranges give
 // the bits of the whole (what lets comm/reducer.h bucket freely); each range's wire layout is its
-// slots' part of the whole message, and the codings are what terngrad/aggregate.h routes by.
+// slots' part of the whole message, and the codings are what terngrad/exchange/aggregate.h routes
+// by.
 TEST(Compressor, SlotRangesGiveTheBitsOfTheWholeAndDescribeTheirWire) {
   const std::vector<Tensor> g = gradients(3);
   for (const auto& m_entry : kMethods) {

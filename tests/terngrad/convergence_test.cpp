@@ -12,9 +12,9 @@
 
 #include "nn/core/error.h"
 #include "nn/core/philox.h"
-#include "terngrad/aggregate.h"
 #include "terngrad/compressor.h"
 #include "terngrad/convergence.h"
+#include "terngrad/exchange/aggregate.h"
 #include "tests/testing/op_harness.h"
 
 namespace tg::tern {

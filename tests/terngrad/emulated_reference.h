@@ -1,6 +1,6 @@
 // The specification the aggregation, hook and reducer tests check against: the three rounds of
 // terngrad/compressor.h folded over all n workers in one place, in worker order, written as the
-// naive loop (terngrad/aggregate.h states its contract as this fold):
+// naive loop (terngrad/exchange/aggregate.h states its contract as this fold):
 //   shared = max over workers of local_meta;  for w: encode_w, accumulate;  finalize over n.
 #pragma once
 

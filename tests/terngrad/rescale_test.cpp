@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "nn/core/philox.h"
-#include "terngrad/aggregate.h"
 #include "terngrad/compressor.h"
+#include "terngrad/exchange/aggregate.h"
 #include "tests/terngrad/emulated_reference.h"
 #include "tests/testing/errors.h"
 

@@ -19,7 +19,7 @@
 #include "nn/optim/lr_schedule.h"
 #include "nn/optim/optimizer.h"
 #include "terngrad/compressor.h"
-#include "terngrad/ternary_collectives.h"
+#include "terngrad/exchange/ternary_collectives.h"
 #include "train/options.h"
 
 namespace tg::train {

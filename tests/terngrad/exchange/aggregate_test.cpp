@@ -9,7 +9,7 @@
 // chunk sizes from 1 byte up, overlap on (a collectives thread) and off. One Gloo group (real TCP
 // on 127.0.0.1, P = 2) checks the same for terngrad and none against Gloo's schedules, unchunked
 // and chunked with overlap. Then the argument checks.
-#include "terngrad/aggregate.h"
+#include "terngrad/exchange/aggregate.h"
 
 #include <gtest/gtest.h>
 
@@ -31,7 +31,7 @@
 #include "nn/core/philox.h"
 #include "nn/core/worker_thread.h"
 #include "terngrad/compressor.h"
-#include "terngrad/ternary_collectives.h"
+#include "terngrad/exchange/ternary_collectives.h"
 #include "tests/comm/rank_threads.h"
 #include "tests/terngrad/emulated_reference.h"
 #include "tests/testing/files.h"
@@ -150,8 +150,8 @@ std::vector<std::vector<float>> emulated(const Method& m, int n,
   return emulated_outputs(m.o, slots, n, kSteps, worker_grad);
 }
 
-// What one rank's call should move, from the documented paths (terngrad/aggregate.h) and the wire
-// figures of the backend ("local": comm/wire_model.h, "gloo": comm/gloo_comm.h).
+// What one rank's call should move, from the documented paths (terngrad/exchange/aggregate.h) and
+// the wire figures of the backend ("local": comm/wire_model.h, "gloo": comm/gloo_comm.h).
 WireBytes expected_wire(const Method& m, const AggregateOptions& opt, const std::string& backend,
                         int p, int w, int rank, int64_t step,
                         const std::vector<GradSlot>& slots = test_layout()) {

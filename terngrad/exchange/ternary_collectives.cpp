@@ -1,7 +1,7 @@
-// The exact ternary collectives (terngrad/ternary_collectives.h): cost model, algorithm choice and
-// the three algorithms on top of any comm::Communicator. One explicit device switch per kernel
-// call; temporaries are tensors from the device's caching allocator.
-#include "terngrad/ternary_collectives.h"
+// The exact ternary collectives (terngrad/exchange/ternary_collectives.h): cost model, algorithm
+// choice and the three algorithms on top of any comm::Communicator. One explicit device switch per
+// kernel call; temporaries are tensors from the device's caching allocator.
+#include "terngrad/exchange/ternary_collectives.h"
 
 #include <algorithm>
 #include <condition_variable>

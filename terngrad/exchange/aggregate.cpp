@@ -1,7 +1,7 @@
-// aggregate (terngrad/aggregate.h): the generic allgather path, the exact elementwise
+// aggregate (terngrad/exchange/aggregate.h): the generic allgather path, the exact elementwise
 // reduce-scatter path for f32/f16 slots and the exact ternary path for shared-grid codes, picked
 // from the compressor's wire layout. Temporaries are tensors from the device's caching allocator.
-#include "terngrad/aggregate.h"
+#include "terngrad/exchange/aggregate.h"
 
 #include <algorithm>
 #include <cmath>

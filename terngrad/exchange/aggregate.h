@@ -3,7 +3,7 @@
 // or the whole layout), with the W workers of each rank local and the messages moved by a
 // comm::Communicator. It is the one aggregation path: workers emulated in one process run it over
 // the group of one (aggregate_local, comm::make_self_communicator), processes over gloo, nccl or
-// a local group; and CompressionHook (terngrad/comm_hook.h) is how the Reducer calls it.
+// a local group; and CompressionHook (terngrad/exchange/comm_hook.h) is how the Reducer calls it.
 //
 // The contract is exactness: `out` at r's slots is bit-identical on every rank, for every P, to
 // the rounds folded over all N = P * W workers in global worker order in one place,
@@ -52,7 +52,7 @@
 //
 // The ternary path (some slot ternary, every other slot f32, algorithm ps, packed_allreduce or
 // automatic): every ternary slot's codes are on one grid, so their integer sums are exact in any
-// order. All ternary slots of r travel as ONE bucket (terngrad/ternary_collectives.h,
+// order. All ternary slots of r travel as ONE bucket (terngrad/exchange/ternary_collectives.h,
 // ternary_aggregate_bucket): one worker's bucket is the slots' codes back to back in layout order
 // (each WireLayout::slots[t].bytes = packed_bytes(pack, numel) long, so with no f32 slot a
 // message is its own bucket), summed into the accumulator's int32 sums slot by slot; the padding
@@ -83,14 +83,14 @@
 #include "nn/core/tensor.h"
 #include "nn/core/worker_thread.h"
 #include "terngrad/compressor.h"
-#include "terngrad/ternary_collectives.h"
+#include "terngrad/exchange/ternary_collectives.h"
 
 namespace tg::tern {
 
 // How ranks sum gradients (the config's comm.algorithm; kAlgorithms names them). For ternary
 // codes: `automatic` by the byte cost model, or ps, allgather (the generic path: whole messages)
-// or packed_allreduce (terngrad/ternary_collectives.h); every one exact. `ring` sends f32 slots by
-// a plain ring allreduce instead of the exact reduce-scatter (faster on some links, not
+// or packed_allreduce (terngrad/exchange/ternary_collectives.h); every one exact. `ring` sends f32
+// slots by a plain ring allreduce instead of the exact reduce-scatter (faster on some links, not
 // bit-identical to one process) and codes as `automatic`.
 enum class Algorithm { automatic, ps, allgather, packed_allreduce, ring };
 inline constexpr EnumTable<Algorithm, 5> kAlgorithms = {

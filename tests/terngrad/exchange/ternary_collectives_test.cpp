@@ -20,7 +20,7 @@
 #include "comm/store.h"
 #include "nn/core/philox.h"
 #include "nn/core/worker_thread.h"
-#include "terngrad/ternary_collectives.h"
+#include "terngrad/exchange/ternary_collectives.h"
 #include "terngrad/ternary_fields.h"
 #include "terngrad/ternary_kernels.h"
 #include "tests/comm/rank_threads.h"

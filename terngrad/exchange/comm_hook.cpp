@@ -1,4 +1,4 @@
-#include "terngrad/comm_hook.h"
+#include "terngrad/exchange/comm_hook.h"
 
 #include <algorithm>
 

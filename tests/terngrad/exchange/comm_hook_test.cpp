@@ -1,11 +1,11 @@
-// The compressors' communication hook (terngrad/comm_hook.h) under the Reducer (comm/reducer.h):
-// the reduced gradient bit-identical (memcmp) to the fold of the three rounds over all N workers
-// (tests/terngrad/emulated_reference.h) for every compressor, with many buckets, slots marked
-// ready in a different order on every rank, overlap on (the communication thread) and off, P =
-// 1..3 local ranks and the group of one (emulated workers); every bucket's stats kept, in
+// The compressors' communication hook (terngrad/exchange/comm_hook.h) under the Reducer
+// (comm/reducer.h): the reduced gradient bit-identical (memcmp) to the fold of the three rounds
+// over all N workers (tests/terngrad/emulated_reference.h) for every compressor, with many buckets,
+// slots marked ready in a different order on every rank, overlap on (the communication thread) and
+// off, P = 1..3 local ranks and the group of one (emulated workers); every bucket's stats kept, in
 // words as the trainer logs them. (A failing exchange surfacing from finish():
 // tests/comm/reducer_test.cpp.)
-#include "terngrad/comm_hook.h"
+#include "terngrad/exchange/comm_hook.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,8 @@
 // The Reducer's communication hook for every compressor (PyTorch's ddp_comm_hooks' place): each
 // bucket the Reducer (comm/reducer.h) hands over is aggregated by aggregate()
-// (terngrad/aggregate.h) with this rank's compressor and the run's AggregateOptions. The same hook
-// serves workers emulated in one process (over comm::make_self_communicator) and processes.
+// (terngrad/exchange/aggregate.h) with this rank's compressor and the run's AggregateOptions. The
+// same hook serves workers emulated in one process (over comm::make_self_communicator) and
+// processes.
 //
 // The hook keeps what each bucket of the last step did (AggregateStats, in launch order), for
 // its owner to read after Reducer::finish(); the functions below put a step's buckets into
@@ -15,8 +16,8 @@
 
 #include "comm/reducer.h"
 #include "nn/core/worker_thread.h"
-#include "terngrad/aggregate.h"
 #include "terngrad/compressor.h"
+#include "terngrad/exchange/aggregate.h"
 
 namespace tg::tern {
 
