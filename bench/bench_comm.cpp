@@ -186,8 +186,8 @@ Options parse_args(int argc, char** argv) {
     } else if (a == "--algos") {
       o.algos.clear();
       for (const auto& x : split(value(), ','))
-        if (x != "fp32") {                   // fp32 is always run; the name stays accepted
-          tern::parse_ternary_algorithm(x);  // throws listing the known names
+        if (x != "fp32") {  // fp32 is always run; the name stays accepted
+          parse_enum(tern::kAlgorithms, x, "--algos");  // throws listing the known names
           o.algos.push_back(x);
         }
     } else if (a == "--reps") {
@@ -232,7 +232,7 @@ Options parse_args(int argc, char** argv) {
 // `label` names it in the table and as the JSON "algo" (fp32, a ternary algorithm, the method).
 struct Case {
   std::string label, method;
-  tern::Algorithm algo = tern::Algorithm::automatic;  // ring: method none by a plain ring allreduce
+  tern::Route algo = tern::Route::automatic;  // ring: method none by a plain ring allreduce
 };
 
 std::vector<Case> make_cases(const Options& o) {
@@ -241,10 +241,10 @@ std::vector<Case> make_cases(const Options& o) {
     if (m == "none") {
       cases.push_back({"fp32", m});
     } else if (m == "ring") {
-      cases.push_back({"fp32-ring", "none", tern::Algorithm::ring});
+      cases.push_back({"fp32-ring", "none", tern::Route::ring});
     } else if (m == "terngrad") {
       for (const auto& a : o.algos)
-        cases.push_back({a, m, tern::exchange_algorithm(tern::parse_ternary_algorithm(a))});
+        cases.push_back({a, m, parse_enum(tern::kAlgorithms, a, "--algos")});
     } else {
       cases.push_back({m, m});
     }
@@ -387,7 +387,7 @@ void report_case(const Options& o, const Case& c, const CaseResult& res, int P,
   }
   const Timing t = summarize(slowest);
   const double xchg = percentile(slowest_xchg, 0.5), enc = percentile(slowest_enc, 0.5);
-  if (c.method == "none" && c.algo != tern::Algorithm::ring) ref = {t.median_ms, sent_max};
+  if (c.method == "none" && c.algo != tern::Route::ring) ref = {t.median_ms, sent_max};
   const double bytes_x = sent_max ? static_cast<double>(ref.sent_max) / sent_max : 0;
   const double speedup = ref.median_ms / t.median_ms, xchg_x = ref.median_ms / xchg;
 
@@ -397,8 +397,8 @@ void report_case(const Options& o, const Case& c, const CaseResult& res, int P,
   line.add("layout", "per-tensor").add("path", "product").add("method", c.method);
   line.add("chunk_bytes", o.chunk_bytes).add("overlap", o.overlap ? "on" : "off");
   line.add("link", o.link).add("format", o.format).add("algo", c.label);
-  if (res.stats.ternary_path && c.algo == tern::Algorithm::automatic)
-    line.add("auto_picks", std::string(tern::name(res.stats.bucket_algorithm)) + "=1");
+  if (res.stats.ternary_path && c.algo == tern::Route::automatic)
+    line.add("auto_picks", std::string(tern::name(res.stats.bucket_route)) + "=1");
   line.add_timing(t);
   line.add("sent_rank0", res.wire[0]).add("recv_rank0", res.wire[1]);
   line.add("sent_max", sent_max).add("recv_max", recv_max);

@@ -123,6 +123,10 @@ struct GroupOptions {
   Backend backend = Backend::automatic;
   double timeout = 45.0;  // seconds any single collective or the rendezvous waits for a peer
   std::string interface;  // gloo: network interface to bind, e.g. eth0 ("" = by host name)
+  // Ranks per node, for the node layout (comm/topology.h): 0 = learn it at the rendezvous (Slurm's
+  // node index, else the host name); G > 0: rank r is on node r / G (tests, netns labs, hosts
+  // that share a name).
+  int ranks_per_node = 0;
   bool operator==(const GroupOptions&) const = default;
   std::chrono::milliseconds timeout_ms() const {
     return std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000.0 + 0.5));

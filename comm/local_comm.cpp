@@ -194,7 +194,7 @@ class LocalCommunicator final : public Communicator {
         "local allreduce: dtype ", dtype_name(dtype),
         " is not supported (expected f32, i32, i64 or u64)");
     TG_CHECK(buf != nullptr || n == 0, "local allreduce: null buffer for n = ", n);
-    Call c{Kind::allreduce, static_cast<uint64_t>(n), dtype, op, 0, nullptr, buf};
+    Call c{Kind::allreduce, static_cast<uint64_t>(n), dtype, op, 0, nullptr, buf, {}, {}};
     rendezvous(c);
     std::vector<char> result;
     switch (dtype) {
@@ -218,7 +218,7 @@ class LocalCommunicator final : public Communicator {
 
   void allgather(const void* in, void* out, size_t bytes) override {
     TG_CHECK((in != nullptr && out != nullptr) || bytes == 0, "local allgather: null buffer");
-    Call c{Kind::allgather, bytes, DType::u8, ReduceOp::sum, 0, in, out};
+    Call c{Kind::allgather, bytes, DType::u8, ReduceOp::sum, 0, in, out, {}, {}};
     rendezvous(c);
     char* o = static_cast<char*>(out);
     for (int r = 0; r < size(); ++r) {
@@ -232,7 +232,7 @@ class LocalCommunicator final : public Communicator {
 
   void alltoall(const void* in, void* out, size_t bytes) override {
     TG_CHECK((in != nullptr && out != nullptr) || bytes == 0, "local alltoall: null buffer");
-    Call c{Kind::alltoall, bytes, DType::u8, ReduceOp::sum, 0, in, out};
+    Call c{Kind::alltoall, bytes, DType::u8, ReduceOp::sum, 0, in, out, {}, {}};
     rendezvous(c);
     char* o = static_cast<char*>(out);
     for (int r = 0; r < size(); ++r) {
@@ -281,7 +281,7 @@ class LocalCommunicator final : public Communicator {
     TG_CHECK(in != nullptr || bytes == 0, "local gather: null input buffer on rank ", rank_);
     TG_CHECK(rank_ != root || out != nullptr || bytes == 0, "local gather: the root (rank ", root,
              ") passed a null output buffer");
-    Call c{Kind::gather, bytes, DType::u8, ReduceOp::sum, root, in, out};
+    Call c{Kind::gather, bytes, DType::u8, ReduceOp::sum, root, in, out, {}, {}};
     rendezvous(c);
     if (rank_ == root) {
       char* o = static_cast<char*>(out);
@@ -298,7 +298,7 @@ class LocalCommunicator final : public Communicator {
   void broadcast(void* buf, size_t bytes, int root) override {
     check_root(root, "broadcast");
     TG_CHECK(buf != nullptr || bytes == 0, "local broadcast: null buffer on rank ", rank_);
-    Call c{Kind::broadcast, bytes, DType::u8, ReduceOp::sum, root, nullptr, buf};
+    Call c{Kind::broadcast, bytes, DType::u8, ReduceOp::sum, root, nullptr, buf, {}, {}};
     rendezvous(c);
     if (rank_ != root && bytes > 0) std::memcpy(buf, group_->call(seq_, root).out, bytes);
     finish(c);

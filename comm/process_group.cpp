@@ -116,6 +116,7 @@ RendezvousHello parse_rendezvous_hello(std::string_view bytes, int rank) {
       h.host = v["host"].as_string();
       h.cpus = parse_cpu_list(v["cpus"].as_string(), "cpus");
     }
+    if (v.has("node")) h.node = v["node"].as_string();
     return h;
   } catch (const Error& e) {
     TG_THROW(what, " is malformed: ", e.what(),
@@ -153,6 +154,9 @@ ProcessGroup::ProcessGroup(const RankEnv& env, const std::string& job_id,
   // Where this rank runs: the thread policy counts the ranks sharing this rank's CPUs.
   const std::vector<int> my_cpus = affinity_cpu_list();
   hello.add("host", std::string(host)).add("cpus", cpu_list_str(my_cpus));
+  const EnvMap env_vars = current_environment();
+  const std::string my_node = node_key(env_vars, host);
+  hello.add("node", my_node);
   try {
     store_->set(key("hello", env.rank), bytes_of(hello.str()));
   } catch (const Error& e) {
@@ -169,11 +173,13 @@ ProcessGroup::ProcessGroup(const RankEnv& env, const std::string& job_id,
            "or --job-id, or another world size?)");
   bool shared_gpu = false;
   local_sharing_ = 1;
+  std::vector<std::string> node_keys(static_cast<size_t>(env.world_size), my_node);
   for (int r = 0; r < env.world_size; ++r) {
     if (r == env.rank) continue;
     const std::vector<char> raw = store_->get(keys[r]);
     const RendezvousHello theirs =
         parse_rendezvous_hello(std::string_view(raw.data(), raw.size()), r);
+    node_keys[static_cast<size_t>(r)] = theirs.node.empty() ? "host:" + theirs.host : theirs.node;
     if (theirs.host == host && cpus_overlap(my_cpus, theirs.cpus)) ++local_sharing_;
     const int their_world = theirs.world_size;
     TG_CHECK(their_world == env.world_size, "rendezvous: rank ", r, " was started with world size ",
@@ -196,6 +202,17 @@ ProcessGroup::ProcessGroup(const RankEnv& env, const std::string& job_id,
              " (with --resume every rank must read the same checkpoint: --out must be on storage "
              "every node shares)");
   }
+
+  // ---- the node layout ----------------------------------------------------------------------
+  int local_size = 0;
+  if (const auto it = env_vars.find("OMPI_COMM_WORLD_LOCAL_SIZE"); it != env_vars.end()) {
+    try {
+      local_size = std::stoi(it->second);
+    } catch (const std::exception&) {
+      local_size = 0;  // not a number: no check
+    }
+  }
+  nodes_ = node_layout(node_keys, options.ranks_per_node, env.rank, local_size, &nodes_from_);
 
   // ---- the communicator ----------------------------------------------------------------------
   // comm.backend = auto with CUDA: NCCL needs one GPU per rank; ranks sharing a GPU use Gloo.
@@ -230,6 +247,36 @@ ProcessGroup::ProcessGroup(const RankEnv& env, const std::string& job_id,
 }
 
 ProcessGroup::~ProcessGroup() = default;
+
+std::string node_key(const EnvMap& env, const std::string& host) {
+  const auto node = env.find("SLURM_NODEID");
+  const auto job = env.find("SLURM_JOB_ID");
+  if (node != env.end() && job != env.end() && !node->second.empty())
+    return "slurm-node:" + job->second + "/" + node->second;
+  return "host:" + host;
+}
+
+NodeLayout node_layout(const std::vector<std::string>& keys, int ranks_per_node, int rank,
+                       int local_size, std::string* from) {
+  const int p = static_cast<int>(keys.size());
+  NodeLayout l;
+  if (ranks_per_node > 0) {
+    l = NodeLayout::blocks(p, ranks_per_node);
+    if (from) *from = "comm.ranks_per_node = " + std::to_string(ranks_per_node);
+    return l;  // asked for: Open MPI's count is not checked against it
+  }
+  l = NodeLayout::from_keys(keys);
+  const bool slurm = !keys.empty() && keys[0].rfind("slurm-node:", 0) == 0;
+  if (from) *from = slurm ? "Slurm's node index" : "host names";
+  if (local_size > 0 && rank >= 0 && rank < p) {
+    const auto here = static_cast<int>(l.members(l.node_of[static_cast<size_t>(rank)]).size());
+    TG_CHECK(here == local_size, "node layout: ", here, " ranks share this rank's ",
+             slurm ? "Slurm node" : "host name", " (", keys[static_cast<size_t>(rank)],
+             "), Open MPI counts ", local_size,
+             " on its node (OMPI_COMM_WORLD_LOCAL_SIZE); set comm.ranks_per_node");
+  }
+  return l;
+}
 
 std::string ProcessGroup::key(const std::string& what, int rank) const {
   return prefix_ + "/" + what + "/" + std::to_string(rank);

@@ -11,7 +11,12 @@
 //      compare: a rank that never arrives, a different world size, a different fingerprint (the
 //      differences explained by RunIdentity::explain) or another start iteration (a resume that
 //      read another checkpoint) is an error naming the rank;
-//   3. make the communicator (GroupOptions::backend; `auto` = nccl for CUDA training with one GPU
+//   3. the node layout (comm/topology.h): GroupOptions::ranks_per_node when set, else each rank's
+//      node key from its record: Slurm's node index (SLURM_NODEID) where Slurm started it, else
+//      its host name; where Open MPI says how many ranks share this node
+//      (OMPI_COMM_WORLD_LOCAL_SIZE), the layout must agree, or the error says to set
+//      comm.ranks_per_node (hosts that share a name, containers);
+//   4. make the communicator (GroupOptions::backend; `auto` = nccl for CUDA training with one GPU
 //      per rank, gloo otherwise: when the records show two ranks on one host using the same GPU,
 //      gloo). Gloo listens on GroupOptions::interface's address, else (ranks of the --nproc
 //      launcher, all on this host) on 127.0.0.1, else on the address this host's name resolves
@@ -36,6 +41,7 @@
 #include "comm/communicator.h"
 #include "comm/launch.h"
 #include "comm/store.h"
+#include "comm/topology.h"
 #include "nn/core/enum_names.h"
 #include "nn/core/tensor.h"
 
@@ -69,6 +75,7 @@ struct RendezvousHello {
   int64_t start_step = 0;
   std::string gpu, config;
   std::string host;       // empty when the peer did not say
+  std::string node;       // its node key (step 3); empty when the peer did not say
   std::vector<int> cpus;  // the CPUs its threads may use
 };
 inline constexpr size_t kMaxHelloBytes = size_t{1} << 20;
@@ -88,6 +95,10 @@ class ProcessGroup {
   // cores, so the thread policy gives each 1/local_sharing() of them.
   int local_sharing() const { return local_sharing_; }
   Communicator& comm() { return *comm_; }
+  // Which node each rank runs on (step 3), and where that came from ("comm.ranks_per_node",
+  // "Slurm's node index", "host names").
+  const NodeLayout& nodes() const { return nodes_; }
+  const std::string& nodes_from() const { return nodes_from_; }
   std::string describe() const;  // "rank 1 of 4, gloo over file:///tmp/..."
 
   // True on every rank when `flag` is true on any rank (a max-allreduce of one int).
@@ -120,6 +131,17 @@ class ProcessGroup {
   std::unique_ptr<Store> store_;
   std::unique_ptr<Communicator> comm_;
   int local_sharing_ = 1;
+  NodeLayout nodes_;
+  std::string nodes_from_;
 };
+
+// This rank's node key (step 3 above): "slurm-node:<SLURM_NODEID>" when Slurm started it
+// (SLURM_NODEID and SLURM_JOB_ID set), else "host:<host>".
+std::string node_key(const EnvMap& env, const std::string& host);
+// The layout of a group from its ranks' node keys, or blocks of ranks_per_node > 0; `from` says
+// which. Throws when local_size (Open MPI's count of ranks on this rank's node; 0 = unknown)
+// disagrees with the layout's count for `rank`.
+NodeLayout node_layout(const std::vector<std::string>& keys, int ranks_per_node, int rank,
+                       int local_size, std::string* from);
 
 }  // namespace tg::comm

@@ -375,9 +375,11 @@ const std::vector<KeySpec>& key_specs() {
       {"comm", "backend", field<&C::comm, &K::group, &G::backend>(comm::kBackends),
        "Multi-process runs: auto = nccl for CUDA training with one GPU per rank, else gloo (TCP)"},
       {"comm", "algorithm", field<&C::comm, &K::exchange, &A::algorithm>(tern::kAlgorithms),
-       "How ranks sum gradients. terngrad's ternary codes (all exact): auto = by a byte-count "
-       "cost model, ps, allgather, packed-allreduce. ring: fp32 gradients by a plain ring "
-       "allreduce (faster, not bit-identical to one process; codes as auto)"},
+       "How ranks sum gradients. terngrad's ternary codes (all exact): auto = per bucket by a "
+       "byte-count cost model (fewest bytes between nodes, then on the busiest rank), ps, "
+       "allgather, packed-allreduce, sharded (each shard's codes to its owner, sums back), "
+       "hierarchical (sharded, summed inside each node first). ring: fp32 gradients by a plain "
+       "ring allreduce (faster, not bit-identical to one process; codes as auto)"},
       {"comm", "bucket_mb", field<&C::comm, &K::reducer, &R::bucket_mb>(above(0)),
        "Gradient bucket size in MB (f32 bytes; the first bucket at most 1 MB): each bucket is "
        "exchanged as soon as backward has produced it (PyTorch DDP's bucket_cap_mb)"},
@@ -388,6 +390,9 @@ const std::vector<KeySpec>& key_specs() {
        "Seconds a collective or the rendezvous waits for a peer before the run fails"},
       {"comm", "interface", field<&C::comm, &K::group, &G::interface>(any()),
        "gloo: network interface to bind, e.g. eth0; empty = the address of the hostname"},
+      {"comm", "ranks_per_node", field<&C::comm, &K::group, &G::ranks_per_node>(limit(0, 1 << 20)),
+       "Ranks per node for the hierarchical exchange and the cost model: 0 = from Slurm's node "
+       "index, else the host name; G > 0 = rank r on node r / G (tests, labs)"},
       {"comm", "max_restarts", field<&C::comm, &K::max_restarts>(limit(0, 1000)),
        "--nproc: when a rank fails, restart every rank from the newest intact checkpoint, up to "
        "N times (needs --out; torchrun's --max-restarts)"},

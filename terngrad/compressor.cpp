@@ -18,14 +18,6 @@ namespace {
 
 // ---- device-generic helpers on raw pointers --------------------------------------------------
 
-void copy_bytes(const Device& d, void* dst, const void* src, size_t n) {
-  if (n == 0) return;
-  if (d.is_cpu())
-    std::memcpy(dst, src, n);
-  else
-    cuda::copy_d2d(d.index, dst, src, n);
-}
-
 // The bucket forms (one launch per up to 60 tensors on CUDA; the per-tensor kernels in order on
 // the CPU, so the same bits either way).
 void stats_bucket(const Device& d, const std::vector<StatsTask>& t, std::vector<TensorStats>& out) {

@@ -28,8 +28,9 @@
 //   fp32       up 32, down 32, no scalers.
 //   TernGrad   up 2 (the 2-bit packing of terngrad/ternary_kernels.h; 1.585 = log2 3 is the
 //              entropy bound), down k(N) = ceil(log2(2N + 1)) (the N-worker sum of ternary codes
-//              has 2N + 1 levels; our k-bit sum fields, terngrad/ternary_fields.h), or log2(2N + 1)
-//              unrounded with DownBits::exact; plus one f32 scaler per tensor in each direction.
+//              has 2N + 1 levels: whole-bit fields), or log2(2N + 1) unrounded with
+//              DownBits::exact (our base-(2N + 1) words, terngrad/sum_radix.h, come within one
+//              digit per 64 bits of it); plus one f32 scaler per tensor in each direction.
 //   Bytes of one message with beta bits per element: B(beta) = sum_t ceil(n_t beta / 8) + 4 T_s
 //   (T_s = T scalers for TernGrad, 0 for fp32; no ceil with unrounded beta).
 //
@@ -41,13 +42,11 @@
 //     out = in = (M - 1) / M B_up,node  and  (M - 1) / M B_down  per node and direction
 //     T_inter    = (M - 1) / M max(B_up,node, B_down) / BW_net + 2 a_net    full duplex (default)
 //                = (M - 1) / M (B_up,node + B_down) / BW_net + 2 a_net      half duplex
-//     B_up,node  = B(beta_up): the reconstruction counts the node's upload at the per-GPU beta_up
-//     (2 bits
-//                  for TernGrad; a node sum of G' GPUs' codes strictly needs ceil(log2(2G' + 1))
-//                  bits, a choice left to the reconstruction's form).
+//     B_up,node  = B(beta_up): the reconstruction counts the node's upload at the per-GPU
+//                  beta_up (2 bits for TernGrad; a node sum of G' GPUs' codes strictly needs
+//                  ceil(log2(2G' + 1)) bits, a choice left to the reconstruction's form).
 //   ring (hierarchical: intra-node as above, ring allreduce of the node sums across nodes; for
-//         TernGrad the k(N)-bit sum fields of terngrad/exchange/ternary_collectives.h
-//         packed_allreduce):
+//         TernGrad k(N)-bit sums, as a packed allreduce of whole-bit fields would move):
 //     T_inter    = 2 (M - 1) / M B(beta_ring) / BW_net + 2 (M - 1) a_net    full duplex
 //                  (x 2 for half duplex);  beta_ring = 32 (fp32) or k(N) (TernGrad)
 //   T_inter = 0 when M = 1.

@@ -8,6 +8,9 @@ std::vector<std::pair<const char*, double>> iteration_cost_fields(const Iteratio
   std::vector<std::pair<const char*, double>> f = {
       {"wire_bytes_sent_per_worker_per_iter", c.wire_sent},
       {"wire_bytes_received_per_worker_per_iter", c.wire_received}};
+  if (c.across_nodes)
+    f.insert(f.end(), {{"wire_bytes_sent_across_nodes_per_worker_per_iter", c.inter_sent},
+                       {"wire_bytes_received_across_nodes_per_worker_per_iter", c.inter_received}});
   if (!c.timed) return f;
   f.insert(f.end(), {{"compute_seconds_per_iter", c.compute_s},
                      {"compression_seconds_per_iter", c.compression_s},
@@ -43,6 +46,23 @@ std::string to_json(const TrainSummary& s) {
     o.add("comm_backend", s.comm_backend).add("comm_algorithm", s.comm_algorithm);
     o.add("rendezvous", s.rendezvous);
     o.add("comm_buckets", s.buckets).add("comm_overlap", s.overlap);
+    std::string routes = "[";
+    for (const std::string& r : s.bucket_routes) {
+      if (routes.size() > 1) routes += ',';
+      routes += json::quote(r);
+    }
+    routes += ']';
+    o.add_raw("comm_bucket_routes", routes);
+    json::Object nodes;
+    nodes.add("count", s.nodes.nodes()).add("from", s.nodes_from);
+    std::string of_rank = "[";
+    for (int n : s.nodes.node_of) {
+      if (of_rank.size() > 1) of_rank += ',';
+      of_rank += std::to_string(n);
+    }
+    of_rank += ']';
+    nodes.add_raw("node_of_rank", of_rank);
+    o.add_raw("nodes", nodes.str());
   }
   // What one worker's message holds per iteration (the message plus the shared scalers it
   // contributes); fp32 is the uncompressed gradient, for the ratio.

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "comm/topology.h"
 #include "config/config.h"
 #include "nn/core/json.h"
 #include "train/evaluate.h"
@@ -28,6 +29,10 @@ struct IterationCost {
   double wire_sent = 0, wire_received = 0;
   bool timed = false;  // the seconds below were measured (not every step is timed on a GPU)
   double compute_s = 0, compression_s = 0, communication_s = 0, comm_exposed_s = 0;
+  // With ranks on two or more nodes: of the wire bytes, those to and from other nodes (the
+  // slow links; the rest stayed inside a node).
+  bool across_nodes = false;
+  double inter_sent = 0, inter_received = 0;
 };
 
 struct TrainSummary {
@@ -45,8 +50,13 @@ struct TrainSummary {
   std::string loader_threads_from;
   bool distributed = false;  // the fields below are set
   std::string comm_backend, comm_algorithm, rendezvous;
-  int64_t buckets = 0;   // the reducer's gradient buckets
-  bool overlap = false;  // exchanged while backward runs
+  int64_t buckets = 0;     // the reducer's gradient buckets
+  bool overlap = false;    // exchanged while backward runs
+  comm::NodeLayout nodes;  // which node each rank ran on, and where that came from
+  std::string nodes_from;
+  // Per bucket of the last step, how it travelled: its ternary route (the cost model's pick under
+  // auto), else the path of its slots ("reduce-scatter", "ring", "message").
+  std::vector<std::string> bucket_routes;
   uint64_t payload_bytes_per_worker_per_iter = 0, fp32_bytes_per_worker_per_iter = 0;
   IterationCost per_iter;
   std::string device, device_name, model;

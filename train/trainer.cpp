@@ -223,12 +223,17 @@ void add_all_compressor_state(Checkpoint& c, const tern::Compressor& comp, int t
 // Sums of a stretch of steps on this rank: bytes sent and received, phase seconds.
 struct StepTotals {
   double sent = 0, received = 0;
+  double inter_sent = 0, inter_received = 0;  // of them, to and from other nodes
   double compute_s = 0, compress_s = 0, comm_s = 0, exposed_s = 0;
   int64_t steps = 0, timed_steps = 0;
   void add_step(uint64_t s, uint64_t r) {
     sent += static_cast<double>(s);
     received += static_cast<double>(r);
     ++steps;
+  }
+  void add_inter(const comm::WireBytes& w) {
+    inter_sent += static_cast<double>(w.sent);
+    inter_received += static_cast<double>(w.received);
   }
   void add_times(const StepTimes& t) {
     compute_s += t.transfer_s + t.forward_s + t.backward_s + t.update_s;
@@ -241,7 +246,8 @@ struct StepTotals {
   IterationCost per_iter(ProcessGroup* group, int total_workers) const {
     const double timed = static_cast<double>(std::max<int64_t>(timed_steps, 1));
     std::vector<double> v = {
-        sent, received, compute_s / timed, compress_s / timed, comm_s / timed, exposed_s / timed};
+        sent,           received,          compute_s / timed, compress_s / timed,
+        comm_s / timed, exposed_s / timed, inter_sent,        inter_received};
     const int p = group ? group->size() : 1;
     if (group) v = group->sum(v);
     const double per = static_cast<double>(std::max<int64_t>(steps, 1)) * total_workers;
@@ -253,6 +259,9 @@ struct StepTotals {
     c.compression_s = v[3] / p;
     c.communication_s = v[4] / p;
     c.comm_exposed_s = group ? v[5] / p : 0.0;  // one process: no communication to wait for
+    c.across_nodes = group != nullptr && group->nodes().nodes() > 1;
+    c.inter_sent = v[6] / per;
+    c.inter_received = v[7] / per;
     return c;
   }
 };
@@ -564,10 +573,12 @@ void Trainer::State::join_group() {
   omp_set_num_threads(threads.count);
   if (!device.is_cuda() || group)
     say(plural(threads.count, "CPU thread") + " per process (" + threads.why + ")");
-  if (group)
+  if (group) {
     say(std::to_string(world) + " processes (" + group->comm().backend() + ", rendezvous " +
         opt.rank.rendezvous + ", from " + opt.rank.source + "), " +
         plural(local_workers, "worker") + " each");
+    say("nodes: " + group->nodes().str() + " (from " + group->nodes_from() + ")");
+  }
 }
 
 // The training batches: this rank's workers' slices of each global batch, loaded by the input
@@ -714,8 +725,14 @@ bool Trainer::State::step_once() {
     save_by_time = any[1] != 0;
   }
   const comm::WireBytes wire1 = group ? group->comm().wire() : comm::WireBytes{};
+  comm::WireBytes inter;
+  for (const tern::AggregateStats& b : train_step->last_buckets()) {
+    inter.sent += b.inter_wire.sent;
+    inter.received += b.inter_wire.received;
+  }
   for (StepTotals* t : {&window_totals, &run_totals}) {
     t->add_step(wire1.sent - wire0.sent, wire1.received - wire0.received);
+    t->add_inter(inter);
     if (timed) t->add_times(times);
   }
   ++window_steps;
@@ -794,9 +811,12 @@ Trainer::Trainer(const Config& config, const TrainOptions& options)
       s.metrics.open(options.out_dir, s.cfg.train.tensorboard, resumed ? s.start_step : -1);
     }
     s.open_input();
+    // The exchange learns the node layout from the process group (not a config key).
+    tern::AggregateOptions exchange = s.cfg.comm.exchange;
+    if (s.group) exchange.nodes = s.group->nodes();
     s.train_step.emplace(*s.net, *s.optimizer, s.ema ? &*s.ema : nullptr, s.cfg.train.weight_decay,
                          s.seed, s.compressor.get(), s.step_comm ? &*s.step_comm : nullptr,
-                         s.cfg.comm.reducer, s.cfg.comm.exchange);
+                         s.cfg.comm.reducer, exchange);
     if (options.gradient_hook) s.train_step->set_gradient_hook(options.gradient_hook);
     if (s.group)
       s.say("gradients in " +
@@ -848,6 +868,12 @@ TrainSummary Trainer::run() {
       sum.distributed = true;
       sum.comm_backend = s.group->comm().backend();
       sum.comm_algorithm = enum_name(tern::kAlgorithms, s.cfg.comm.exchange.algorithm);
+      sum.nodes = s.group->nodes();
+      sum.nodes_from = s.group->nodes_from();
+      for (const tern::AggregateStats& b : s.train_step->last_buckets())
+        sum.bucket_routes.emplace_back(b.ternary_path     ? tern::name(b.bucket_route)
+                                       : b.routes.empty() ? "none"
+                                                          : tern::name(b.routes.front()));
       sum.rendezvous = s.opt.rank.rendezvous;
       sum.buckets = static_cast<int64_t>(s.train_step->buckets().size());
       sum.overlap = s.train_step->overlapped();

@@ -295,7 +295,7 @@ class Engine {
       : pg_(std::move(pg)), options_(std::move(options)) {
     TG_CHECK(pg_, "terngrad_torch: no process group");
     agg_.algorithm =
-        tg::tern::exchange_algorithm(tg::tern::parse_ternary_algorithm(options_.algorithm));
+        tg::parse_enum(tg::tern::kAlgorithms, options_.algorithm, "terngrad_torch: algorithm");
     TG_CHECK(options_.chunk_bytes >= 0, "terngrad_torch: chunk_bytes must be >= 0");
     agg_.chunk_bytes = options_.chunk_bytes;
     // Refuse bad options here, by name, rather than at the first bucket: pack is parsed by

@@ -53,7 +53,8 @@ class TernGradState:
             max |g| without clipping.
         pack: "two_bit" (4 codes per byte) or "base3" (5 codes per byte, 1.6 bits).
         seed: seed of the stochastic rounding; every rank must pass the same.
-        algorithm: "auto" (the byte cost model's choice), "allgather", "packed-allreduce" or "ps".
+        algorithm: "auto" (the byte cost model's choice, per bucket), "allgather", "sharded",
+            "hierarchical", "packed-allreduce" or "ps".
         chunk_bytes: bytes of one rank's codes per collective call (0: the whole bucket).
         min_size: parameters with fewer elements travel as fp32.
         error_feedback: each rank ternarizes its gradient plus its residual and keeps, per

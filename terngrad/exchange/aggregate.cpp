@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <utility>
 #include <vector>
 
@@ -29,12 +30,18 @@ comm::WireBytes delta(const comm::WireBytes& before, const comm::WireBytes& afte
   return {after.sent - before.sent, after.received - before.received};
 }
 
-void copy_bytes(const Device& d, void* dst, const void* src, int64_t n) {
-  if (n == 0) return;
-  if (d.is_cpu())
-    std::memcpy(dst, src, static_cast<size_t>(n));
-  else
-    cuda::copy_d2d(d.index, dst, src, static_cast<size_t>(n));
+// The part of a collective's bytes `w` that crosses node boundaries, for the collectives that move
+// one equal block between every pair of ranks (allgather and alltoall: a direct exchange on
+// Gloo, comm/gloo_comm.h; the same per-rank totals in comm/wire_model.h): the blocks to and from
+// the peers on other nodes. Zero without a layout of two or more nodes.
+comm::WireBytes across_nodes(const comm::WireBytes& w, const comm::NodeLayout& nodes, int rank) {
+  if (nodes.nodes() < 2) return {};
+  const int p = nodes.ranks();
+  int off = 0;
+  for (int q = 0; q < p; ++q)
+    off += nodes.node_of[static_cast<size_t>(q)] != nodes.node_of[static_cast<size_t>(rank)];
+  const auto peers = static_cast<uint64_t>(p - 1), o = static_cast<uint64_t>(off);
+  return {w.sent / peers * o, w.received / peers * o};
 }
 
 // bytes [offset, offset + n) of u8 tensor src into u8 tensor dst at dst_offset (same device).
@@ -42,95 +49,6 @@ void copy_range(Tensor& dst, int64_t dst_offset, const Tensor& src, int64_t src_
   if (n == 0) return;
   Tensor d = dst.slice(0, dst_offset, dst_offset + n);
   d.copy_from(src.slice(0, src_offset, src_offset + n));
-}
-
-// Round 1, every path: shared = elementwise max over the N workers' metas in global order,
-// through an allgather of every rank's W * M floats (with one rank, the local metas themselves).
-std::vector<float> share_meta(Compressor& c, comm::Communicator& comm,
-                              std::span<const Tensor> local_grads, SlotRange r,
-                              AggregateStats& st) {
-  const auto m = static_cast<size_t>(c.num_meta(r));
-  std::vector<float> shared(m, 0.0f);
-  if (m == 0) return shared;
-  const size_t w = local_grads.size();
-  const size_t n = w * static_cast<size_t>(comm.size());
-  auto t0 = Clock::now();
-  std::vector<float> metas(w * m);
-  for (size_t k = 0; k < w; ++k) c.local_meta(local_grads[k], metas.data() + k * m, r);
-  st.encode_s += seconds_since(t0);
-
-  if (comm.size() > 1) {
-    t0 = Clock::now();
-    const Device d = comm.device();
-    const comm::WireBytes before = comm.wire();
-    Tensor in = Tensor::from_vector(metas, {static_cast<int64_t>(w * m)}, d);
-    Tensor all = Tensor::empty({static_cast<int64_t>(n * m)}, DType::f32, d);
-    comm.allgather(in.data<float>(), all.data<float>(), w * m * sizeof(float));
-    metas = all.to_vector<float>();
-    st.meta_wire = delta(before, comm.wire());
-    st.comm_s += seconds_since(t0);
-  }
-
-  for (size_t g = 0; g < n; ++g)
-    for (size_t i = 0; i < m; ++i)
-      shared[i] = g == 0 ? metas[i] : std::max(shared[i], metas[g * m + i]);
-  return shared;
-}
-
-// ---- the three paths -------------------------------------------------------------------------
-
-void generic_path(Compressor& c, comm::Communicator& comm, std::span<const Tensor> local_grads,
-                  int64_t step, SlotRange r, const std::vector<float>& shared, Tensor& out,
-                  AggregateStats& st) {
-  const Device d = comm.device();
-  const int64_t w = static_cast<int64_t>(local_grads.size());
-  const int64_t n = w * comm.size();
-  const auto b = static_cast<int64_t>(c.payload_bytes(step, r));
-  const int64_t first = static_cast<int64_t>(comm.rank()) * w;
-  st.routes.assign(r.size(), SlotRoute::message);
-  Accumulator acc = c.make_accumulator(d, r);
-
-  if (comm.size() == 1) {
-    // Nothing to gather: each message into the sums as soon as it is encoded, in one buffer.
-    Tensor msg = Tensor::empty({b}, DType::u8, d);
-    for (int64_t k = 0; k < w; ++k) {
-      auto t0 = Clock::now();
-      c.encode(local_grads[k], shared.data(), step, static_cast<int>(k), msg, r);
-      st.encode_s += seconds_since(t0);
-      t0 = Clock::now();
-      c.accumulate(msg, shared.data(), step, acc, r);
-      st.reduce_s += seconds_since(t0);
-    }
-    const auto t0 = Clock::now();
-    c.finalize(acc, shared.data(), step, static_cast<int>(n), out, r);
-    st.reduce_s += seconds_since(t0);
-    return;
-  }
-
-  // Messages travel at a stride of B rounded up to 4 bytes, so every message starts 4-byte
-  // aligned (raw floats inside a message are read as floats).
-  const int64_t stride = padded4(b);
-  auto t0 = Clock::now();
-  Tensor local = Tensor::zeros({w * stride}, DType::u8, d);  // zeros: the padding is defined
-  for (int64_t k = 0; k < w; ++k) {
-    Tensor msg = local.slice(0, k * stride, k * stride + b);
-    c.encode(local_grads[k], shared.data(), step, static_cast<int>(first + k), msg, r);
-  }
-  st.encode_s += seconds_since(t0);
-
-  t0 = Clock::now();
-  Tensor all = Tensor::empty({n * stride}, DType::u8, d);
-  if (stride > 0)
-    comm.allgather(local.data<uint8_t>(), all.data<uint8_t>(), static_cast<size_t>(w * stride));
-  st.comm_s += seconds_since(t0);
-
-  t0 = Clock::now();
-  for (int64_t g = 0; g < n; ++g) {
-    const Tensor msg = all.slice(0, g * stride, g * stride + b);
-    c.accumulate(msg, shared.data(), step, acc, r);
-  }
-  c.finalize(acc, shared.data(), step, static_cast<int>(n), out, r);
-  st.reduce_s += seconds_since(t0);
 }
 
 // acc[0 .. len) += the `len` values at `in` of the given coding (f32 or f16), in place.
@@ -144,248 +62,395 @@ void add_coded(const Device& d, SlotCoding coding, const uint8_t* in, int64_t le
               fp16_unpack_accumulate_cuda(in, len, 1.0f, acc));
 }
 
-void elementwise_path(Compressor& c, comm::Communicator& comm, std::span<const Tensor> local_grads,
-                      int64_t step, SlotRange r, const std::vector<float>& shared,
-                      const WireLayout& wl, bool ring, Tensor& out, AggregateStats& st) {
-  const Device d = comm.device();
-  const int64_t p = comm.size(), me = comm.rank();
-  const int64_t w = static_cast<int64_t>(local_grads.size()), workers = w * p;
-  const SlotCoding coding = wl.slots.front().coding;
-  const int64_t e = coding == SlotCoding::f32 ? 4 : 2;
-  const auto [e0, e1] = c.elements(r);
-  const int64_t n = e1 - e0;
-  const float inv = 1.0f / static_cast<float>(workers);
-  TG_CHECK(wl.bytes == n * e, "aggregate: ", c.name(), "'s ", name(coding), " message of ", n,
-           " elements is ", wl.bytes, " bytes, expected ", n * e);
-  st.elementwise_path = true;
-  st.elementwise_bytes = static_cast<int>(e);
+// One call of aggregate(): one slot range of one step on this rank. The rounds and paths of the
+// header comment are its methods; what they share (the compressor, the communicator, the
+// gradients, the range, its wire layout and shared meta, the statistics) are its members.
+class BucketExchange {
+ public:
+  BucketExchange(Compressor& c, comm::Communicator& comm, std::span<const Tensor> local_grads,
+                 int64_t step, Tensor& out, const AggregateOptions& o, SlotRange r,
+                 WorkerThread* collectives)
+      : c_(c),
+        comm_(comm),
+        d_(comm.device()),
+        grads_(local_grads),
+        step_(step),
+        out_(out),
+        o_(o),
+        r_(r),
+        collectives_(collectives),
+        w_(static_cast<int64_t>(local_grads.size())),
+        n_(w_ * comm.size()),
+        first_(static_cast<int64_t>(comm.rank()) * w_),
+        wl_(c.wire(step, r)) {}
 
-  // One worker's message of r as bytes of e per element, in element order (the slots are
-  // contiguous in the flat gradient and back to back in the message): f32 slots are the
-  // gradient's own floats, read in place; f16 ones are encoded.
-  auto t0 = Clock::now();
-  std::vector<const uint8_t*> msg(static_cast<size_t>(w));
-  Tensor encoded;
-  if (coding == SlotCoding::f32) {
-    for (int64_t k = 0; k < w; ++k)
-      msg[k] = reinterpret_cast<const uint8_t*>(local_grads[k].data<float>() + e0);
-  } else {
-    const int64_t first = me * w;
-    encoded = Tensor::empty({w * n * e}, DType::u8, d);
-    for (int64_t k = 0; k < w; ++k) {
-      Tensor m = encoded.slice(0, k * n * e, (k + 1) * n * e);
-      c.encode(local_grads[k], shared.data(), step, static_cast<int>(first + k), m, r);
-      msg[k] = encoded.data<uint8_t>() + k * n * e;
-    }
+  AggregateStats run() {
+    // The route, from the compressor's description of the range's message. One rank exchanges
+    // nothing: the generic path then folds the messages as they are encoded, the cheapest route.
+    const bool group = comm_.size() > 1;
+    const bool ternary = group && o_.algorithm != Route::allgather &&
+                         wl_.any(SlotCoding::ternary) &&
+                         std::all_of(wl_.slots.begin(), wl_.slots.end(), [](const SlotWire& s) {
+                           return s.coding == SlotCoding::ternary || s.coding == SlotCoding::f32;
+                         });
+    const bool elementwise = group && !wl_.slots.empty() &&
+                             (wl_.uniform(SlotCoding::f32) || wl_.uniform(SlotCoding::f16));
+
+    // What this call is about, for backends that check peers agree
+    // (comm::Communicator::set_call_context).
+    uint64_t digest = kFnvOffset;
+    for (const int64_t v :
+         {step_, static_cast<int64_t>(r_.first), static_cast<int64_t>(r_.size()), wl_.bytes, w_})
+      digest = fnv1a64(std::string_view(reinterpret_cast<const char*>(&v), sizeof v), digest);
+    comm_.set_call_context(fnv1a64(c_.name(), digest));
+
+    const comm::WireBytes before = comm_.wire();
+    share_meta();
+    if (ternary)
+      ternary_path();
+    else if (elementwise)
+      elementwise_path(o_.algorithm == Route::ring);
+    else
+      generic_path();
+    st_.wire = delta(before, comm_.wire());
+    st_.shared_meta = shared_;
+    comm_.set_call_context(0);
+    return std::move(st_);
   }
-  st.encode_s += seconds_since(t0);
 
-  if (ring && coding == SlotCoding::f32) {
-    // The local workers in order, then the ring's sum over ranks, then the average.
-    st.routes.assign(r.size(), SlotRoute::ring);
-    t0 = Clock::now();
-    Tensor acc = Tensor::zeros({n}, DType::f32, d);
-    for (int64_t k = 0; k < w; ++k) add_coded(d, coding, msg[k], n, acc.data<float>());
-    st.reduce_s += seconds_since(t0);
-    t0 = Clock::now();
-    comm.allreduce(acc.data<float>(), n, DType::f32, comm::ReduceOp::sum);
-    st.comm_s += seconds_since(t0);
-    t0 = Clock::now();
-    Tensor o = out.slice(0, e0, e1);
-    o.zero_();
-    axpy(d, n, inv, acc.data<float>(), o.data<float>());
-    st.reduce_s += seconds_since(t0);
-    return;
-  }
-  st.routes.assign(r.size(), SlotRoute::reduce_scatter);
-  const int64_t range = (n + p - 1) / p;  // elements each rank owns (C)
-  auto span_of = [&](int64_t q) { return std::clamp<int64_t>(n - q * range, 0, range); };
+ private:
+  // Round 1, every path: shared = elementwise max over the N workers' metas in global order,
+  // through an allgather of every rank's W * M floats (with one rank, the local metas themselves).
+  void share_meta() {
+    const auto m = static_cast<size_t>(c_.num_meta(r_));
+    shared_.assign(m, 0.0f);
+    if (m == 0) return;
+    const auto w = static_cast<size_t>(w_), n = static_cast<size_t>(n_);
+    auto t0 = Clock::now();
+    std::vector<float> metas(w * m);
+    for (size_t k = 0; k < w; ++k) c_.local_meta(grads_[k], metas.data() + k * m, r_);
+    st_.encode_s += seconds_since(t0);
 
-  // send[q][k] = local worker k's range q (zero beyond n); recv[r][k] = rank r's worker k's range
-  // of this rank: global worker r * W + k.
-  t0 = Clock::now();
-  const int64_t block = range * e;  // bytes of one worker's range
-  // Every byte is written once: the ranges, and zeros only in the short last range's padding
-  // (the whole buffer zeroed first cost a full extra pass over the gradient per call).
-  Tensor send = Tensor::empty({p * w * block}, DType::u8, d);
-  for (int64_t q = 0; q < p; ++q)
-    for (int64_t k = 0; k < w; ++k) {
-      const int64_t len = span_of(q) * e, at = (q * w + k) * block;
-      copy_bytes(d, send.data<uint8_t>() + at, msg[k] + q * block, len);
-      if (len < block) send.slice(0, at + len, at + block).zero_();
+    if (comm_.size() > 1) {
+      t0 = Clock::now();
+      const comm::WireBytes before = comm_.wire();
+      Tensor in = Tensor::from_vector(metas, {static_cast<int64_t>(w * m)}, d_);
+      Tensor all = Tensor::empty({static_cast<int64_t>(n * m)}, DType::f32, d_);
+      comm_.allgather(in.data<float>(), all.data<float>(), w * m * sizeof(float));
+      metas = all.to_vector<float>();
+      st_.meta_wire = delta(before, comm_.wire());
+      add_inter(across_nodes(st_.meta_wire, o_.nodes, comm_.rank()));
+      st_.comm_s += seconds_since(t0);
     }
-  st.encode_s += seconds_since(t0);
 
-  t0 = Clock::now();
-  Tensor recv = Tensor::empty({p * w * block}, DType::u8, d);
-  comm.alltoall(send.data<uint8_t>(), recv.data<uint8_t>(), static_cast<size_t>(w * block));
-  st.comm_s += seconds_since(t0);
+    for (size_t g = 0; g < n; ++g)
+      for (size_t i = 0; i < m; ++i)
+        shared_[i] = g == 0 ? metas[i] : std::max(shared_[i], metas[g * m + i]);
+  }
 
-  t0 = Clock::now();
-  Tensor acc = Tensor::zeros({range}, DType::f32, d), mine = Tensor::zeros({range}, DType::f32, d);
-  const int64_t len = span_of(me);  // the padding of a short last range stays 0
-  for (int64_t g = 0; g < workers; ++g)
-    add_coded(d, coding, recv.data<uint8_t>() + g * block, len, acc.data<float>());
-  axpy(d, len, inv, acc.data<float>(), mine.data<float>());
-  st.reduce_s += seconds_since(t0);
+  void generic_path() {
+    const auto b = static_cast<int64_t>(c_.payload_bytes(step_, r_));
+    st_.routes.assign(r_.size(), Route::message);
+    Accumulator acc = c_.make_accumulator(d_, r_);
 
-  t0 = Clock::now();
-  Tensor all = Tensor::empty({p * range}, DType::f32, d);
-  comm.allgather(mine.data<float>(), all.data<float>(), static_cast<size_t>(range) * 4);
-  out.slice(0, e0, e1).copy_from(all.slice(0, 0, n));
-  st.comm_s += seconds_since(t0);
-}
+    if (comm_.size() == 1) {
+      // Nothing to gather: each message into the sums as soon as it is encoded, in one buffer.
+      Tensor msg = Tensor::empty({b}, DType::u8, d_);
+      for (int64_t k = 0; k < w_; ++k) {
+        auto t0 = Clock::now();
+        c_.encode(grads_[k], shared_.data(), step_, static_cast<int>(k), msg, r_);
+        st_.encode_s += seconds_since(t0);
+        t0 = Clock::now();
+        c_.accumulate(msg, shared_.data(), step_, acc, r_);
+        st_.reduce_s += seconds_since(t0);
+      }
+      const auto t0 = Clock::now();
+      c_.finalize(acc, shared_.data(), step_, static_cast<int>(n_), out_, r_);
+      st_.reduce_s += seconds_since(t0);
+      return;
+    }
 
-void ternary_path(Compressor& c, comm::Communicator& comm, std::span<const Tensor> local_grads,
-                  int64_t step, SlotRange r, const std::vector<float>& shared, const WireLayout& wl,
-                  const AggregateOptions& o, WorkerThread* collectives, Tensor& out,
-                  AggregateStats& st) {
-  const Device d = comm.device();
-  const auto& layout = c.layout();
-  const int w = static_cast<int>(local_grads.size());
-  const int64_t n = static_cast<int64_t>(w) * comm.size();
-  const int64_t first = static_cast<int64_t>(comm.rank()) * w;
-  const PackFormat f = wl.pack;
-  const std::vector<SlotWire>& fmt = wl.slots;  // fmt[t - r.first]: slot t
-  const int64_t b = wl.bytes;
-  const size_t slots = r.size();
-  st.ternary_path = true;
-  auto is_ternary = [&](size_t i) { return fmt[i].coding == SlotCoding::ternary; };
+    // Messages travel at a stride of B rounded up to 4 bytes, so every message starts 4-byte
+    // aligned (raw floats inside a message are read as floats).
+    const int64_t stride = padded4(b);
+    auto t0 = Clock::now();
+    Tensor local = Tensor::zeros({w_ * stride}, DType::u8, d_);  // zeros: the padding is defined
+    for (int64_t k = 0; k < w_; ++k) {
+      Tensor msg = local.slice(0, k * stride, k * stride + b);
+      c_.encode(grads_[k], shared_.data(), step_, static_cast<int>(first_ + k), msg, r_);
+    }
+    st_.encode_s += seconds_since(t0);
 
-  // The bucket: every ternary slot, in layout order; the gathered block: every f32 slot.
-  // Every rank derives both, and resolves `automatic`, from the same sizes, so all agree.
-  std::vector<int64_t> bucket_numel;
-  std::vector<int64_t> block_offset(slots, -1);
-  int64_t g_bytes = 0;
-  for (size_t i = 0; i < slots; ++i) {
-    if (is_ternary(i)) {
-      ++st.ternary_slots;
-      bucket_numel.push_back(layout[r.first + i].numel);
+    t0 = Clock::now();
+    Tensor all = Tensor::empty({n_ * stride}, DType::u8, d_);
+    if (stride > 0)
+      uniform_collective([&] {
+        comm_.allgather(local.data<uint8_t>(), all.data<uint8_t>(),
+                        static_cast<size_t>(w_ * stride));
+      });
+    st_.comm_s += seconds_since(t0);
+
+    t0 = Clock::now();
+    for (int64_t g = 0; g < n_; ++g) {
+      const Tensor msg = all.slice(0, g * stride, g * stride + b);
+      c_.accumulate(msg, shared_.data(), step_, acc, r_);
+    }
+    c_.finalize(acc, shared_.data(), step_, static_cast<int>(n_), out_, r_);
+    st_.reduce_s += seconds_since(t0);
+  }
+
+  void elementwise_path(bool ring) {
+    const int64_t p = comm_.size(), me = comm_.rank();
+    const SlotCoding coding = wl_.slots.front().coding;
+    const int64_t e = coding == SlotCoding::f32 ? 4 : 2;
+    const auto [e0, e1] = c_.elements(r_);
+    const int64_t n = e1 - e0;
+    const float inv = 1.0f / static_cast<float>(n_);
+    TG_CHECK(wl_.bytes == n * e, "aggregate: ", c_.name(), "'s ", name(coding), " message of ", n,
+             " elements is ", wl_.bytes, " bytes, expected ", n * e);
+    st_.elementwise_path = true;
+    st_.elementwise_bytes = static_cast<int>(e);
+
+    // One worker's message of r as bytes of e per element, in element order (the slots are
+    // contiguous in the flat gradient and back to back in the message): f32 slots are the
+    // gradient's own floats, read in place; f16 ones are encoded.
+    auto t0 = Clock::now();
+    std::vector<const uint8_t*> msg(static_cast<size_t>(w_));
+    Tensor encoded;
+    if (coding == SlotCoding::f32) {
+      for (int64_t k = 0; k < w_; ++k)
+        msg[k] = reinterpret_cast<const uint8_t*>(grads_[k].data<float>() + e0);
     } else {
-      ++st.raw_slots;
-      block_offset[i] = g_bytes;
-      g_bytes += fmt[i].bytes;  // numel floats: the block stays 4-byte aligned
+      encoded = Tensor::empty({w_ * n * e}, DType::u8, d_);
+      for (int64_t k = 0; k < w_; ++k) {
+        Tensor m = encoded.slice(0, k * n * e, (k + 1) * n * e);
+        c_.encode(grads_[k], shared_.data(), step_, static_cast<int>(first_ + k), m, r_);
+        msg[k] = encoded.data<uint8_t>() + k * n * e;
+      }
     }
-  }
-  const TernaryPipeline pipeline{o.chunk_bytes, o.overlap ? collectives : nullptr};
-  const TernaryBucketShape shape{bucket_numel, comm.size(), w, f, comm.backend(), o.chunk_bytes};
-  const TernaryAlgorithm asked = ternary_algorithm(o.algorithm);
-  st.bucket_algorithm =
-      asked == TernaryAlgorithm::automatic ? choose_ternary_bucket_algorithm(shape) : asked;
-  st.bucket_bytes = bucket_code_bytes(bucket_numel, f);
-  st.bucket_chunks = st.bucket_bytes == 0 ? 0
-                     : o.chunk_bytes == 0 ? 1
-                                          : (st.bucket_bytes + o.chunk_bytes - 1) / o.chunk_bytes;
-  SlotRoute bucket_route = SlotRoute::allgather;
-  if (st.bucket_algorithm == TernaryAlgorithm::ps) bucket_route = SlotRoute::ps;
-  if (st.bucket_algorithm == TernaryAlgorithm::packed_allreduce)
-    bucket_route = SlotRoute::packed_allreduce;
-  st.routes.assign(slots, SlotRoute::gathered);
-  for (size_t i = 0; i < slots; ++i)
-    if (is_ternary(i)) st.routes[i] = bucket_route;
+    st_.encode_s += seconds_since(t0);
 
-  // Encode the W messages. With no raw slot a message IS the bucket (slots back to back, each
-  // packed_bytes long); otherwise cut the codes and the raw floats apart.
-  auto t0 = Clock::now();
-  Tensor msgs = Tensor::empty({w * b}, DType::u8, d);
-  for (int k = 0; k < w; ++k) {
-    Tensor msg = msgs.slice(0, k * b, (k + 1) * b);
-    c.encode(local_grads[k], shared.data(), step, static_cast<int>(first + k), msg, r);
+    if (ring && coding == SlotCoding::f32) {
+      // The local workers in order, then the ring's sum over ranks, then the average.
+      st_.routes.assign(r_.size(), Route::ring);
+      t0 = Clock::now();
+      Tensor acc = Tensor::zeros({n}, DType::f32, d_);
+      for (int64_t k = 0; k < w_; ++k) add_coded(d_, coding, msg[k], n, acc.data<float>());
+      st_.reduce_s += seconds_since(t0);
+      t0 = Clock::now();
+      const comm::WireBytes before = comm_.wire();
+      comm_.allreduce(acc.data<float>(), n, DType::f32, comm::ReduceOp::sum);
+      // A ring: this rank's bytes go to one neighbour and come from the other.
+      if (o_.nodes.nodes() > 1) {
+        const comm::WireBytes w = delta(before, comm_.wire());
+        const auto node = [&](int64_t q) {
+          return o_.nodes.node_of[static_cast<size_t>((q + p) % p)];
+        };
+        add_inter(
+            {node(me - 1) != node(me) ? w.sent : 0, node(me + 1) != node(me) ? w.received : 0});
+      }
+      st_.comm_s += seconds_since(t0);
+      t0 = Clock::now();
+      Tensor o = out_.slice(0, e0, e1);
+      o.zero_();
+      axpy(d_, n, inv, acc.data<float>(), o.data<float>());
+      st_.reduce_s += seconds_since(t0);
+      return;
+    }
+    st_.routes.assign(r_.size(), Route::reduce_scatter);
+    const int64_t range = (n + p - 1) / p;  // elements each rank owns (C)
+    auto span_of = [&](int64_t q) { return std::clamp<int64_t>(n - q * range, 0, range); };
+
+    // send[q][k] = local worker k's range q (zero beyond n); recv[r][k] = rank r's worker k's
+    // range of this rank: global worker r * W + k.
+    t0 = Clock::now();
+    const int64_t block = range * e;  // bytes of one worker's range
+    // Every byte is written once: the ranges, and zeros only in the short last range's padding
+    // (the whole buffer zeroed first cost a full extra pass over the gradient per call).
+    Tensor send = Tensor::empty({p * w_ * block}, DType::u8, d_);
+    for (int64_t q = 0; q < p; ++q)
+      for (int64_t k = 0; k < w_; ++k) {
+        const int64_t len = span_of(q) * e, at = (q * w_ + k) * block;
+        copy_bytes(d_, send.data<uint8_t>() + at, msg[k] + q * block, static_cast<size_t>(len));
+        if (len < block) send.slice(0, at + len, at + block).zero_();
+      }
+    st_.encode_s += seconds_since(t0);
+
+    t0 = Clock::now();
+    Tensor recv = Tensor::empty({p * w_ * block}, DType::u8, d_);
+    uniform_collective([&] {
+      comm_.alltoall(send.data<uint8_t>(), recv.data<uint8_t>(), static_cast<size_t>(w_ * block));
+    });
+    st_.comm_s += seconds_since(t0);
+
+    t0 = Clock::now();
+    Tensor acc = Tensor::zeros({range}, DType::f32, d_),
+           mine = Tensor::zeros({range}, DType::f32, d_);
+    const int64_t len = span_of(me);  // the padding of a short last range stays 0
+    for (int64_t g = 0; g < n_; ++g)
+      add_coded(d_, coding, recv.data<uint8_t>() + g * block, len, acc.data<float>());
+    axpy(d_, len, inv, acc.data<float>(), mine.data<float>());
+    st_.reduce_s += seconds_since(t0);
+
+    t0 = Clock::now();
+    Tensor all = Tensor::empty({p * range}, DType::f32, d_);
+    uniform_collective([&] {
+      comm_.allgather(mine.data<float>(), all.data<float>(), static_cast<size_t>(range) * 4);
+    });
+    out_.slice(0, e0, e1).copy_from(all.slice(0, 0, n));
+    st_.comm_s += seconds_since(t0);
   }
-  Tensor bucket = msgs;
-  Tensor block;
-  if (st.raw_slots > 0) {
-    bucket = Tensor::empty({w * st.bucket_bytes}, DType::u8, d);
-    block = Tensor::empty({w * g_bytes}, DType::u8, d);
+
+  void ternary_path() {
+    const auto& layout = c_.layout();
+    const int w = static_cast<int>(w_);
+    const PackFormat f = wl_.pack;
+    const std::vector<SlotWire>& fmt = wl_.slots;  // fmt[t - r.first]: slot t
+    const int64_t b = wl_.bytes;
+    const size_t slots = r_.size();
+    st_.ternary_path = true;
+    auto is_ternary = [&](size_t i) { return fmt[i].coding == SlotCoding::ternary; };
+
+    // The bucket: every ternary slot, in layout order; the gathered block: every f32 slot.
+    // Every rank derives both, and resolves `automatic`, from the same sizes, so all agree.
+    std::vector<int64_t> bucket_numel;
+    std::vector<int64_t> block_offset(slots, -1);
+    int64_t g_bytes = 0;
+    for (size_t i = 0; i < slots; ++i) {
+      if (is_ternary(i)) {
+        ++st_.ternary_slots;
+        bucket_numel.push_back(layout[r_.first + i].numel);
+      } else {
+        ++st_.raw_slots;
+        block_offset[i] = g_bytes;
+        g_bytes += fmt[i].bytes;  // numel floats: the block stays 4-byte aligned
+      }
+    }
+    const TernaryPipeline pipeline{o_.chunk_bytes, o_.overlap ? collectives_ : nullptr, o_.nodes};
+    const Route asked = bucket_route_for(o_.algorithm);
+    st_.bucket_route = asked == Route::automatic
+                           ? choose_bucket_route(bucket_shape(comm_, w, bucket_numel, f, pipeline))
+                           : asked;
+    st_.bucket_bytes = bucket_code_bytes(bucket_numel, f);
+    st_.bucket_chunks = st_.bucket_bytes == 0 ? 0
+                        : o_.chunk_bytes == 0
+                            ? 1
+                            : (st_.bucket_bytes + o_.chunk_bytes - 1) / o_.chunk_bytes;
+    st_.routes.assign(slots, Route::gathered);
+    for (size_t i = 0; i < slots; ++i)
+      if (is_ternary(i)) st_.routes[i] = st_.bucket_route;
+
+    // Encode the W messages. With no raw slot a message IS the bucket (slots back to back, each
+    // packed_bytes long); otherwise cut the codes and the raw floats apart.
+    auto t0 = Clock::now();
+    Tensor msgs = Tensor::empty({w_ * b}, DType::u8, d_);
     for (int k = 0; k < w; ++k) {
-      int64_t at = k * st.bucket_bytes;
-      for (size_t i = 0; i < slots; ++i) {
-        if (is_ternary(i)) {
-          copy_range(bucket, at, msgs, k * b + fmt[i].offset, fmt[i].bytes);
-          at += fmt[i].bytes;
-        } else {
-          copy_range(block, k * g_bytes + block_offset[i], msgs, k * b + fmt[i].offset,
-                     fmt[i].bytes);
+      Tensor msg = msgs.slice(0, k * b, (k + 1) * b);
+      c_.encode(grads_[k], shared_.data(), step_, static_cast<int>(first_ + k), msg, r_);
+    }
+    Tensor bucket = msgs;
+    Tensor block;
+    if (st_.raw_slots > 0) {
+      bucket = Tensor::empty({w_ * st_.bucket_bytes}, DType::u8, d_);
+      block = Tensor::empty({w_ * g_bytes}, DType::u8, d_);
+      for (int k = 0; k < w; ++k) {
+        int64_t at = k * st_.bucket_bytes;
+        for (size_t i = 0; i < slots; ++i) {
+          if (is_ternary(i)) {
+            copy_range(bucket, at, msgs, k * b + fmt[i].offset, fmt[i].bytes);
+            at += fmt[i].bytes;
+          } else {
+            copy_range(block, k * g_bytes + block_offset[i], msgs, k * b + fmt[i].offset,
+                       fmt[i].bytes);
+          }
         }
       }
     }
-  }
-  st.encode_s += seconds_since(t0);
+    st_.encode_s += seconds_since(t0);
 
-  Accumulator acc = c.make_accumulator(d, r);
+    Accumulator acc = c_.make_accumulator(d_, r_);
 
-  // The bucket in one collective (per chunk), then the raw block in one allgather.
-  t0 = Clock::now();
-  std::vector<int32_t*> slot_acc;
-  for (size_t i = 0; i < slots; ++i)
-    if (is_ternary(i)) slot_acc.push_back(acc.int_at(layout[r.first + i].offset));
-  ternary_aggregate_bucket(comm, st.bucket_algorithm, bucket.data<uint8_t>(), w, bucket_numel, f,
-                           slot_acc, pipeline);
-  Tensor all;
-  if (g_bytes > 0) {
-    all = Tensor::empty({n * g_bytes}, DType::u8, d);
-    comm.allgather(block.data<uint8_t>(), all.data<uint8_t>(), static_cast<size_t>(w * g_bytes));
-  }
-  st.comm_s += seconds_since(t0);
-
-  // The raw slots in global worker order, summed as TernGradCompressor::accumulate sums them
-  // (axpy with alpha 1); then one scaling of every sum.
-  t0 = Clock::now();
-  for (int64_t g = 0; g < n && g_bytes > 0; ++g) {
-    const uint8_t* blk = all.data<uint8_t>() + g * g_bytes;
-    for (size_t i = 0; i < slots; ++i) {
-      if (block_offset[i] < 0) continue;
-      const GradSlot& s = layout[r.first + i];
-      axpy(d, s.numel, 1.0f, reinterpret_cast<const float*>(blk + block_offset[i]),
-           acc.float_at(s.offset));
+    // The bucket in one collective (per chunk), then the raw block in one allgather.
+    t0 = Clock::now();
+    std::vector<int32_t*> slot_acc;
+    for (size_t i = 0; i < slots; ++i)
+      if (is_ternary(i)) slot_acc.push_back(acc.int_at(layout[r_.first + i].offset));
+    const TernaryResult res = ternary_aggregate_bucket(
+        comm_, st_.bucket_route, bucket.data<uint8_t>(), w, bucket_numel, f, slot_acc, pipeline);
+    st_.inter_wire = res.inter;
+    Tensor all;
+    if (g_bytes > 0) {
+      all = Tensor::empty({n_ * g_bytes}, DType::u8, d_);
+      comm_.allgather(block.data<uint8_t>(), all.data<uint8_t>(),
+                      static_cast<size_t>(w_ * g_bytes));
     }
+    st_.comm_s += seconds_since(t0);
+
+    // The raw slots in global worker order, summed as TernGradCompressor::accumulate sums them
+    // (axpy with alpha 1); then one scaling of every sum.
+    t0 = Clock::now();
+    for (int64_t g = 0; g < n_ && g_bytes > 0; ++g) {
+      const uint8_t* blk = all.data<uint8_t>() + g * g_bytes;
+      for (size_t i = 0; i < slots; ++i) {
+        if (block_offset[i] < 0) continue;
+        const GradSlot& s = layout[r_.first + i];
+        axpy(d_, s.numel, 1.0f, reinterpret_cast<const float*>(blk + block_offset[i]),
+             acc.float_at(s.offset));
+      }
+    }
+    c_.finalize(acc, shared_.data(), step_, static_cast<int>(n_), out_, r_);
+    st_.reduce_s += seconds_since(t0);
   }
-  c.finalize(acc, shared.data(), step, static_cast<int>(n), out, r);
-  st.reduce_s += seconds_since(t0);
-}
+
+  void add_inter(const comm::WireBytes& w) {
+    st_.inter_wire.sent += w.sent;
+    st_.inter_wire.received += w.received;
+  }
+  // Runs an allgather or alltoall and counts its bytes across nodes.
+  template <class F>
+  void uniform_collective(F&& run) {
+    const comm::WireBytes before = comm_.wire();
+    run();
+    add_inter(across_nodes(delta(before, comm_.wire()), o_.nodes, comm_.rank()));
+  }
+
+  Compressor& c_;
+  comm::Communicator& comm_;
+  const Device d_;
+  std::span<const Tensor> grads_;
+  const int64_t step_;
+  Tensor& out_;
+  const AggregateOptions& o_;
+  const SlotRange r_;
+  WorkerThread* const collectives_;
+  const int64_t w_, n_, first_;  // W, N = P W, this rank's first global worker
+  const WireLayout wl_;
+  std::vector<float> shared_;
+  AggregateStats st_;
+};
 
 }  // namespace
 
-const char* name(SlotRoute r) {
-  switch (r) {
-    case SlotRoute::message:
-      return "message";
-    case SlotRoute::reduce_scatter:
-      return "reduce-scatter";
-    case SlotRoute::ring:
-      return "ring";
-    case SlotRoute::gathered:
-      return "gathered";
-    case SlotRoute::ps:
-      return "ps";
-    case SlotRoute::packed_allreduce:
-      return "packed-allreduce";
-    case SlotRoute::allgather:
-      return "allgather";
-  }
-  return "?";
-}
-
 namespace {
 
-bool any_route(const AggregateStats& b, SlotRoute r) {
+bool any_route(const AggregateStats& b, Route r) {
   return std::find(b.routes.begin(), b.routes.end(), r) != b.routes.end();
 }
 
 }  // namespace
 
 std::string describe(std::span<const AggregateStats> buckets) {
-  int64_t slots = 0, ps = 0, par = 0, ag = 0, gathered = 0, ternary_slots = 0, code_bytes = 0,
-          chunks = 0, elementwise_bytes = 0;
+  int64_t slots = 0, gathered = 0, ternary_slots = 0, code_bytes = 0, chunks = 0,
+          elementwise_bytes = 0;
+  std::vector<int64_t> by_route(std::size(kBucketRoutes), 0);
   bool ternary = false, elementwise = false, ring = false;
-  comm::WireBytes wire;
+  comm::WireBytes wire, inter;
   for (const AggregateStats& b : buckets) {
     slots += static_cast<int64_t>(b.routes.size());
-    for (SlotRoute r : b.routes) {
-      ps += r == SlotRoute::ps;
-      par += r == SlotRoute::packed_allreduce;
-      ag += r == SlotRoute::allgather;
-      gathered += r == SlotRoute::gathered;
+    for (Route r : b.routes) {
+      gathered += r == Route::gathered;
+      for (size_t k = 0; k < std::size(kBucketRoutes); ++k)
+        by_route[k] += b.ternary_path && r == kBucketRoutes[k];
     }
     ternary_slots += b.ternary_slots;
     code_bytes += b.bucket_bytes;
@@ -394,47 +459,35 @@ std::string describe(std::span<const AggregateStats> buckets) {
     if (b.elementwise_path) {
       elementwise = true;
       elementwise_bytes = b.elementwise_bytes;
-      ring = ring || any_route(b, SlotRoute::ring);
+      ring = ring || any_route(b, Route::ring);
     }
     wire.sent += b.wire.sent;
     wire.received += b.wire.received;
+    inter.sent += b.inter_wire.sent;
+    inter.received += b.inter_wire.received;
   }
   std::string line;
-  if (ternary)
-    line =
-        tg::detail::concat("ternary: ", ps, " ps, ", par, " packed-allreduce, ", ag, " allgather, ",
-                           gathered, " gathered raw fp32; bucket of ", ternary_slots, " slots, ",
+  if (ternary) {
+    line = "ternary: ";
+    for (size_t k = 0; k < std::size(kBucketRoutes); ++k)
+      if (by_route[k] > 0)
+        line += tg::detail::concat(by_route[k], " ", name(kBucketRoutes[k]), ", ");
+    line +=
+        tg::detail::concat(gathered, " gathered raw fp32; bucket of ", ternary_slots, " slots, ",
                            code_bytes, " B per worker, ", chunks, " chunk", chunks == 1 ? "" : "s");
-  else if (elementwise)
+  } else if (elementwise) {
     line = ring ? tg::detail::concat("f32 ring allreduce of ", slots, " slots")
                 : tg::detail::concat(elementwise_bytes == 4 ? "f32" : "f16",
                                      " reduce-scatter + allgather of ", slots,
                                      " slots, summed in worker order");
-  else
+  } else {
     line = tg::detail::concat("generic allgather of ", slots, " slots");
-  return tg::detail::concat(line, "; wire sent ", wire.sent, " B received ", wire.received, " B");
-}
-
-namespace {
-
-// The comm.algorithm each ternary bucket algorithm answers to (ring and automatic: automatic).
-constexpr std::pair<Algorithm, TernaryAlgorithm> kTernaryOf[] = {
-    {Algorithm::ps, TernaryAlgorithm::ps},
-    {Algorithm::allgather, TernaryAlgorithm::allgather},
-    {Algorithm::packed_allreduce, TernaryAlgorithm::packed_allreduce}};
-
-}  // namespace
-
-TernaryAlgorithm ternary_algorithm(Algorithm a) {
-  for (const auto& [algorithm, ternary] : kTernaryOf)
-    if (algorithm == a) return ternary;
-  return TernaryAlgorithm::automatic;
-}
-
-Algorithm exchange_algorithm(TernaryAlgorithm a) {
-  for (const auto& [algorithm, ternary] : kTernaryOf)
-    if (ternary == a) return algorithm;
-  return Algorithm::automatic;
+  }
+  line = tg::detail::concat(line, "; wire sent ", wire.sent, " B received ", wire.received, " B");
+  if (inter.sent + inter.received > 0)
+    line = tg::detail::concat(line, " (across nodes sent ", inter.sent, " B received ",
+                              inter.received, " B)");
+  return line;
 }
 
 AggregateStats aggregate(Compressor& c, comm::Communicator& comm,
@@ -460,41 +513,8 @@ AggregateStats aggregate(Compressor& c, comm::Communicator& comm,
            "aggregate: AggregateOptions.chunk_bytes = ", options.chunk_bytes,
            " (expected >= 0; 0 = one call for the whole bucket)");
   if (r.size() == 0) r = c.all_slots();
-
-  // The route, from the compressor's description of the range's message. One rank exchanges
-  // nothing: the generic path then folds the messages as they are encoded, the cheapest route.
-  const WireLayout wl = c.wire(step, r);
-  const bool group = comm.size() > 1;
-  const bool ternary = group && options.algorithm != Algorithm::allgather &&
-                       wl.any(SlotCoding::ternary) &&
-                       std::all_of(wl.slots.begin(), wl.slots.end(), [](const SlotWire& s) {
-                         return s.coding == SlotCoding::ternary || s.coding == SlotCoding::f32;
-                       });
-  const bool elementwise =
-      group && !wl.slots.empty() && (wl.uniform(SlotCoding::f32) || wl.uniform(SlotCoding::f16));
-
-  // What this call is about, for backends that check peers agree
-  // (comm::Communicator::set_call_context).
-  uint64_t digest = kFnvOffset;
-  for (const int64_t v : {step, static_cast<int64_t>(r.first), static_cast<int64_t>(r.size()),
-                          wl.bytes, static_cast<int64_t>(local_grads.size())})
-    digest = fnv1a64(std::string_view(reinterpret_cast<const char*>(&v), sizeof v), digest);
-  comm.set_call_context(fnv1a64(c.name(), digest));
-
-  AggregateStats st;
-  const comm::WireBytes before = comm.wire();
-  const std::vector<float> shared = share_meta(c, comm, local_grads, r, st);
-  if (ternary)
-    ternary_path(c, comm, local_grads, step, r, shared, wl, options, collectives, out, st);
-  else if (elementwise)
-    elementwise_path(c, comm, local_grads, step, r, shared, wl,
-                     options.algorithm == Algorithm::ring, out, st);
-  else
-    generic_path(c, comm, local_grads, step, r, shared, out, st);
-  st.wire = delta(before, comm.wire());
-  st.shared_meta = shared;
-  comm.set_call_context(0);
-  return st;
+  options.nodes.check(comm.size());
+  return BucketExchange(c, comm, local_grads, step, out, options, r, collectives).run();
 }
 
 AggregateStats aggregate_local(Compressor& c, std::span<const Tensor> worker_grads, int64_t step,

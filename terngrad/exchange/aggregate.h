@@ -45,25 +45,26 @@
 //   3. allgather of the P averaged ranges in f32 (4C bytes each) into out.
 // Wire, per rank: sent = received = (P - 1) (W e + 4) C: for f32 with W = 1, 2 (P - 1) / P * 4n
 // (a ring allreduce's bytes), against (P - 1) 4n for the generic allgather.
-// With Algorithm::ring and every slot f32: the local workers' sum in order, then a ring allreduce
+// With Route::ring asked and every slot f32: the local workers' sum in order, then a ring allreduce
 // (comm::Communicator::allreduce) of it and the average: the ring's bytes and speed, but the
 // sum's order depends on P and the ring's chunking, so it is not bit-identical to one process
 // (every rank still gets the same bits).
 //
-// The ternary path (some slot ternary, every other slot f32, algorithm ps, packed_allreduce or
-// automatic): every ternary slot's codes are on one grid, so their integer sums are exact in any
-// order. All ternary slots of r travel as ONE bucket (terngrad/exchange/ternary_collectives.h,
+// The ternary path (some slot ternary, every other slot f32, any route but allgather asked) on
+// P >= 2 ranks: every ternary slot's codes are on one grid, so their integer sums are exact in
+// any order. All ternary slots of r travel as ONE bucket (terngrad/exchange/ternary_collectives.h,
 // ternary_aggregate_bucket): one worker's bucket is the slots' codes back to back in layout order
 // (each WireLayout::slots[t].bytes = packed_bytes(pack, numel) long, so with no f32 slot a
 // message is its own bucket), summed into the accumulator's int32 sums slot by slot; the padding
-// codes at a slot's end travel but are never decoded. The bucket's algorithm is the options',
-// or for `automatic` (and `ring`) the cheapest for the whole bucket by the byte cost model of
-// that header (ternary_bucket_cost, chunking included). The bucket is cut into chunks of
-// AggregateOptions::chunk_bytes bytes of one worker's codes; on a CPU communicator of P >= 2
-// ranks, given a collectives thread, that thread runs chunk c + 1's collective while this one
-// decodes chunk c. The f32 slots (exclusion rules) travel together in one allgather of a
-// per-worker block (their floats back to back) and are accumulated in global worker order like
-// the generic path; then c.finalize scales every integer sum once.
+// codes at a slot's end travel but are never decoded. The bucket's route is the one asked for,
+// or for `automatic` (and `ring`) the cost model's pick for this bucket, chunking and node layout
+// included (terngrad/exchange/plan.h: fewest bytes across the slowest links, then on the busiest
+// rank). The bucket is cut into chunks of AggregateOptions::chunk_bytes bytes of one worker's
+// codes; on a CPU communicator of P >= 2 ranks, given a collectives thread, that thread runs
+// chunk c + 1's collectives while this one decodes chunk c. The f32 slots (exclusion rules)
+// travel together in one allgather of a per-worker block (their floats back to back) and are
+// accumulated in global worker order like the generic path; then c.finalize scales every integer
+// sum once.
 // Wire, per rank: the meta allgather, plus ternary_bucket_cost(route, bucket, rank), plus an
 // allgather of W * G bytes (G: one worker's f32 slots, 4 bytes per element) when there is one.
 //
@@ -79,65 +80,49 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/topology.h"
 #include "nn/core/enum_names.h"
 #include "nn/core/tensor.h"
 #include "nn/core/worker_thread.h"
 #include "terngrad/compressor.h"
+#include "terngrad/exchange/route.h"
 #include "terngrad/exchange/ternary_collectives.h"
 
 namespace tg::tern {
 
-// How ranks sum gradients (the config's comm.algorithm; kAlgorithms names them). For ternary
-// codes: `automatic` by the byte cost model, or ps, allgather (the generic path: whole messages)
-// or packed_allreduce (terngrad/exchange/ternary_collectives.h); every one exact. `ring` sends f32
-// slots by a plain ring allreduce instead of the exact reduce-scatter (faster on some links, not
-// bit-identical to one process) and codes as `automatic`.
-enum class Algorithm { automatic, ps, allgather, packed_allreduce, ring };
-inline constexpr EnumTable<Algorithm, 5> kAlgorithms = {
-    {{Algorithm::automatic, "auto"},
-     {Algorithm::ps, "ps"},
-     {Algorithm::allgather, "allgather"},
-     {Algorithm::packed_allreduce, "packed-allreduce"},
-     {Algorithm::ring, "ring"}}};
-// The ternary bucket's algorithm an Algorithm asks for (`ring`: automatic), and back.
-TernaryAlgorithm ternary_algorithm(Algorithm a);
-Algorithm exchange_algorithm(TernaryAlgorithm a);
-
 struct AggregateOptions {
-  Algorithm algorithm = Algorithm::automatic;  // the config's comm.algorithm
+  // The config's comm.algorithm (kAlgorithms, terngrad/exchange/route.h): for ternary codes
+  // `automatic` (the cost model, per bucket), ps, packed_allreduce, sharded or hierarchical, or
+  // allgather (the generic path: whole messages); every one exact. `ring` sends f32 slots by a
+  // plain ring allreduce instead of the exact reduce-scatter (faster on some links, not
+  // bit-identical to one process) and codes as `automatic`.
+  Route algorithm = Route::automatic;
   // Ternary path: bytes of one worker's bucket per collective call (0: the whole bucket in one
   // call), and whether to decode chunk c while chunk c + 1 is on the wire (CPU communicators of
   // two or more ranks, given a collectives thread). Every rank must pass the same values.
   int64_t chunk_bytes = int64_t{2} << 20;
   bool overlap = true;
+  // Which node each rank is on (not a config key: the process group learns it, comm/topology.h):
+  // the hierarchical route's nodes and the cost model's slow links. Unknown: plan.h.
+  comm::NodeLayout nodes = {};
   bool operator==(const AggregateOptions&) const = default;
 };
 
-// How one slot travelled.
-enum class SlotRoute : uint8_t {
-  message,           // generic path: inside the allgathered whole messages
-  reduce_scatter,    // elementwise path: exact reduce-scatter (alltoall) + allgather of the sums
-  ring,              // elementwise path with Algorithm::ring: ring allreduce of the f32 sums
-  gathered,          // ternary path: raw fp32 in the allgathered block
-  ps,                // ternary path: in the bucket, parameter server
-  packed_allreduce,  // ternary path: in the bucket, packed-field allreduce
-  allgather,         // ternary path: in the bucket, allgather of the codes
-};
-// "message", "reduce-scatter", "ring", "gathered", "ps", "packed-allreduce", "allgather"
-const char* name(SlotRoute r);
-
 struct AggregateStats {
-  comm::WireBytes wire;           // this call on this rank: the change in comm.wire()
-  comm::WireBytes meta_wire;      // ... of which the meta allgather
-  std::vector<SlotRoute> routes;  // per slot of the range
+  comm::WireBytes wire;        // this call on this rank: the change in comm.wire()
+  comm::WireBytes meta_wire;   // ... of which the meta allgather
+  comm::WireBytes inter_wire;  // ... of which to and from ranks on other nodes (options.nodes)
+  // Per slot of the range, how it travelled: message, reduce_scatter, ring, gathered, or the
+  // ternary bucket's route.
+  std::vector<Route> routes;
   bool ternary_path = false;      // false: the generic or the elementwise path
   bool elementwise_path = false;  // the reduce-scatter + allgather (or ring) of f32/f16
   int elementwise_bytes = 0;      // ... its bytes per element on the reduce-scatter (4 or 2)
   int64_t ternary_slots = 0;      // slots summed as integer codes (ternary path)
   int64_t raw_slots = 0;          // slots sent as raw fp32 in the gathered block (ternary path)
-  // Ternary path: the bucket's algorithm (automatic resolved), one worker's bucket bytes, and
-  // the collective calls (chunks) it took; 0 bytes and 0 chunks when no slot is ternary.
-  TernaryAlgorithm bucket_algorithm = TernaryAlgorithm::allgather;
+  // Ternary path: the bucket's route (automatic resolved), one worker's bucket bytes, and the
+  // collective calls (chunks) it took; 0 bytes and 0 chunks when no slot is ternary.
+  Route bucket_route = Route::allgather;
   int64_t bucket_bytes = 0;
   int64_t bucket_chunks = 0;
   // The shared meta every worker encoded with: c.num_meta(r) floats, meta_per_slot() per slot of
@@ -150,10 +135,10 @@ struct AggregateStats {
   double reduce_s = 0;  // accumulate + finalize
 };
 
-// A short line for logs: "ternary: 0 ps, 0 packed-allreduce, 4 allgather, 2 gathered raw fp32;
-// bucket of 4 slots, 1234 B per worker, 1 chunk; wire sent 1234 B received 1234 B" or "generic
-// allgather of 5 slots; wire ...". Of several calls (a step's buckets): the same line with the
-// slot counts, bytes, chunks and wire summed.
+// A short line for logs: "ternary: 4 sharded, 2 gathered raw fp32; bucket of 4 slots, 1234 B per
+// worker, 1 chunk; wire sent 1234 B received 1234 B" (each bucket route that carried slots, in
+// kBucketRoutes order) or "generic allgather of 5 slots; wire ...". Of several calls (a step's
+// buckets): the same line with the slot counts, bytes, chunks and wire summed.
 std::string describe(std::span<const AggregateStats> calls);
 inline std::string describe(const AggregateStats& s) {
   return describe(std::span<const AggregateStats>(&s, 1));

@@ -26,7 +26,7 @@ double compression_seconds(std::span<const AggregateStats> buckets) {
 
 namespace {
 
-bool any_route(const AggregateStats& b, SlotRoute r) {
+bool any_route(const AggregateStats& b, Route r) {
   return std::find(b.routes.begin(), b.routes.end(), r) != b.routes.end();
 }
 
@@ -35,17 +35,27 @@ bool any_route(const AggregateStats& b, SlotRoute r) {
 std::string describe_route(std::span<const AggregateStats> buckets) {
   std::string route;
   const auto add = [&](const std::string& part) { route += (route.empty() ? "" : " + ") + part; };
-  const auto ternary = std::find_if(buckets.begin(), buckets.end(),
-                                    [](const AggregateStats& b) { return b.ternary_path; });
-  if (ternary != buckets.end())
-    add(std::string("ternary codes by ") + name(ternary->bucket_algorithm));
+  // The ternary buckets' routes (the cost model picks per bucket): "by sharded", or with several
+  // "by sharded (3 buckets), allgather (1 bucket)".
+  std::string by;
+  int routes = 0;
+  for (Route r : kBucketRoutes) {
+    const auto k = std::count_if(buckets.begin(), buckets.end(), [&](const AggregateStats& b) {
+      return b.ternary_path && b.bucket_route == r;
+    });
+    if (k == 0) continue;
+    by += tg::detail::concat(routes++ ? ", " : "", name(r), " (", k,
+                             k == 1 ? " bucket)" : " buckets)");
+  }
+  if (routes == 1) by = by.substr(0, by.find(" ("));
+  if (routes > 0) add("ternary codes by " + by);
   int64_t elementwise = 0, bytes = 0;
   bool ring = false;
   for (const AggregateStats& b : buckets) {
     if (!b.elementwise_path) continue;
     ++elementwise;
     bytes = b.elementwise_bytes;
-    ring = ring || any_route(b, SlotRoute::ring);
+    ring = ring || any_route(b, Route::ring);
   }
   if (elementwise > 0)
     add(ring ? "fp32 by ring allreduce"

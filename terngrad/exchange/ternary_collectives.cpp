@@ -1,208 +1,107 @@
-// The exact ternary collectives (terngrad/exchange/ternary_collectives.h): cost model, algorithm
-// choice and the three algorithms on top of any comm::Communicator. One explicit device switch per
-// kernel call; temporaries are tensors from the device's caching allocator.
+// The exact ternary bucket routes (terngrad/exchange/ternary_collectives.h) on top of any
+// comm::Communicator, each rank running its own part of the plan of terngrad/exchange/plan.h.
+// One explicit device switch per kernel call; temporaries are tensors from the device's caching
+// allocator.
 #include "terngrad/exchange/ternary_collectives.h"
 
 #include <algorithm>
 #include <condition_variable>
-#include <cstring>
 #include <exception>
 #include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 
-#include "comm/gloo_wire.h"
-#include "comm/wire_model.h"
 #include "nn/core/cuda_runtime.h"
 #include "nn/core/error.h"
 #include "nn/core/tensor.h"
-#include "terngrad/ternary_fields.h"
+#include "terngrad/sum_radix.h"
 
 namespace tg::tern {
 
 namespace {
 
-constexpr TernaryAlgorithm kConcrete[] = {TernaryAlgorithm::allgather,
-                                          TernaryAlgorithm::packed_allreduce, TernaryAlgorithm::ps};
-
-void check_shape(const TernaryShape& s) {
-  TG_CHECK(s.n >= 0, "ternary collective: n = ", s.n, " (expected >= 0)");
-  TG_CHECK(s.ranks >= 1, "ternary collective: P = ", s.ranks, " ranks (expected >= 1)");
-  TG_CHECK(s.workers_per_rank >= 1, "ternary collective: W = ", s.workers_per_rank,
-           " workers per rank (expected >= 1)");
-  TG_CHECK(static_cast<int64_t>(s.ranks) * s.workers_per_rank <= (int64_t{1} << 30),
-           "ternary collective: N = ", s.ranks, " x ", s.workers_per_rank,
-           " workers (expected at most 2^30)");
-}
-
-// What rank `rank` moves for one collective call of `a` on wb = W * (one worker's code bytes) and
-// kb = the k-bit field bytes.
-comm::WireBytes rank_bytes(TernaryAlgorithm a, uint64_t wb, uint64_t kb, int p, bool gloo,
-                           int rank) {
-  comm::WireBytes w;
-  switch (a) {
-    case TernaryAlgorithm::ps:
-      comm::wire_model::add(w, gloo ? comm::gloo_wire::gather(wb, p, rank, 0)
-                                    : comm::wire_model::gather(wb, p, rank, 0));
-      comm::wire_model::add(w, gloo ? comm::gloo_wire::broadcast(kb, p, rank, 0)
-                                    : comm::wire_model::broadcast(kb, p, rank, 0));
-      return w;
-    case TernaryAlgorithm::allgather:
-      return gloo ? comm::gloo_wire::allgather(wb, p) : comm::wire_model::allgather(wb, p);
-    case TernaryAlgorithm::packed_allreduce:
-      return gloo ? comm::gloo_wire::allreduce(kb, sizeof(uint64_t), p, rank)
-                  : comm::wire_model::allreduce(kb, p);
-    case TernaryAlgorithm::automatic:
-      break;
-  }
-  TG_THROW("ternary_cost: algorithm '", name(a), "' has no cost of its own (resolve it first)");
-}
-
-// ---- the chunk plan of a bucket ---------------------------------------------------------------
-
-// The part of segment `seg` inside one chunk: elements [first, first + n) of the segment, whose
-// codes start `byte` bytes into the chunk (of one worker); their sums sit at `elem` in the chunk's
-// compact int32 vector and their k-bit fields start at word `word` of the chunk's words.
-struct Piece {
-  size_t seg = 0;
-  int64_t byte = 0, first = 0, n = 0, elem = 0, word = 0;
-};
-
-// Bytes [begin, begin + bytes) of every worker's bucket; elem_base / word_base: where the chunk's
-// int32 sums and words start in whole-bucket buffers (chunks back to back).
-struct Chunk {
-  int64_t begin = 0, bytes = 0;
-  int64_t elems = 0, words = 0, elem_base = 0, word_base = 0;
-  std::vector<Piece> pieces;
-};
-
-struct Plan {
-  int64_t bucket_bytes = 0, elems = 0, words = 0;  // totals over the chunks
-  std::vector<Chunk> chunks;
-};
-
-int64_t elements_per_byte(tern::PackFormat f) {
-  return f == tern::PackFormat::two_bit ? 4 : 5;
-}
-
-// k: the sum-field width of the N workers (the word counts depend on it).
-Plan plan_bucket(const std::vector<int64_t>& numel, tern::PackFormat f, int64_t chunk_bytes,
-                 int k) {
-  TG_CHECK(chunk_bytes >= 0, "ternary bucket: chunk_bytes = ", chunk_bytes, " (expected >= 0)");
-  const size_t S = numel.size();
-  std::vector<int64_t> off(S + 1, 0);
-  for (size_t s = 0; s < S; ++s) {
-    TG_CHECK(numel[s] >= 0, "ternary bucket: segment ", s, " has ", numel[s],
-             " elements (expected >= 0)");
-    off[s + 1] = off[s] + static_cast<int64_t>(tern::packed_bytes(f, numel[s]));
-  }
-  Plan plan;
-  plan.bucket_bytes = off[S];
-  const int64_t step = chunk_bytes > 0 ? chunk_bytes : std::max<int64_t>(plan.bucket_bytes, 1);
-  const int64_t epb = elements_per_byte(f);
-  size_t s = 0;
-  for (int64_t b0 = 0; b0 < plan.bucket_bytes; b0 += step) {
-    Chunk c;
-    c.begin = b0;
-    c.bytes = std::min(step, plan.bucket_bytes - b0);
-    c.elem_base = plan.elems;
-    c.word_base = plan.words;
-    const int64_t b1 = b0 + c.bytes;
-    while (s < S && off[s + 1] <= b0) ++s;
-    for (size_t t = s; t < S && off[t] < b1; ++t) {
-      if (numel[t] == 0) continue;
-      const int64_t x = std::max(b0, off[t]), y = std::min(b1, off[t + 1]);
-      Piece p;
-      p.seg = t;
-      p.byte = x - b0;
-      p.first = (x - off[t]) * epb;
-      p.n = std::min(numel[t], (y - off[t]) * epb) - p.first;
-      p.elem = c.elems;
-      p.word = c.words;
-      c.elems += p.n;
-      c.words += sum_field_words(p.n, k);
-      c.pieces.push_back(p);
-    }
-    plan.elems += c.elems;
-    plan.words += c.words;
-    plan.chunks.push_back(std::move(c));
-  }
-  return plan;
-}
-
-void check_bucket_shape(const TernaryBucketShape& s) {
-  check_shape({0, s.ranks, s.workers_per_rank, s.format, s.backend});
-  tern::detail::check_format(s.format, "ternary bucket");
-}
-
-comm::WireBytes bucket_rank_bytes(TernaryAlgorithm a, const TernaryBucketShape& s, const Plan& plan,
-                                  int rank) {
-  comm::WireBytes total;
-  for (const Chunk& c : plan.chunks)
-    comm::wire_model::add(
-        total, rank_bytes(a, static_cast<uint64_t>(s.workers_per_rank * c.bytes),
-                          8 * static_cast<uint64_t>(c.words), s.ranks, s.backend == "gloo", rank));
-  return total;
-}
-
 // ---- device dispatch ----------------------------------------------------------------------
 
-// For every piece p of `pieces`: acc_of(p) += the codes of `count` vectors of p.n elements,
-// vector v at base + p.byte + v * stride. One bucket call (CUDA: one launch per 60 pieces).
+[[noreturn]] void no_cuda(const Device& d) {
+  TG_THROW("ternary collective on ", d.str(), ": this build has no CUDA support");
+}
+
+// For every piece p: acc_of(p) += the codes of `count` vectors of p.n elements, vector v at
+// base + p.byte + v * stride. One batched call (CUDA: one launch per 60 pieces).
 template <class AccOf>
 void unpack_pieces(const Device& d, const std::vector<Piece>& pieces, const uint8_t* base,
-                   int64_t count, size_t stride, tern::PackFormat f, AccOf acc_of) {
-  std::vector<tern::UnpackTask> tasks;
+                   int64_t count, size_t stride, PackFormat f, AccOf acc_of) {
+  if (pieces.empty() || count == 0) return;
+  std::vector<UnpackTask> tasks;
   tasks.reserve(pieces.size());
   for (const Piece& p : pieces) tasks.push_back({base + p.byte, count, stride, p.n, acc_of(p)});
   switch (d.type) {
     case DeviceType::cpu:
-      tern::unpack_accumulate_bucket_cpu(tasks.data(), tasks.size(), f);
+      unpack_accumulate_bucket_cpu(tasks.data(), tasks.size(), f);
       return;
     case DeviceType::cuda:
 #if TG_CUDA
-      tern::unpack_accumulate_bucket_cuda(tasks.data(), tasks.size(), f);
+      unpack_accumulate_bucket_cuda(tasks.data(), tasks.size(), f);
       return;
 #else
       break;
 #endif
   }
-  TG_THROW("ternary collective on ", d.str(), ": this build has no CUDA support");
+  no_cuda(d);
 }
 
-void pack_fields(const Device& d, const int32_t* v, int64_t n, int32_t offset, int k,
-                 uint64_t* words) {
+void pack_sums(const Device& d, const int32_t* v, int64_t n, int32_t offset, uint64_t levels,
+               uint64_t* words) {
   switch (d.type) {
     case DeviceType::cpu:
-      pack_sum_fields_cpu(v, n, offset, k, words);
+      pack_sums_cpu(v, n, offset, levels, words);
       return;
     case DeviceType::cuda:
 #if TG_CUDA
-      pack_sum_fields_cuda(v, n, offset, k, words);
+      pack_sums_cuda(v, n, offset, levels, words);
       return;
 #else
       break;
 #endif
   }
-  TG_THROW("ternary collective on ", d.str(), ": this build has no CUDA support");
+  no_cuda(d);
 }
 
-void unpack_fields(const Device& d, const uint64_t* words, int64_t n, int k, int32_t offset,
-                   int32_t* acc) {
+void unpack_sums(const Device& d, const uint64_t* words, int64_t n, uint64_t levels, int32_t offset,
+                 int32_t* acc) {
   switch (d.type) {
     case DeviceType::cpu:
-      unpack_sum_fields_accumulate_cpu(words, n, k, offset, acc);
+      unpack_sums_accumulate_cpu(words, n, levels, offset, acc);
       return;
     case DeviceType::cuda:
 #if TG_CUDA
-      unpack_sum_fields_accumulate_cuda(words, n, k, offset, acc);
+      unpack_sums_accumulate_cuda(words, n, levels, offset, acc);
       return;
 #else
       break;
 #endif
   }
-  TG_THROW("ternary collective on ", d.str(), ": this build has no CUDA support");
+  no_cuda(d);
+}
+
+// A span's sums (compact: piece p at sums + p.elem) -> base-`levels` words, each piece from a
+// fresh word, shifted by `offset`.
+void pack_span(const Device& d, const Span& s, const int32_t* sums, int32_t offset, uint64_t levels,
+               uint64_t* words) {
+  const std::vector<int64_t> at = piece_word_offsets(s, levels);
+  for (size_t i = 0; i < s.pieces.size(); ++i)
+    pack_sums(d, sums + s.pieces[i].elem, s.pieces[i].n, offset, levels, words + at[i]);
+}
+
+// acc_of(piece) += a span's words (as pack_span wrote them) minus `offset`.
+template <class AccOf>
+void unpack_span(const Device& d, const Span& s, const uint64_t* words, int32_t offset,
+                 uint64_t levels, AccOf acc_of) {
+  const std::vector<int64_t> at = piece_word_offsets(s, levels);
+  for (size_t i = 0; i < s.pieces.size(); ++i)
+    unpack_sums(d, words + at[i], s.pieces[i].n, levels, offset, acc_of(s.pieces[i]));
 }
 
 // Kernels launch on the current device: make it the communicator's for the whole call.
@@ -212,15 +111,6 @@ struct OptionalDeviceGuard {
   }
   std::unique_ptr<cuda::DeviceGuard> guard;
 };
-
-// raw device-to-device byte copy (same device)
-void copy_bytes(const Device& d, uint8_t* dst, const uint8_t* src, int64_t n) {
-  if (n <= 0) return;
-  if (d.is_cuda())
-    cuda::copy_d2d(d.index, dst, src, static_cast<size_t>(n));
-  else
-    std::memcpy(dst, src, static_cast<size_t>(n));
-}
 
 // Runs chunks c = 0 .. C - 1 as pre(c) -> comm(c) -> post(c). With a collectives thread: comm on
 // that thread, pre(c + 1) and post(c) on this one while comm(c + 1) runs; else all in order on
@@ -297,43 +187,50 @@ struct BucketRun {
   Device d;
   const uint8_t* codes;  // W worker buckets of plan.bucket_bytes
   int workers;
-  int64_t total;  // N = P * W
-  tern::PackFormat f;
-  int k;
+  int64_t total;    // N = P W
+  uint64_t levels;  // L = 2N + 1
+  PackFormat f;
   const std::vector<int32_t*>& acc;
   const Plan& plan;
+  const TernaryBucketShape& shape;
   WorkerThread* collectives;  // null: the chunks' collectives on the caller's thread
 };
 
 // This rank's W slices of chunk c, contiguous (for W = 1 the bucket itself).
 struct SendStage {
   Tensor buf;
-  const uint8_t* at(const BucketRun& r, const Chunk& c) const {
+  const uint8_t* at(const BucketRun& r, const Span& c) const {
     return r.workers == 1 ? r.codes + c.begin : buf.data<uint8_t>() + r.workers * c.begin;
   }
-  void stage(const BucketRun& r, const Chunk& c) {
+  void stage(const BucketRun& r, const Span& c) {
     if (r.workers == 1) return;
     uint8_t* dst = buf.data<uint8_t>() + r.workers * c.begin;
     for (int w = 0; w < r.workers; ++w)
-      copy_bytes(r.d, dst + w * c.bytes, r.codes + w * r.plan.bucket_bytes + c.begin, c.bytes);
+      copy_bytes(r.d, dst + w * c.bytes, r.codes + w * r.plan.bucket_bytes + c.begin,
+                 static_cast<size_t>(c.bytes));
   }
   explicit SendStage(const BucketRun& r) {
     if (r.workers > 1) buf = Tensor::empty({r.workers * r.plan.bucket_bytes}, DType::u8, r.d);
   }
 };
 
-// acc[piece] += the unpacked fields of every piece of chunk c.
-void unpack_chunk_fields(const BucketRun& r, const Chunk& c, const uint64_t* words) {
-  for (const Piece& p : c.pieces)
-    unpack_fields(r.d, words + c.word_base + p.word, p.n, r.k, static_cast<int32_t>(r.total),
-                  r.acc[p.seg] + p.first);
+// Word offsets of every chunk's sums in one whole-bucket buffer of words.
+std::vector<int64_t> chunk_word_offsets(const BucketRun& r) {
+  std::vector<int64_t> at(r.plan.chunks.size() + 1, 0);
+  for (size_t c = 0; c < r.plan.chunks.size(); ++c)
+    at[c + 1] = at[c] + span_words(r.plan.chunks[c], r.levels);
+  return at;
 }
 
-// sums (compact, chunk c) -> k-bit fields shifted by `offset`.
-void pack_chunk_fields(const BucketRun& r, const Chunk& c, const int32_t* sums, int32_t offset,
-                       uint64_t* words) {
-  for (const Piece& p : c.pieces)
-    pack_fields(r.d, sums + c.elem_base + p.elem, p.n, offset, r.k, words + c.word_base + p.word);
+int64_t max_chunk_elems(const BucketRun& r) {
+  int64_t n = 1;
+  for (const Span& c : r.plan.chunks) n = std::max(n, c.elems);
+  return n;
+}
+
+void decode_chunk(const BucketRun& r, const Span& c, const uint64_t* words) {
+  unpack_span(r.d, c, words, static_cast<int32_t>(r.total), r.levels,
+              [&](const Piece& p) { return r.acc[p.seg] + p.first; });
 }
 
 void run_ps(const BucketRun& r) {
@@ -342,29 +239,32 @@ void run_ps(const BucketRun& r) {
   Tensor all, sums;
   if (root) {
     all = Tensor::empty({r.total * r.plan.bucket_bytes}, DType::u8, r.d);
-    sums = Tensor::zeros({r.plan.elems}, DType::i32, r.d);
+    sums = Tensor::zeros({max_chunk_elems(r)}, DType::i32, r.d);
   }
-  Tensor words = Tensor::empty({r.plan.words}, DType::u64, r.d);
+  const std::vector<int64_t> word_at = chunk_word_offsets(r);
+  Tensor words = Tensor::empty({word_at.back()}, DType::u64, r.d);
   uint64_t* wp = words.data<uint64_t>();
   run_chunks(
       static_cast<int64_t>(r.plan.chunks.size()), r.collectives,
       [&](int64_t c) { send.stage(r, r.plan.chunks[c]); },
       [&](int64_t i) {
-        const Chunk& c = r.plan.chunks[i];
+        const Span& c = r.plan.chunks[i];
         const size_t bytes = static_cast<size_t>(r.workers * c.bytes);
         if (root) {
           uint8_t* got = all.data<uint8_t>() + r.total * c.begin;
           r.comm.gather(send.at(r, c), got, bytes, 0);
-          int32_t* sp = sums.data<int32_t>();
+          Tensor s = sums.slice(0, 0, c.elems);
+          s.zero_();
+          int32_t* sp = s.data<int32_t>();
           unpack_pieces(r.d, c.pieces, got, r.total, static_cast<size_t>(c.bytes), r.f,
-                        [&](const Piece& p) { return sp + c.elem_base + p.elem; });
-          pack_chunk_fields(r, c, sp, static_cast<int32_t>(r.total), wp);
+                        [&](const Piece& p) { return sp + p.elem; });
+          pack_span(r.d, c, sp, static_cast<int32_t>(r.total), r.levels, wp + word_at[i]);
         } else {
           r.comm.gather(send.at(r, c), nullptr, bytes, 0);
         }
-        r.comm.broadcast(wp + c.word_base, static_cast<size_t>(c.words) * 8, 0);
+        r.comm.broadcast(wp + word_at[i], static_cast<size_t>(word_at[i + 1] - word_at[i]) * 8, 0);
       },
-      [&](int64_t c) { unpack_chunk_fields(r, r.plan.chunks[c], wp); });
+      [&](int64_t i) { decode_chunk(r, r.plan.chunks[i], wp + word_at[i]); });
 }
 
 void run_allgather(const BucketRun& r) {
@@ -374,12 +274,12 @@ void run_allgather(const BucketRun& r) {
       static_cast<int64_t>(r.plan.chunks.size()), r.collectives,
       [&](int64_t c) { send.stage(r, r.plan.chunks[c]); },
       [&](int64_t i) {
-        const Chunk& c = r.plan.chunks[i];
+        const Span& c = r.plan.chunks[i];
         r.comm.allgather(send.at(r, c), all.data<uint8_t>() + r.total * c.begin,
                          static_cast<size_t>(r.workers * c.bytes));
       },
       [&](int64_t i) {
-        const Chunk& c = r.plan.chunks[i];
+        const Span& c = r.plan.chunks[i];
         const uint8_t* got = all.data<uint8_t>() + r.total * c.begin;
         unpack_pieces(r.d, c.pieces, got, r.total, static_cast<size_t>(c.bytes), r.f,
                       [&](const Piece& p) { return r.acc[p.seg] + p.first; });
@@ -387,160 +287,323 @@ void run_allgather(const BucketRun& r) {
 }
 
 void run_packed_allreduce(const BucketRun& r) {
-  Tensor local = Tensor::zeros({r.plan.elems}, DType::i32, r.d);
-  Tensor words = Tensor::empty({r.plan.words}, DType::u64, r.d);
-  int32_t* lp = local.data<int32_t>();
+  Tensor local = Tensor::zeros({max_chunk_elems(r)}, DType::i32, r.d);
+  const std::vector<int64_t> word_at = chunk_word_offsets(r);
+  Tensor words = Tensor::empty({word_at.back()}, DType::u64, r.d);
   uint64_t* wp = words.data<uint64_t>();
   const auto stride = static_cast<size_t>(r.plan.bucket_bytes);
   run_chunks(
       static_cast<int64_t>(r.plan.chunks.size()), r.collectives,
       [&](int64_t i) {
-        const Chunk& c = r.plan.chunks[i];
+        // This rank's W workers' sums, in [-W, W], shifted by +W: the digits of P ranks add up
+        // to at most 2N < L, so the words add without carry.
+        const Span& c = r.plan.chunks[i];
+        Tensor s = local.slice(0, 0, c.elems);
+        s.zero_();
+        int32_t* lp = s.data<int32_t>();
         unpack_pieces(r.d, c.pieces, r.codes + c.begin, r.workers, stride, r.f,
-                      [&](const Piece& p) { return lp + c.elem_base + p.elem; });
-        pack_chunk_fields(r, c, lp, r.workers, wp);
+                      [&](const Piece& p) { return lp + p.elem; });
+        pack_span(r.d, c, lp, r.workers, r.levels, wp + word_at[i]);
       },
       [&](int64_t i) {
-        const Chunk& c = r.plan.chunks[i];
-        r.comm.allreduce(wp + c.word_base, c.words, DType::u64, comm::ReduceOp::sum);
+        r.comm.allreduce(wp + word_at[i], word_at[i + 1] - word_at[i], DType::u64,
+                         comm::ReduceOp::sum);
       },
-      [&](int64_t c) { unpack_chunk_fields(r, r.plan.chunks[c], wp); });
+      [&](int64_t i) { decode_chunk(r, r.plan.chunks[i], wp + word_at[i]); });
 }
+
+// ---- sharded and hierarchical --------------------------------------------------------------
+//
+// One rank's part of the plan's phases A, C, E, F (plan.h) for one chunk. The final sums of all
+// P shards land in one buffer of words laid out as this rank's node shares them in F: the
+// shards of the node's first rank (its local shards, ascending), then the second's, ...; so what
+// a rank sends in F is one contiguous block, and each block received lands in place.
+class ShardedRun {
+ public:
+  ShardedRun(const BucketRun& r, const comm::NodeLayout& layout)
+      : r_(r), pl_(layout), me_(r.comm.rank()), node_(pl_.node_of(me_)) {
+    for (int n = 0; n < pl_.nodes(); ++n)
+      any_node_shared_ = any_node_shared_ || pl_.members(n).size() > 1;
+  }
+
+  // Phases A, C, E, F of chunk i: afterwards words_[i] holds every shard's final sums.
+  void exchange(int64_t i) {
+    const Span& chunk = r_.plan.chunks[static_cast<size_t>(i)];
+    const ShardedChunk sc(r_.plan, chunk, r_.shape, pl_);
+    const int w = r_.workers;
+    const std::vector<int>& members = pl_.members(node_);
+    const std::vector<int>& mine = pl_.local_shards(me_);
+
+    // Where each shard's final sums sit in this chunk's words (see the class comment).
+    std::vector<int64_t> word_at(sc.shards.size(), 0);
+    int64_t words = 0;
+    for (int m : members)
+      for (int q : pl_.local_shards(m)) {
+        word_at[static_cast<size_t>(q)] = words;
+        words += sc.sum_bytes[static_cast<size_t>(q)] / 8;
+      }
+    Tensor& out = words_[static_cast<size_t>(i)];
+    out = Tensor::empty({words}, DType::u64, r_.d);
+    uint64_t* wp = out.data<uint64_t>();
+    auto len = [&](int q) { return sc.shards[static_cast<size_t>(q)].bytes; };
+
+    // A: codes of the shards each node rank sums, to it.
+    std::vector<Tensor> from_member(static_cast<size_t>(pl_.ranks()));
+    if (any_node_shared_) {
+      std::vector<Tensor> to_member(static_cast<size_t>(pl_.ranks()));
+      std::vector<comm::SendSpec> sends;
+      std::vector<comm::RecvSpec> recvs;
+      for (int m : members) {
+        if (m == me_) continue;
+        int64_t out_bytes = 0, in_bytes = 0;
+        for (int q : pl_.local_shards(m)) out_bytes += w * len(q);
+        for (int q : mine) in_bytes += w * len(q);
+        if (out_bytes > 0) {
+          Tensor& t = to_member[static_cast<size_t>(m)];
+          t = Tensor::empty({out_bytes}, DType::u8, r_.d);
+          int64_t at = 0;
+          for (int q : pl_.local_shards(m))
+            for (int k = 0; k < w; ++k, at += len(q))
+              copy_bytes(
+                  r_.d, t.data<uint8_t>() + at,
+                  r_.codes + k * r_.plan.bucket_bytes + sc.shards[static_cast<size_t>(q)].begin,
+                  static_cast<size_t>(len(q)));
+          sends.push_back({m, t.data<uint8_t>(), static_cast<size_t>(out_bytes)});
+        }
+        if (in_bytes > 0) {
+          Tensor& t = from_member[static_cast<size_t>(m)];
+          t = Tensor::empty({in_bytes}, DType::u8, r_.d);
+          recvs.push_back({m, t.data<uint8_t>(), static_cast<size_t>(in_bytes)});
+        }
+      }
+      r_.comm.exchange(sends, recvs);
+    }
+
+    // The node's sums of this rank's local shards (every one but the foreign shards a node of
+    // one rank and one worker sends as codes).
+    const bool raw = sc.raw_codes[static_cast<size_t>(node_)];
+    std::vector<int64_t> sum_at(mine.size() + 1, 0);
+    for (size_t j = 0; j < mine.size(); ++j)
+      sum_at[j + 1] = sum_at[j] + sc.shards[static_cast<size_t>(mine[j])].elems;
+    Tensor sums = Tensor::zeros({std::max<int64_t>(sum_at.back(), 1)}, DType::i32, r_.d);
+    int32_t* sp = sums.data<int32_t>();
+    int64_t member_at = 0;  // offset of shard mine[j] in each member's message (the same for all)
+    for (size_t j = 0; j < mine.size(); ++j) {
+      const int q = mine[j];
+      const Span& s = sc.shards[static_cast<size_t>(q)];
+      if (!(raw && q != me_)) {
+        auto to = [&](const Piece& p) { return sp + sum_at[j] + p.elem; };
+        unpack_pieces(r_.d, s.pieces, r_.codes + s.begin, w,
+                      static_cast<size_t>(r_.plan.bucket_bytes), r_.f, to);
+        for (int m : members)
+          if (m != me_ && s.bytes > 0)
+            unpack_pieces(r_.d, s.pieces,
+                          from_member[static_cast<size_t>(m)].data<uint8_t>() + member_at, w,
+                          static_cast<size_t>(s.bytes), r_.f, to);
+      }
+      member_at += w * s.bytes;
+    }
+
+    // C: the node's sums (or codes) of each foreign local shard to its owner; this rank's own
+    // shard's from every other node.
+    const int nodes = pl_.nodes();
+    std::vector<Tensor> from_node(static_cast<size_t>(nodes));
+    if (nodes > 1) {
+      std::vector<Tensor> node_words;
+      std::vector<comm::SendSpec> sends;
+      std::vector<comm::RecvSpec> recvs;
+      for (size_t j = 0; j < mine.size(); ++j) {
+        const int q = mine[j];
+        if (q == me_) continue;
+        const Span& s = sc.shards[static_cast<size_t>(q)];
+        const auto bytes = static_cast<size_t>(
+            sc.node_sum_bytes[static_cast<size_t>(node_)][static_cast<size_t>(q)]);
+        if (bytes == 0) continue;
+        if (raw) {
+          sends.push_back({q, r_.codes + s.begin, bytes});
+          continue;
+        }
+        node_words.push_back(Tensor::empty({static_cast<int64_t>(bytes / 8)}, DType::u64, r_.d));
+        pack_span(r_.d, s, sp + sum_at[j], static_cast<int32_t>(pl_.members(node_).size()) * w,
+                  sc.node_levels[static_cast<size_t>(node_)], node_words.back().data<uint64_t>());
+        sends.push_back({q, node_words.back().data<uint64_t>(), bytes});
+      }
+      for (int n = 0; n < nodes; ++n) {
+        if (n == node_) continue;
+        const auto bytes = static_cast<size_t>(
+            sc.node_sum_bytes[static_cast<size_t>(n)][static_cast<size_t>(me_)]);
+        if (bytes == 0) continue;
+        from_node[static_cast<size_t>(n)] =
+            Tensor::empty({static_cast<int64_t>(bytes)}, DType::u8, r_.d);
+        recvs.push_back(
+            {pl_.local_owner(n, me_), from_node[static_cast<size_t>(n)].data<uint8_t>(), bytes});
+      }
+      r_.comm.exchange(sends, recvs);
+    }
+
+    // This rank's shard: its node's sum plus every other node's, packed in base L.
+    {
+      const size_t j = static_cast<size_t>(std::find(mine.begin(), mine.end(), me_) - mine.begin());
+      const Span& s = sc.shards[static_cast<size_t>(me_)];
+      int32_t* gs = sp + sum_at[j];
+      auto to = [&](const Piece& p) { return gs + p.elem; };
+      for (int n = 0; n < nodes; ++n) {
+        const Tensor& got = from_node[static_cast<size_t>(n)];
+        if (n == node_ || !got.defined()) continue;
+        if (sc.raw_codes[static_cast<size_t>(n)])
+          unpack_pieces(r_.d, s.pieces, got.data<uint8_t>(), 1, static_cast<size_t>(s.bytes), r_.f,
+                        to);
+        else
+          unpack_span(r_.d, s, reinterpret_cast<const uint64_t*>(got.data<uint8_t>()),
+                      static_cast<int32_t>(pl_.members(n).size()) * w,
+                      sc.node_levels[static_cast<size_t>(n)], to);
+      }
+      pack_span(r_.d, s, gs, static_cast<int32_t>(r_.total), r_.levels,
+                wp + word_at[static_cast<size_t>(me_)]);
+    }
+
+    // E: this rank's final sums to its shard's local owner in every other node; the final sums
+    // of this rank's foreign local shards from their owners.
+    if (nodes > 1) {
+      std::vector<comm::SendSpec> sends;
+      std::vector<comm::RecvSpec> recvs;
+      const auto mine_bytes = static_cast<size_t>(sc.sum_bytes[static_cast<size_t>(me_)]);
+      for (int n = 0; n < nodes; ++n)
+        if (n != node_ && mine_bytes > 0)
+          sends.push_back(
+              {pl_.local_owner(n, me_), wp + word_at[static_cast<size_t>(me_)], mine_bytes});
+      for (int q : mine) {
+        const auto bytes = static_cast<size_t>(sc.sum_bytes[static_cast<size_t>(q)]);
+        if (q != me_ && bytes > 0)
+          recvs.push_back({q, wp + word_at[static_cast<size_t>(q)], bytes});
+      }
+      r_.comm.exchange(sends, recvs);
+    }
+
+    // F: the final sums of each rank's local shards to the rest of its node.
+    if (any_node_shared_) {
+      std::vector<comm::SendSpec> sends;
+      std::vector<comm::RecvSpec> recvs;
+      auto block = [&](int m) {
+        int64_t bytes = 0;
+        for (int q : pl_.local_shards(m)) bytes += sc.sum_bytes[static_cast<size_t>(q)];
+        return std::pair<uint64_t*, size_t>{
+            wp + word_at[static_cast<size_t>(pl_.local_shards(m).front())],
+            static_cast<size_t>(bytes)};
+      };
+      for (int m : members) {
+        if (m == me_ || pl_.local_shards(m).empty()) continue;
+        const auto [mine_at, mine_bytes] = block(me_);
+        const auto [their_at, their_bytes] = block(m);
+        if (mine_bytes > 0) sends.push_back({m, mine_at, mine_bytes});
+        if (their_bytes > 0) recvs.push_back({m, their_at, their_bytes});
+      }
+      r_.comm.exchange(sends, recvs);
+    }
+    word_at_[static_cast<size_t>(i)] = std::move(word_at);
+  }
+
+  // Every shard of chunk i into the accumulators.
+  void decode(int64_t i) {
+    const Span& chunk = r_.plan.chunks[static_cast<size_t>(i)];
+    const int p = pl_.ranks();
+    const uint64_t* wp = words_[static_cast<size_t>(i)].data<uint64_t>();
+    const std::vector<int64_t>& word_at = word_at_[static_cast<size_t>(i)];
+    for (int q = 0; q < p; ++q) {
+      const int64_t b0 = chunk.bytes * q / p, b1 = chunk.bytes * (q + 1) / p;
+      const Span s = r_.plan.span(chunk.begin + b0, chunk.begin + b1);
+      unpack_span(r_.d, s, wp + word_at[static_cast<size_t>(q)], static_cast<int32_t>(r_.total),
+                  r_.levels, [&](const Piece& pc) { return r_.acc[pc.seg] + pc.first; });
+    }
+    words_[static_cast<size_t>(i)] = Tensor();
+  }
+
+  void run() {
+    const auto chunks = static_cast<int64_t>(r_.plan.chunks.size());
+    words_.resize(static_cast<size_t>(chunks));
+    word_at_.resize(static_cast<size_t>(chunks));
+    run_chunks(
+        chunks, r_.collectives, [](int64_t) {}, [&](int64_t i) { exchange(i); },
+        [&](int64_t i) { decode(i); });
+  }
+
+ private:
+  const BucketRun& r_;
+  const ShardPlacement pl_;
+  const int me_, node_;
+  bool any_node_shared_ = false;  // some node has two or more ranks: phases A and F run
+  std::vector<Tensor> words_;     // per chunk: every shard's final sums
+  std::vector<std::vector<int64_t>> word_at_;
+};
 
 }  // namespace
 
-const char* name(TernaryAlgorithm a) {
-  switch (a) {
-    case TernaryAlgorithm::ps:
-      return "ps";
-    case TernaryAlgorithm::allgather:
-      return "allgather";
-    case TernaryAlgorithm::packed_allreduce:
-      return "packed-allreduce";
-    case TernaryAlgorithm::automatic:
-      return "auto";
-  }
-  return "?";
+TernaryBucketShape bucket_shape(const comm::Communicator& comm, int workers,
+                                const std::vector<int64_t>& numel, PackFormat format,
+                                const TernaryPipeline& pipeline) {
+  return {numel,          comm.size(),          workers,       format,
+          comm.backend(), pipeline.chunk_bytes, pipeline.nodes};
 }
 
-std::vector<std::string> ternary_algorithm_names() {
-  return {"auto", "ps", "allgather", "packed-allreduce"};
-}
-
-TernaryAlgorithm parse_ternary_algorithm(std::string_view s) {
-  if (s == "auto") return TernaryAlgorithm::automatic;
-  if (s == "ps") return TernaryAlgorithm::ps;
-  if (s == "allgather") return TernaryAlgorithm::allgather;
-  if (s == "packed-allreduce" || s == "packed_allreduce") return TernaryAlgorithm::packed_allreduce;
-  std::string known;
-  for (const std::string& n : ternary_algorithm_names()) known += (known.empty() ? "" : ", ") + n;
-  TG_THROW("unknown ternary aggregation algorithm '", s, "' (known: ", known, ")");
-}
-
-TernaryCost ternary_cost(TernaryAlgorithm algorithm, const TernaryShape& shape, int rank) {
-  check_shape(shape);
-  return ternary_bucket_cost(
-      algorithm, {{shape.n}, shape.ranks, shape.workers_per_rank, shape.format, shape.backend, 0},
-      rank);
-}
-
-TernaryAlgorithm choose_ternary_algorithm(const TernaryShape& shape) {
-  check_shape(shape);
-  return choose_ternary_bucket_algorithm(
-      {{shape.n}, shape.ranks, shape.workers_per_rank, shape.format, shape.backend, 0});
-}
-
-int64_t bucket_code_bytes(const std::vector<int64_t>& numel, tern::PackFormat format) {
-  tern::detail::check_format(format, "bucket_code_bytes");
-  int64_t b = 0;
-  for (int64_t n : numel) b += static_cast<int64_t>(tern::packed_bytes(format, n));
-  return b;
-}
-
-TernaryCost ternary_bucket_cost(TernaryAlgorithm algorithm, const TernaryBucketShape& shape,
-                                int rank) {
-  check_bucket_shape(shape);
-  TG_CHECK(rank >= 0 && rank < shape.ranks, "ternary_cost: rank ", rank, " (expected 0 .. ",
-           shape.ranks - 1, ")");
-  const int k = sum_field_bits(static_cast<int64_t>(shape.ranks) * shape.workers_per_rank);
-  const Plan plan = plan_bucket(shape.numel, shape.format, shape.chunk_bytes, k);
-  TernaryCost c;
-  c.rank = bucket_rank_bytes(algorithm, shape, plan, rank);
-  // ps loads the server (rank 0) most; the others load every rank (almost) alike. P is small.
-  for (int r = 0; r < shape.ranks; ++r) {
-    const comm::WireBytes w = r == rank ? c.rank : bucket_rank_bytes(algorithm, shape, plan, r);
-    c.busiest = std::max(c.busiest, w.sent + w.received);
-  }
-  return c;
-}
-
-TernaryAlgorithm choose_ternary_bucket_algorithm(const TernaryBucketShape& shape) {
-  TernaryAlgorithm best = kConcrete[0];
-  uint64_t best_bytes = ternary_bucket_cost(best, shape, 0).busiest;
-  for (TernaryAlgorithm a : kConcrete) {
-    const uint64_t bytes = ternary_bucket_cost(a, shape, 0).busiest;
-    if (bytes < best_bytes) {
-      best = a;
-      best_bytes = bytes;
-    }
-  }
-  return best;
-}
-
-TernaryResult ternary_aggregate(comm::Communicator& comm, TernaryAlgorithm algorithm,
-                                const uint8_t* codes, int workers, int64_t n,
-                                tern::PackFormat format, int32_t* acc) {
-  check_shape({n, comm.size(), workers, format, comm.backend()});
-  return ternary_aggregate_bucket(comm, algorithm, codes, workers, {n}, format, {acc});
-}
-
-TernaryResult ternary_aggregate_bucket(comm::Communicator& comm, TernaryAlgorithm algorithm,
-                                       const uint8_t* codes, int workers,
-                                       const std::vector<int64_t>& numel, tern::PackFormat format,
-                                       const std::vector<int32_t*>& acc,
+TernaryResult ternary_aggregate_bucket(comm::Communicator& comm, Route route, const uint8_t* codes,
+                                       int workers, const std::vector<int64_t>& numel,
+                                       PackFormat format, const std::vector<int32_t*>& acc,
                                        const TernaryPipeline& pipeline) {
-  const TernaryBucketShape shape{numel,  comm.size(),    workers,
-                                 format, comm.backend(), pipeline.chunk_bytes};
+  const TernaryBucketShape shape = bucket_shape(comm, workers, numel, format, pipeline);
   check_bucket_shape(shape);
+  TG_CHECK(route == Route::automatic || is_bucket_route(route), "ternary collective on rank ",
+           comm.rank(), ": '", name(route), "' is not a ternary bucket route");
   TG_CHECK(acc.size() == numel.size(), "ternary collective on rank ", comm.rank(), ": ", acc.size(),
            " accumulators for ", numel.size(), " segments (expected one each)");
-  const int64_t total = static_cast<int64_t>(comm.size()) * workers;
-  const int k = sum_field_bits(total);
-  const Plan plan = plan_bucket(numel, format, pipeline.chunk_bytes, k);
   for (size_t s = 0; s < numel.size(); ++s)
     TG_CHECK(numel[s] == 0 || (codes != nullptr && acc[s] != nullptr),
              "ternary collective on rank ", comm.rank(), ": null codes or accumulator for segment ",
              s, " of ", numel[s], " elements");
-  TernaryResult result{algorithm, {}};
-  if (algorithm == TernaryAlgorithm::automatic)
-    result.algorithm = choose_ternary_bucket_algorithm(shape);
+  const Plan plan = plan_bucket(numel, format, pipeline.chunk_bytes);
+  TernaryResult result;
+  result.route = route == Route::automatic ? choose_bucket_route(shape) : route;
   // Every rank knows the sizes, so an empty bucket is skipped by all ranks alike (no zero-byte
   // messages).
   if (plan.chunks.empty()) return result;
 
   const comm::WireBytes before = comm.wire();
   OptionalDeviceGuard guard(comm.device());
-  const BucketRun run{
-      comm,  comm.device(),
-      codes, workers,
-      total, format,
-      k,     acc,
-      plan,  comm.size() > 1 && comm.device().is_cpu() ? pipeline.collectives : nullptr};
-  switch (result.algorithm) {
-    case TernaryAlgorithm::ps:
+  const int64_t total = static_cast<int64_t>(comm.size()) * workers;
+  const BucketRun run{comm,
+                      comm.device(),
+                      codes,
+                      workers,
+                      total,
+                      sum_levels(total),
+                      format,
+                      acc,
+                      plan,
+                      shape,
+                      comm.size() > 1 && comm.device().is_cpu() ? pipeline.collectives : nullptr};
+  switch (result.route) {
+    case Route::ps:
       run_ps(run);
       break;
-    case TernaryAlgorithm::allgather:
+    case Route::allgather:
       run_allgather(run);
       break;
-    case TernaryAlgorithm::packed_allreduce:
+    case Route::packed_allreduce:
       run_packed_allreduce(run);
       break;
-    case TernaryAlgorithm::automatic:
+    case Route::sharded:
+      ShardedRun(run, comm::NodeLayout::each_alone(comm.size())).run();
       break;
+    case Route::hierarchical:
+      ShardedRun(run, shape.nodes.known() ? shape.nodes : comm::NodeLayout::each_alone(comm.size()))
+          .run();
+      break;
+    default:
+      TG_THROW("ternary collective: unreachable route ", name(result.route));
   }
   const comm::WireBytes after = comm.wire();
   result.wire = {after.sent - before.sent, after.received - before.received};
+  if (shape.nodes.known() && shape.nodes.nodes() > 1)
+    result.inter = ternary_bucket_cost(result.route, shape, comm.rank()).rank_inter;
   return result;
 }
 

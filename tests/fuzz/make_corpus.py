@@ -98,7 +98,8 @@ def main():
         write("ternary", "flags%d" % flags,
               bytes([flags, 2, 9, 17, 3, 2]) + struct.pack("<2f", 0.5, 1.25) +
               bytes(rng.randrange(256) for _ in range(16)))
-    write("ternary", "sum_fields", bytes([0x80, 3]) + struct.pack("<I", 4) +
+    # radix sums: levels, offset, trim of the last word, garbage words
+    write("ternary", "sum_radix", bytes([0x80]) + struct.pack("<II", 15, 7) + bytes([3]) +
           bytes(rng.randrange(256) for _ in range(32)))
     for flags in range(4):
         write("baseline", "method%d" % flags,

@@ -29,9 +29,9 @@ namespace {
 using namespace std::chrono_literals;
 using namespace tg::comm;
 
-// Every ternary algorithm over a 1-rank NCCL group with W = 3 local workers on the GPU equals the
+// Every ternary route over a 1-rank NCCL group with W = 3 local workers on the GPU equals the
 // plain CPU sum of the unpacked codes.
-TEST(NcclComm, TernaryAlgorithmsOnOneRank) {
+TEST(NcclComm, TernaryRoutesOnOneRank) {
   TG_REQUIRE_CUDA();
   testing::TempDir dir;
   auto store = open_store("file://" + dir.str(), 10s);
@@ -52,11 +52,11 @@ TEST(NcclComm, TernaryAlgorithmsOnOneRank) {
     for (int64_t i = 0; i < n; ++i) expected[i] += one[i];
   }
   Tensor dcodes = Tensor::from_vector(codes, {static_cast<int64_t>(codes.size())}, gpu);
-  for (TernaryAlgorithm a : {TernaryAlgorithm::ps, TernaryAlgorithm::allgather,
-                             TernaryAlgorithm::packed_allreduce, TernaryAlgorithm::automatic}) {
+  for (Route a : {Route::ps, Route::allgather, Route::packed_allreduce, Route::sharded,
+                  Route::hierarchical, Route::automatic}) {
     Tensor acc = Tensor::full({n}, 1, DType::i32, gpu);
-    const TernaryResult r = ternary_aggregate(*comm, a, dcodes.data<uint8_t>(), w, n,
-                                              tern::PackFormat::two_bit, acc.data<int32_t>());
+    const TernaryResult r = ternary_aggregate_bucket(
+        *comm, a, dcodes.data<uint8_t>(), w, {n}, tern::PackFormat::two_bit, {acc.data<int32_t>()});
     EXPECT_EQ(acc.to_vector<int32_t>(), expected) << name(a);
     EXPECT_EQ(r.wire.sent, 0u) << name(a);
   }

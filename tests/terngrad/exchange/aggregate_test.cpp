@@ -26,6 +26,7 @@
 #include "comm/communicator.h"
 #include "comm/gloo_comm.h"
 #include "comm/store.h"
+#include "comm/topology.h"
 #include "comm/wire_model.h"
 #include "nn/core/error.h"
 #include "nn/core/philox.h"
@@ -140,9 +141,9 @@ std::vector<Method> methods() {
   return m;
 }
 
-constexpr TernaryAlgorithm kAlgorithms[] = {TernaryAlgorithm::ps, TernaryAlgorithm::allgather,
-                                            TernaryAlgorithm::packed_allreduce,
-                                            TernaryAlgorithm::automatic};
+// The routes a run can ask for but ring (allgather: the generic path, whole messages).
+constexpr Route kAsked[] = {Route::ps,      Route::allgather,    Route::packed_allreduce,
+                            Route::sharded, Route::hierarchical, Route::automatic};
 
 // The specification: the fold over all N workers, steps 0 .. kSteps - 1.
 std::vector<std::vector<float>> emulated(const Method& m, int n,
@@ -162,11 +163,11 @@ WireBytes expected_wire(const Method& m, const AggregateOptions& opt, const std:
   auto c = tern::make_compressor(m.o, slots);
   WireBytes total;
   if (c->num_meta() > 0) wire_model::add(total, allgather(w * c->num_meta() * sizeof(float)));
-  const TernaryAlgorithm a = ternary_algorithm(opt.algorithm);
+  const Route a = opt.algorithm;
   const bool floating = step % 2 == 1 && m.o.floating_grad_epoch == 2;
   const bool ternary_path = p > 1 && m.o.method == ::tg::tern::Method::terngrad &&
                             m.o.scaler_sharing == ::tg::tern::ScalerSharing::max &&
-                            m.o.levels == 3 && a != TernaryAlgorithm::allgather && !floating;
+                            m.o.levels == 3 && a != Route::allgather && !floating;
   const bool all_f32 = m.o.method == ::tg::tern::Method::none ||
                        (m.o.method == ::tg::tern::Method::terngrad && floating);
   if (p > 1 && (all_f32 || m.o.method == ::tg::tern::Method::fp16)) {
@@ -185,7 +186,7 @@ WireBytes expected_wire(const Method& m, const AggregateOptions& opt, const std:
   }
   const auto& layout = c->layout();
   uint64_t block = 0;
-  TernaryBucketShape bucket{{}, p, w, m.o.pack, backend, opt.chunk_bytes};
+  TernaryBucketShape bucket{{}, p, w, m.o.pack, backend, opt.chunk_bytes, opt.nodes};
   for (size_t t = 0; t < layout.size(); ++t) {
     const int64_t n = layout[t].numel;
     const bool logits = t + 2 >= layout.size();
@@ -195,8 +196,7 @@ WireBytes expected_wire(const Method& m, const AggregateOptions& opt, const std:
     else
       block += n * sizeof(float);
   }
-  const TernaryAlgorithm ran =
-      a == TernaryAlgorithm::automatic ? choose_ternary_bucket_algorithm(bucket) : a;
+  const Route ran = bucket_route_for(a) == Route::automatic ? choose_bucket_route(bucket) : a;
   wire_model::add(total, ternary_bucket_cost(ran, bucket, rank).rank);
   if (block > 0) wire_model::add(total, allgather(w * block));
   return total;
@@ -212,13 +212,13 @@ std::vector<Tensor> local_grads(const tern::Compressor& c, int rank, int w, int6
 // Every step of `m` with algorithm `a` on `comm` (this rank's thread): out bit-identical to
 // the fold, the reported wire equal to the counters' change and to the model. With
 // pipeline.overlap the chunks' collectives run on a thread of the rank's own.
-void run_and_check(Communicator& comm, const Method& m, const AggregateOptions& pipeline,
-                   TernaryAlgorithm a, int w, const std::vector<std::vector<float>>& want,
-                   const std::string& what, const std::vector<GradSlot>& slots = test_layout()) {
+void run_and_check(Communicator& comm, const Method& m, const AggregateOptions& pipeline, Route a,
+                   int w, const std::vector<std::vector<float>>& want, const std::string& what,
+                   const std::vector<GradSlot>& slots = test_layout()) {
   const int p = comm.size(), r = comm.rank();
   auto c = tern::make_compressor(m.o, slots);
   AggregateOptions opt = pipeline;
-  opt.algorithm = exchange_algorithm(a);
+  opt.algorithm = a;
   WorkerThread collectives;
   for (int64_t step = 0; step < kSteps; ++step) {
     const std::vector<Tensor> grads = local_grads(*c, r, w, step);
@@ -247,8 +247,8 @@ void run_and_check(Communicator& comm, const Method& m, const AggregateOptions& 
                                       : m.o.method == ::tg::tern::Method::fp16 ? 2
                                                                                : 4)
           << at;
-      for (SlotRoute route : st.routes)
-        EXPECT_EQ(route, p > 1 ? SlotRoute::reduce_scatter : SlotRoute::message) << at;
+      for (Route route : st.routes)
+        EXPECT_EQ(route, p > 1 ? Route::reduce_scatter : Route::message) << at;
       if (m.o.method == ::tg::tern::Method::none && p > 1 && w == 1) {
         // a ring allreduce's 2 (P - 1) / P of the bytes, plus padding
         const double ring = 2.0 * (p - 1) / p * 4 * c->total();
@@ -261,25 +261,21 @@ void run_and_check(Communicator& comm, const Method& m, const AggregateOptions& 
     // One rank exchanges nothing: every method folds on the generic path there.
     const bool ternary_path = p > 1 && m.o.method == ::tg::tern::Method::terngrad &&
                               m.o.scaler_sharing == ::tg::tern::ScalerSharing::max &&
-                              m.o.levels == 3 && a != TernaryAlgorithm::allgather && !floating;
+                              m.o.levels == 3 && a != Route::allgather && !floating;
     EXPECT_EQ(st.ternary_path, ternary_path) << at;
     if (p == 1) {
-      for (SlotRoute route : st.routes) EXPECT_EQ(route, SlotRoute::message) << at;
+      for (Route route : st.routes) EXPECT_EQ(route, Route::message) << at;
     }
     if (ternary_path) {
       EXPECT_EQ(st.ternary_slots + st.raw_slots, static_cast<int64_t>(c->layout().size())) << at;
-      if (a != TernaryAlgorithm::automatic) {
-        EXPECT_EQ(st.bucket_algorithm, a) << at;
+      if (a != Route::automatic) {
+        EXPECT_EQ(st.bucket_route, a) << at;
       }
       // One bucket: every ternary slot on the bucket's route, every raw slot gathered.
-      const SlotRoute bucket_route = st.bucket_algorithm == TernaryAlgorithm::ps ? SlotRoute::ps
-                                     : st.bucket_algorithm == TernaryAlgorithm::packed_allreduce
-                                         ? SlotRoute::packed_allreduce
-                                         : SlotRoute::allgather;
       int64_t gathered = 0;
-      for (SlotRoute route : st.routes) {
-        EXPECT_TRUE(route == bucket_route || route == SlotRoute::gathered) << at;
-        gathered += route == SlotRoute::gathered;
+      for (Route route : st.routes) {
+        EXPECT_TRUE(route == st.bucket_route || route == Route::gathered) << at;
+        gathered += route == Route::gathered;
       }
       EXPECT_EQ(gathered, st.raw_slots) << at;
       const int64_t chunk = opt.chunk_bytes;
@@ -297,7 +293,7 @@ TEST_P(AggregateLocal, BitIdenticalToEmulatedForEveryMethodAndAlgorithm) {
   const int p = std::get<0>(GetParam()), w = std::get<1>(GetParam());
   for (const Method& m : methods()) {
     const auto want = emulated(m, p * w);
-    for (TernaryAlgorithm a : kAlgorithms) {
+    for (Route a : kAsked) {
       const std::string what = tg::detail::concat(m.label, " ", name(a), " P=", p, " W=", w);
       auto comms = make_local_group(p, 20s);
       const auto errors =
@@ -335,44 +331,72 @@ INSTANTIATE_TEST_SUITE_P(Ranks, AggregateLocal,
                          });
 
 // The routes of a shared-scaler terngrad step: raw slots gathered, every ternary slot in the one
-// bucket on the algorithm's route.
+// bucket on the asked route (auto: the cost model's; at P = 2, W = 1, allgather).
 TEST(AggregateRoutes, FollowTheAlgorithmAndTheExclusionRules) {
   const Method m = methods()[4];  // terngrad_shared, min_size 8
-  // (allgather is the generic path, whole messages.)
-  for (TernaryAlgorithm a :
-       {TernaryAlgorithm::ps, TernaryAlgorithm::packed_allreduce, TernaryAlgorithm::automatic}) {
+  // (allgather, asked, is the generic path: whole messages.)
+  for (Route a : {Route::ps, Route::packed_allreduce, Route::sharded, Route::hierarchical,
+                  Route::automatic}) {
     auto comms = make_local_group(2, 20s);
     std::vector<AggregateStats> stats(2);
     const auto errors = run_ranks(2, [&](int r) {
       auto c = tern::make_compressor(m.o, test_layout());
       AggregateOptions opt;
-      opt.algorithm = exchange_algorithm(a);
+      opt.algorithm = a;
       Tensor out = Tensor::empty({c->total()});
       stats[r] = aggregate(*c, *comms[r], local_grads(*c, r, 1, 0), 0, out, opt);
     });
-    // P = 2, W = 1: the cost model picks allgather (header table).
-    const SlotRoute b = a == TernaryAlgorithm::ps                 ? SlotRoute::ps
-                        : a == TernaryAlgorithm::packed_allreduce ? SlotRoute::packed_allreduce
-                                                                  : SlotRoute::allgather;
-    const std::string label = a == TernaryAlgorithm::ps ? "4 ps, 0 packed-allreduce, 0 allgather"
-                              : a == TernaryAlgorithm::packed_allreduce
-                                  ? "0 ps, 4 packed-allreduce, 0 allgather"
-                                  : "0 ps, 0 packed-allreduce, 4 allgather";
+    const Route b = a == Route::automatic ? Route::allgather : a;
     // conv1.w 601, fc1.w 1203, fc1.b 13, fc2.w 250 elements: 151 + 301 + 4 + 63 code bytes.
     for (int r = 0; r < 2; ++r) {
       ASSERT_EQ(errors[r], "") << name(a);
-      const std::vector<SlotRoute> want = {b, SlotRoute::gathered, b, b, b, SlotRoute::gathered};
+      const std::vector<Route> want = {b, Route::gathered, b, b, b, Route::gathered};
       EXPECT_EQ(stats[r].routes, want) << name(a);
       EXPECT_EQ(stats[r].ternary_slots, 4);
       EXPECT_EQ(stats[r].raw_slots, 2);
       EXPECT_EQ(stats[r].bucket_bytes, 519);
       EXPECT_EQ(stats[r].bucket_chunks, 1);
-      const std::string want_line = "ternary: " + label +
+      const std::string want_line = std::string("ternary: 4 ") + name(b) +
                                     ", 2 gathered raw fp32; bucket of 4 slots, 519 B per worker, "
                                     "1 chunk; wire sent ";
       EXPECT_EQ(describe(stats[r]).rfind(want_line, 0), 0u) << describe(stats[r]);
     }
   }
+}
+
+// The matrix of "same bits": P = 3, 4, 6, 8, both formats, error feedback, tiny chunks,
+// overlap on and off, every exact route, and the hierarchical one over 2 and 3 nodes: out
+// bit-identical to the fold over all N workers in one place, step after step (error feedback's
+// residuals carry over).
+TEST(AggregateRoutes, SameBitsForEveryRouteNodeLayoutAndPipeline) {
+  for (int p : {3, 4, 6, 8})
+    for (PackFormat pack : {PackFormat::two_bit, PackFormat::base3}) {
+      Method m{"terngrad_ef", {}};
+      m.o.method = ::tg::tern::Method::terngrad;
+      m.o.error_feedback = true;
+      m.o.pack = pack;
+      m.o.min_size = 8;
+      const int w = p == 3 ? 2 : 1;
+      const auto want = emulated(m, p * w);
+      for (int64_t chunk : {int64_t{0}, int64_t{5}})
+        for (bool overlap : {false, true})
+          for (Route a : {Route::ps, Route::packed_allreduce, Route::sharded, Route::hierarchical,
+                          Route::automatic})
+            for (int nodes : {1, 2, 3}) {
+              if (nodes > 1 && a != Route::hierarchical && a != Route::automatic) continue;
+              AggregateOptions pipeline;
+              pipeline.chunk_bytes = chunk;
+              pipeline.overlap = overlap;
+              pipeline.nodes = NodeLayout::blocks(p, (p + nodes - 1) / nodes);
+              const std::string what = tg::detail::concat(
+                  m.label, pack == PackFormat::base3 ? " base3 " : " ", name(a), " P=", p,
+                  " chunk ", chunk, overlap ? " overlap " : " serial ", pipeline.nodes.str());
+              auto comms = make_local_group(p, 20s);
+              const auto errors = run_ranks(
+                  p, [&](int r) { run_and_check(*comms[r], m, pipeline, a, w, want, what); });
+              for (int r = 0; r < p; ++r) ASSERT_EQ(errors[r], "") << what << " rank " << r;
+            }
+    }
 }
 
 // Many small slots of odd sizes (codes end mid-byte, several slots share a chunk, one slot spans
@@ -406,8 +430,8 @@ TEST_P(AggregateBucket, ManySmallSlotsMixedRoutesExact) {
   const std::vector<GradSlot> slots = many_slots_layout();
   for (const auto& [p, w] : {std::pair{3, 2}, std::pair{4, 1}}) {
     const auto want = emulated(m, p * w, slots);
-    for (TernaryAlgorithm a :
-         {TernaryAlgorithm::ps, TernaryAlgorithm::packed_allreduce, TernaryAlgorithm::automatic}) {
+    for (Route a : {Route::ps, Route::packed_allreduce, Route::sharded, Route::hierarchical,
+                    Route::automatic}) {
       const std::string what =
           tg::detail::concat(m.label, pack == PackFormat::base3 ? " base3" : "", " chunk ", chunk,
                              overlap ? " overlap " : " ", name(a), " P=", p, " W=", w);
@@ -439,9 +463,8 @@ TEST(AggregateRoutes, NothingGatheredWhenEverySlotIsTernary) {
   const int p = 3, w = 2;
   const auto want = emulated(m, p * w);
   auto comms = make_local_group(p, 20s);
-  const auto errors = run_ranks(p, [&](int r) {
-    run_and_check(*comms[r], m, {}, TernaryAlgorithm::ps, w, want, "all ternary, ps");
-  });
+  const auto errors = run_ranks(
+      p, [&](int r) { run_and_check(*comms[r], m, {}, Route::ps, w, want, "all ternary, ps"); });
   for (int r = 0; r < p; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
 }
 
@@ -463,7 +486,7 @@ TEST(AggregateGloo, BitIdenticalToEmulatedWithGlooWireBytes) {
     AggregateOptions chunked;  // several chunks: the collectives run on a second thread
     chunked.chunk_bytes = 100;
     for (size_t i = 0; i < cases.size(); ++i)
-      for (TernaryAlgorithm a : kAlgorithms)
+      for (Route a : kAsked)
         for (const AggregateOptions& pipeline : {AggregateOptions{}, chunked})
           run_and_check(*comm, cases[i], pipeline, a, w, want[i],
                         tg::detail::concat("gloo ", cases[i].label, " ", name(a), " chunk ",
@@ -490,7 +513,7 @@ TEST(AggregateErrors, NamesWhatIsWrong) {
   std::string e = error_of([&] { aggregate(*c, comm, grads, 0, out, neg); });
   EXPECT_NE(e.find("chunk_bytes"), std::string::npos) << e;
   AggregateOptions ag;
-  ag.algorithm = Algorithm::allgather;
+  ag.algorithm = Route::allgather;
   EXPECT_EQ(error_of([&] { aggregate(*c, comm, grads, 0, out, ag); }), "");
 
   e = error_of([&] { aggregate(*c, comm, {}, 0, out, ag); });

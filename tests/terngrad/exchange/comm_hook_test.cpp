@@ -147,17 +147,19 @@ TEST(CompressionHook, BitIdenticalToTheFoldForEveryMethodBucketingAndOrder) {
 TEST(CompressionHook, DescribesTheStepsRoute) {
   struct Case {
     const char* method;
-    Algorithm algorithm;
+    Route algorithm;
     std::string route;
   };
   const std::vector<Case> cases = {
-      {"terngrad", Algorithm::ps, "ternary codes by ps in "},
-      {"terngrad", Algorithm::automatic, "ternary codes by allgather in "},
-      {"terngrad", Algorithm::allgather, "whole messages by allgather in "},
-      {"none", Algorithm::automatic, "fp32 by reduce-scatter + allgather in "},
-      {"none", Algorithm::ring, "fp32 by ring allreduce in "},
-      {"fp16", Algorithm::automatic, "fp16 by reduce-scatter + allgather in "},
-      {"qsgd", Algorithm::automatic, "whole messages by allgather in "},
+      {"terngrad", Route::ps, "ternary codes by ps in "},
+      {"terngrad", Route::sharded, "ternary codes by sharded in "},
+      {"terngrad", Route::hierarchical, "ternary codes by hierarchical in "},
+      {"terngrad", Route::automatic, "ternary codes by allgather in "},
+      {"terngrad", Route::allgather, "whole messages by allgather in "},
+      {"none", Route::automatic, "fp32 by reduce-scatter + allgather in "},
+      {"none", Route::ring, "fp32 by ring allreduce in "},
+      {"fp16", Route::automatic, "fp16 by reduce-scatter + allgather in "},
+      {"qsgd", Route::automatic, "whole messages by allgather in "},
   };
   for (const Case& k : cases) {
     auto comms = make_local_group(2, 20s);

@@ -1,11 +1,11 @@
-// The exact ternary collectives: the k-bit field layout against a naive bit-by-bit reference, the
-// cost model against hand-computed figures, and every algorithm on the local communicator (P =
-// 1..5 rank threads, W = 1..3 workers each, n from 0 to 100003) yielding bit-identical
-// accumulators equal to the plain sum of the unpacked codes, with the wire bytes the cost model
-// predicts. Buckets (several segments in one collective, cut into chunks, decoded on one thread
-// while the next chunk travels on another) against the same per-segment specification and their
-// own cost model. One run over Gloo (real TCP on 127.0.0.1) checks the same against Gloo's
-// schedules, a bucket included.
+// The exact ternary routes: the plan's cost model against hand-computed figures, `auto` never
+// beaten on the slowest link, and every route on the local communicator (P = 1..6 rank threads,
+// W = 1..3 workers each, n from 0 to 100003, node layouts of one node, every rank alone, blocks and
+// interleaved nodes) yielding bit-identical accumulators equal to the plain sum of the unpacked
+// codes, with exactly the wire bytes the plan predicts, per rank and across nodes. Buckets
+// (several segments in one call, cut into chunks, decoded on one thread while the next chunk
+// travels on another) against the same per-segment specification. One run over Gloo (real TCP on
+// 127.0.0.1) checks the same against Gloo's schedules, a bucket included.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -18,10 +18,11 @@
 
 #include "comm/communicator.h"
 #include "comm/store.h"
+#include "comm/topology.h"
+#include "comm/wire_model.h"
 #include "nn/core/philox.h"
 #include "nn/core/worker_thread.h"
 #include "terngrad/exchange/ternary_collectives.h"
-#include "terngrad/ternary_fields.h"
 #include "terngrad/ternary_kernels.h"
 #include "tests/comm/rank_threads.h"
 #include "tests/testing/files.h"
@@ -88,176 +89,176 @@ Problem make_problem(int p, int w, int64_t n, PackFormat f) {
   return pr;
 }
 
-// Runs `algorithm` on a fresh local group and checks result, choice and wire bytes on every rank.
-void check_local(const Problem& pr, TernaryAlgorithm algorithm) {
+// Every route a test runs, `auto` last.
+constexpr Route kRoutes[] = {Route::ps,      Route::allgather,    Route::packed_allreduce,
+                             Route::sharded, Route::hierarchical, Route::automatic};
+
+// Node layouts worth running a P-rank group under (the hierarchical route's nodes and the cost
+// model's slow links): none known, one node, every rank alone, blocks of 2 and 3, ranks
+// interleaved across two nodes.
+std::vector<NodeLayout> layouts(int p) {
+  std::vector<NodeLayout> out = {NodeLayout{}, NodeLayout::single(p), NodeLayout::each_alone(p)};
+  if (p >= 3) out.push_back(NodeLayout::blocks(p, 2));
+  if (p >= 4) out.push_back(NodeLayout::blocks(p, 3));
+  if (p >= 3) {
+    NodeLayout even_odd;
+    for (int r = 0; r < p; ++r) even_odd.node_of.push_back(r % 2);
+    out.push_back(even_odd);
+  }
+  return out;
+}
+
+// Runs `route` on a fresh local group and checks result, choice and wire bytes on every rank.
+void check_local(const Problem& pr, Route route, const NodeLayout& nodes = {}) {
   const std::string what =
-      tg::detail::concat(name(algorithm), " P=", pr.p, " W=", pr.w, " n=", pr.n,
-                         pr.f == PackFormat::base3 ? " base3" : " two_bit");
+      tg::detail::concat(name(route), " P=", pr.p, " W=", pr.w, " n=", pr.n,
+                         pr.f == PackFormat::base3 ? " base3" : " two_bit", " nodes ", nodes.str());
   auto comms = make_local_group(pr.p, 30s);
   std::vector<std::vector<int32_t>> accs(pr.p, pr.baseline);
   std::vector<TernaryResult> results(pr.p);
+  TernaryPipeline pipeline;
+  pipeline.nodes = nodes;
   const auto errors = run_ranks(pr.p, [&](int r) {
-    results[r] = ternary_aggregate(*comms[r], algorithm, pr.rank_codes[r].data(), pr.w, pr.n, pr.f,
-                                   accs[r].data());
+    results[r] = ternary_aggregate_bucket(*comms[r], route, pr.rank_codes[r].data(), pr.w, {pr.n},
+                                          pr.f, {accs[r].data()}, pipeline);
   });
-  const TernaryShape shape{pr.n, pr.p, pr.w, pr.f, "local"};
-  const TernaryAlgorithm ran =
-      algorithm == TernaryAlgorithm::automatic ? choose_ternary_algorithm(shape) : algorithm;
+  TernaryBucketShape shape{{pr.n}, pr.p, pr.w, pr.f, "local"};
+  shape.nodes = nodes;
+  const Route ran = route == Route::automatic ? choose_bucket_route(shape) : route;
   for (int r = 0; r < pr.p; ++r) {
     ASSERT_EQ(errors[r], "") << what << " rank " << r;
     ASSERT_EQ(accs[r], pr.expected) << what << " rank " << r;
-    EXPECT_EQ(results[r].algorithm, ran) << what;
-    const TernaryCost cost = ternary_cost(ran, shape, r);
+    EXPECT_EQ(results[r].route, ran) << what;
+    const TernaryCost cost = ternary_bucket_cost(ran, shape, r);
     EXPECT_EQ(results[r].wire.sent, cost.rank.sent) << what << " rank " << r;
     EXPECT_EQ(results[r].wire.received, cost.rank.received) << what << " rank " << r;
     EXPECT_EQ(comms[r]->wire().sent, cost.rank.sent) << what << " rank " << r;
-  }
-}
-
-TEST(TernaryFields, BitsAreTheFewestThatHoldZeroTo2N) {
-  for (int64_t n = 1; n <= 5000; ++n) {
-    const int k = sum_field_bits(n);
-    EXPECT_GT(uint64_t{1} << k, static_cast<uint64_t>(2 * n)) << n;
-    EXPECT_LE(uint64_t{1} << (k - 1), static_cast<uint64_t>(2 * n)) << n;
-    EXPECT_EQ(k, static_cast<int>(std::ceil(std::log2(2.0 * n + 1)))) << n;
-  }
-  EXPECT_EQ(sum_field_bits(1), 2);
-  EXPECT_EQ(sum_field_bits(2), 3);
-  EXPECT_EQ(sum_field_bits(4), 4);
-  EXPECT_EQ(sum_field_bits(8), 5);
-  EXPECT_EQ(sum_field_bits(int64_t{1} << 30), 32);
-  EXPECT_THROW(sum_field_bits(0), Error);
-  EXPECT_THROW(sum_field_bits((int64_t{1} << 30) + 1), Error);
-  EXPECT_EQ(fields_per_word(3), 21);
-  EXPECT_EQ(sum_field_words(21, 3), 1);
-  EXPECT_EQ(sum_field_words(22, 3), 2);
-  EXPECT_EQ(sum_field_words(0, 3), 0);
-  EXPECT_THROW(fields_per_word(33), Error);
-}
-
-// Layout: element i at word i / f, bits (i % f) * k ..; built here one bit at a time.
-TEST(TernaryFields, PackMatchesNaiveLayoutAndUnpackInverts) {
-  for (int k = 1; k <= 32; ++k) {
-    for (int64_t n : {0, 1, 5, 63, 64, 65, 1000, 40000}) {
-      const int64_t f = 64 / k;
-      const int32_t offset = k == 1 ? 0 : 3;
-      std::vector<int32_t> v(n);
-      for (int64_t i = 0; i < n; ++i) {
-        const uint64_t r = philox_word(7, k, i);
-        // k = 32: stay where v + offset and v + 5 fit in int32.
-        const uint64_t range = k == 32 ? (uint64_t{1} << 31) - 16 : uint64_t{1} << k;
-        v[i] = static_cast<int32_t>(r % range) - offset;
-      }
-      std::vector<uint64_t> words(sum_field_words(n, k), 0xdeadbeefULL);
-      pack_sum_fields_cpu(v.data(), n, offset, k, words.data());
-      std::vector<uint64_t> naive((n + f - 1) / f, 0);
-      for (int64_t i = 0; i < n; ++i) {
-        const uint64_t field = static_cast<uint32_t>(v[i] + offset);
-        for (int b = 0; b < k; ++b) {
-          if ((field >> b) & 1) naive[i / f] |= uint64_t{1} << ((i % f) * k + b);
-        }
-      }
-      ASSERT_EQ(words, naive) << "k=" << k << " n=" << n;
-      std::vector<int32_t> acc(n, 5);
-      unpack_sum_fields_accumulate_cpu(words.data(), n, k, offset, acc.data());
-      for (int64_t i = 0; i < n; ++i) {
-        ASSERT_EQ(acc[i], static_cast<int32_t>(static_cast<uint32_t>(v[i]) + 5u))
-            << "k=" << k << " i=" << i;
-      }
+    if (nodes.nodes() > 1) {
+      EXPECT_EQ(results[r].inter.sent, cost.rank_inter.sent) << what << " rank " << r;
+      EXPECT_EQ(results[r].inter.received, cost.rank_inter.received) << what << " rank " << r;
     }
   }
 }
 
-// Adding whole words adds every field at once, without carries, while the sums fit in k bits.
-TEST(TernaryFields, WordSumsAddFieldsWithoutCarry) {
-  const int n_total = 6, n = 1000;
-  const int k = sum_field_bits(n_total);
-  std::vector<uint64_t> sum(sum_field_words(n, k), 0);
-  std::vector<int32_t> expected(n, 0);
-  for (int w = 0; w < n_total; ++w) {
-    std::vector<int32_t> codes(n);
-    for (int i = 0; i < n; ++i) {
-      codes[i] = static_cast<int32_t>(philox_word(3, w, i) % 3) - 1;
-      expected[i] += codes[i];
-    }
-    std::vector<uint64_t> words(sum.size());
-    pack_sum_fields_cpu(codes.data(), n, 1, k, words.data());
-    for (size_t j = 0; j < sum.size(); ++j) sum[j] += words[j];
-  }
-  std::vector<int32_t> acc(n, 0);
-  unpack_sum_fields_accumulate_cpu(sum.data(), n, k, n_total, acc.data());
-  EXPECT_EQ(acc, expected);
-}
-
-TEST(TernaryAlgorithmNames, ParseAndName) {
-  for (const std::string& s : ternary_algorithm_names()) {
-    EXPECT_EQ(name(parse_ternary_algorithm(s)), s);
-  }
-  EXPECT_EQ(parse_ternary_algorithm("packed_allreduce"), TernaryAlgorithm::packed_allreduce);
+TEST(TernaryRoutes, NamesAndTheRoutesABucketTakes) {
+  for (const auto& e : kAlgorithms) EXPECT_EQ(name(e.value), e.name);
+  for (Route r : kBucketRoutes) EXPECT_TRUE(is_bucket_route(r)) << name(r);
+  for (Route r :
+       {Route::automatic, Route::ring, Route::message, Route::reduce_scatter, Route::gathered})
+    EXPECT_FALSE(is_bucket_route(r)) << name(r);
+  EXPECT_EQ(bucket_route_for(Route::ring), Route::automatic);
+  EXPECT_EQ(bucket_route_for(Route::hierarchical), Route::hierarchical);
+  EXPECT_THROW(bucket_route_for(Route::gathered), Error);
+  EXPECT_EQ(parse_enum(kAlgorithms, "sharded", "x"), Route::sharded);
   try {
-    parse_ternary_algorithm("ring");
+    parse_enum(kAlgorithms, "tree", "comm.algorithm");
     ADD_FAILURE() << "expected a throw";
   } catch (const Error& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find("'ring'"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("packed-allreduce"), std::string::npos) << msg;
+    EXPECT_NE(std::string(e.what()).find("hierarchical"), std::string::npos) << e.what();
   }
 }
 
 TEST(TernaryCostModel, HandComputedFigures) {
-  // n = 1000 two_bit: B = 250 bytes. P = 4, W = 2: N = 8, k = 5, f = 12, K = 8 * 84 = 672.
-  const TernaryShape s{1000, 4, 2};
-  const TernaryCost ps0 = ternary_cost(TernaryAlgorithm::ps, s, 0);
-  EXPECT_EQ(ps0.rank.sent, 3u * 672);
+  // n = 1000 two_bit: B = 250 bytes. P = 4, W = 2: N = 8, L = 17, 15 digits per word, K = 8 * 67.
+  const TernaryBucketShape s{{1000}, 4, 2};
+  const uint64_t k = 8 * 67;
+  const TernaryCost ps0 = ternary_bucket_cost(Route::ps, s, 0);
+  EXPECT_EQ(ps0.rank.sent, 3 * k);
   EXPECT_EQ(ps0.rank.received, 3u * 500);
-  EXPECT_EQ(ps0.busiest, 3u * 672 + 3u * 500);
-  const TernaryCost ps2 = ternary_cost(TernaryAlgorithm::ps, s, 2);
+  EXPECT_EQ(ps0.busiest, 3 * k + 3u * 500);
+  const TernaryCost ps2 = ternary_bucket_cost(Route::ps, s, 2);
   EXPECT_EQ(ps2.rank.sent, 500u);
-  EXPECT_EQ(ps2.rank.received, 672u);
+  EXPECT_EQ(ps2.rank.received, k);
   EXPECT_EQ(ps2.busiest, ps0.busiest);
-  const TernaryCost ag = ternary_cost(TernaryAlgorithm::allgather, s, 1);
+  const TernaryCost ag = ternary_bucket_cost(Route::allgather, s, 1);
   EXPECT_EQ(ag.rank.sent, 3u * 500);
   EXPECT_EQ(ag.rank.received, 3u * 500);
-  const TernaryCost pa = ternary_cost(TernaryAlgorithm::packed_allreduce, s, 3);
-  EXPECT_EQ(pa.rank.sent, 2u * 3 * 672 / 4);
-  EXPECT_EQ(pa.busiest, 2u * (2 * 3 * 672 / 4));
-  EXPECT_EQ(choose_ternary_algorithm(s), TernaryAlgorithm::packed_allreduce);
-  EXPECT_THROW(ternary_cost(TernaryAlgorithm::automatic, s, 0), Error);
-  EXPECT_THROW(ternary_cost(TernaryAlgorithm::ps, s, 4), Error);
-  EXPECT_THROW(ternary_cost(TernaryAlgorithm::ps, TernaryShape{-1, 2, 1}, 0), Error);
-  EXPECT_THROW(ternary_cost(TernaryAlgorithm::ps, TernaryShape{10, 2, 0}, 0), Error);
+  const TernaryCost pa = ternary_bucket_cost(Route::packed_allreduce, s, 3);
+  EXPECT_EQ(pa.rank.sent, 2 * 3 * k / 4);
+  EXPECT_EQ(pa.busiest, 2 * (2 * 3 * k / 4));
+  // Sharded: shards of 62, 63, 62, 63 bytes (248, 252, 248, 252 elements). A rank sends each
+  // other owner its two workers' sum (base 5, 27 digits per word: 10 words) and gets back the
+  // owners' final sums (base 17: 17 words each).
+  const TernaryCost sh = ternary_bucket_cost(Route::sharded, s, 0);
+  EXPECT_EQ(sh.rank.sent, 3u * 80 + 3u * 136);
+  EXPECT_EQ(sh.rank.received, 3u * 80 + 3u * 136);
+  EXPECT_EQ(sh.busiest, 2u * (3 * 80 + 3 * 136));
+  EXPECT_EQ(choose_bucket_route(s), Route::sharded);
+  // Two nodes of two ranks: node sums (base 9, 20 digits: 13 words) cross once per foreign
+  // shard; rank 0 sums shard 2 for its node (foreign shards 2, 3 go to ranks 0, 1 in turn).
+  TernaryBucketShape two = s;
+  two.nodes = NodeLayout::blocks(4, 2);
+  const TernaryCost h0 = ternary_bucket_cost(Route::hierarchical, two, 0);
+  // A: rank 0 sends rank 1 its codes of shards 1 and 3 (2 x (63 + 63)); gets theirs of 0 and 2.
+  // C: node sum of shard 2 to rank 2 (104 bytes); gets node 1's sum of shard 0 (from rank 2).
+  // E: its final sums to node 1's owner of shard 0 (rank 2); gets shard 2's from rank 2.
+  // F: the final sums of shards 0 and 2 to rank 1; gets those of 1 and 3.
+  EXPECT_EQ(h0.rank.sent, 2u * 126 + 104 + 136 + 272);
+  EXPECT_EQ(h0.rank.received, 2u * 124 + 104 + 136 + 272);
+  EXPECT_EQ(h0.rank_inter.sent, 104u + 136);
+  EXPECT_EQ(h0.rank_inter.received, 104u + 136);
+  // Across the boundary each node sends 2 node sums and 2 final sums and receives as many.
+  EXPECT_EQ(h0.busiest_link, 2u * (2 * 104 + 2 * 136));
+  EXPECT_EQ(choose_bucket_route(two), Route::hierarchical);
+  EXPECT_THROW(ternary_bucket_cost(Route::automatic, s, 0), Error);
+  EXPECT_THROW(ternary_bucket_cost(Route::ps, s, 4), Error);
+  EXPECT_THROW(ternary_bucket_cost(Route::ps, TernaryBucketShape{{-1}, 2, 1}, 0), Error);
+  EXPECT_THROW(ternary_bucket_cost(Route::ps, TernaryBucketShape{{10}, 2, 0}, 0), Error);
+  TernaryBucketShape bad_layout = s;
+  bad_layout.nodes = NodeLayout::blocks(3, 1);
+  EXPECT_THROW(ternary_bucket_cost(Route::ps, bad_layout, 0), Error);
 }
 
-TEST(TernaryCostModel, AutoPicksByBytes) {
+TEST(TernaryCostModel, AutoIsNeverBeatenOnTheSlowestLink) {
   const int64_t n = 1 << 20;
-  // The header's table (W = 1): allgather at P = 2 and 4, packed_allreduce from P = 8.
-  EXPECT_EQ(choose_ternary_algorithm({n, 2, 1}), TernaryAlgorithm::allgather);
-  EXPECT_EQ(choose_ternary_algorithm({n, 4, 1}), TernaryAlgorithm::allgather);
-  EXPECT_EQ(choose_ternary_algorithm({n, 8, 1}), TernaryAlgorithm::packed_allreduce);
-  EXPECT_EQ(choose_ternary_algorithm({n, 1, 3}), TernaryAlgorithm::allgather);  // all free
-  // The choice is the minimum of the busiest-rank bytes.
-  for (int p = 1; p <= 16; ++p) {
-    for (int w = 1; w <= 8; w *= 2) {
-      const TernaryShape s{12345, p, w};
-      const TernaryAlgorithm c = choose_ternary_algorithm(s);
-      for (TernaryAlgorithm a : {TernaryAlgorithm::ps, TernaryAlgorithm::allgather,
-                                 TernaryAlgorithm::packed_allreduce}) {
-        EXPECT_LE(ternary_cost(c, s, 0).busiest, ternary_cost(a, s, 0).busiest)
-            << "P=" << p << " W=" << w << " " << name(a);
+  // W = 1: allgather at P = 2 (two bits per code beat sending half the codes plus half the sums
+  // back), the sharded reduce-scatter from P = 3; with nodes, the hierarchical route.
+  EXPECT_EQ(choose_bucket_route({{n}, 2, 1}), Route::allgather);
+  EXPECT_EQ(choose_bucket_route({{n}, 3, 1}), Route::sharded);
+  EXPECT_EQ(choose_bucket_route({{n}, 16, 1}), Route::sharded);
+  EXPECT_EQ(choose_bucket_route({{n}, 1, 3}), Route::allgather);  // all free
+  TernaryBucketShape nodes{{n}, 8, 1};
+  nodes.nodes = NodeLayout::blocks(8, 4);
+  EXPECT_EQ(choose_bucket_route(nodes), Route::hierarchical);
+  // The choice is the minimum of the busiest link's bytes, then the busiest rank's.
+  for (int p = 1; p <= 12; ++p)
+    for (int w : {1, 2, 4})
+      for (const NodeLayout& l : layouts(p)) {
+        TernaryBucketShape s{{12345, 7, 301}, p, w};
+        s.nodes = l;
+        const TernaryCost c = ternary_bucket_cost(choose_bucket_route(s), s, 0);
+        for (Route r : kBucketRoutes) {
+          const TernaryCost other = ternary_bucket_cost(r, s, 0);
+          EXPECT_LE(c.busiest_link, other.busiest_link)
+              << "P=" << p << " W=" << w << " " << l.str() << " " << name(r);
+          if (c.busiest_link == other.busiest_link) {
+            EXPECT_LE(c.busiest, other.busiest) << "P=" << p << " W=" << w << " " << name(r);
+          }
+        }
       }
-    }
+}
+
+// The saving the routes keep as P grows (W = 1, two_bit, one LeNet-sized segment): against a ring
+// allreduce of fp32, sent by the busiest rank.
+TEST(TernaryCostModel, TheShardedRouteKeepsItsSavingAtScale) {
+  const int64_t n = 431080;
+  for (int p : {16, 32, 64}) {
+    const TernaryBucketShape s{{n}, p, 1};
+    const double fp32 = static_cast<double>(comm::wire_model::allreduce(4 * n, p).sent);
+    const double ratio =
+        fp32 / static_cast<double>(ternary_bucket_cost(Route::sharded, s, 0).rank.sent);
+    EXPECT_GE(ratio, p == 16 ? 8.0 : 6.0) << "P=" << p;
+    EXPECT_EQ(choose_bucket_route(s), Route::sharded) << "P=" << p;
   }
 }
 
-// The main property: every algorithm, every shape, bit-identical and exact.
-TEST(TernaryAggregate, AllAlgorithmsExactOnLocalGroups) {
+// The main property: every route, every shape, bit-identical and exact.
+TEST(TernaryAggregate, AllRoutesExactOnLocalGroups) {
   for (int p = 1; p <= 5; ++p) {
     for (int w = 1; w <= 3; ++w) {
       for (int64_t n : {0, 1, 63, 64, 65, 1000, 100003}) {
         const Problem pr = make_problem(p, w, n, PackFormat::two_bit);
-        for (TernaryAlgorithm a :
-             {TernaryAlgorithm::ps, TernaryAlgorithm::allgather, TernaryAlgorithm::packed_allreduce,
-              TernaryAlgorithm::automatic}) {
+        for (Route a : kRoutes) {
           check_local(pr, a);
           if (::testing::Test::HasFatalFailure()) return;
         }
@@ -266,13 +267,24 @@ TEST(TernaryAggregate, AllAlgorithmsExactOnLocalGroups) {
   }
 }
 
+// The hierarchical route (and auto) under every node layout, P = 3..6, both formats.
+TEST(TernaryAggregate, HierarchicalExactUnderEveryNodeLayout) {
+  for (int p = 2; p <= 6; ++p)
+    for (int w : {1, 2})
+      for (PackFormat f : {PackFormat::two_bit, PackFormat::base3}) {
+        const Problem pr = make_problem(p, w, 20011, f);
+        for (const NodeLayout& l : layouts(p)) {
+          check_local(pr, Route::hierarchical, l);
+          check_local(pr, Route::automatic, l);
+          if (::testing::Test::HasFatalFailure()) return;
+        }
+      }
+}
+
 TEST(TernaryAggregate, Base3CodesToo) {
   for (int p : {2, 3}) {
     const Problem pr = make_problem(p, 2, 1001, PackFormat::base3);
-    for (TernaryAlgorithm a :
-         {TernaryAlgorithm::ps, TernaryAlgorithm::allgather, TernaryAlgorithm::packed_allreduce}) {
-      check_local(pr, a);
-    }
+    for (Route a : kRoutes) check_local(pr, a);
   }
 }
 
@@ -280,14 +292,22 @@ TEST(TernaryAggregate, RejectsBadArguments) {
   auto comms = make_local_group(1);
   std::vector<uint8_t> codes(4);
   std::vector<int32_t> acc(16);
-  EXPECT_THROW(ternary_aggregate(*comms[0], TernaryAlgorithm::ps, codes.data(), 0, 16,
-                                 PackFormat::two_bit, acc.data()),
+  EXPECT_THROW(ternary_aggregate_bucket(*comms[0], Route::ps, codes.data(), 0, {16},
+                                        PackFormat::two_bit, {acc.data()}),
                Error);
-  EXPECT_THROW(ternary_aggregate(*comms[0], TernaryAlgorithm::ps, nullptr, 1, 16,
-                                 PackFormat::two_bit, acc.data()),
+  EXPECT_THROW(ternary_aggregate_bucket(*comms[0], Route::ps, nullptr, 1, {16}, PackFormat::two_bit,
+                                        {acc.data()}),
                Error);
-  EXPECT_THROW(ternary_aggregate(*comms[0], TernaryAlgorithm::ps, codes.data(), 1, -1,
-                                 PackFormat::two_bit, acc.data()),
+  EXPECT_THROW(ternary_aggregate_bucket(*comms[0], Route::ps, codes.data(), 1, {-1},
+                                        PackFormat::two_bit, {acc.data()}),
+               Error);
+  EXPECT_THROW(ternary_aggregate_bucket(*comms[0], Route::gathered, codes.data(), 1, {16},
+                                        PackFormat::two_bit, {acc.data()}),
+               Error);
+  TernaryPipeline wrong;
+  wrong.nodes = NodeLayout::blocks(2, 1);  // two ranks' layout for a group of one
+  EXPECT_THROW(ternary_aggregate_bucket(*comms[0], Route::hierarchical, codes.data(), 1, {16},
+                                        PackFormat::two_bit, {acc.data()}, wrong),
                Error);
 }
 
@@ -325,11 +345,12 @@ BucketProblem make_bucket_problem(int p, int w, std::vector<int64_t> numel, Pack
 }
 
 // overlap: each rank issues its chunks' collectives on a thread of its own.
-void check_bucket(const BucketProblem& pr, TernaryAlgorithm algorithm, int64_t chunk_bytes,
-                  bool overlap) {
-  const std::string what = tg::detail::concat(
-      name(algorithm), " P=", pr.p, " W=", pr.w, " S=", pr.numel.size(), " chunk ", chunk_bytes,
-      overlap ? " overlap" : " serial", pr.f == PackFormat::base3 ? " base3" : " two_bit");
+void check_bucket(const BucketProblem& pr, Route route, int64_t chunk_bytes, bool overlap,
+                  const NodeLayout& nodes = {}) {
+  const std::string what =
+      tg::detail::concat(name(route), " P=", pr.p, " W=", pr.w, " S=", pr.numel.size(), " chunk ",
+                         chunk_bytes, overlap ? " overlap" : " serial",
+                         pr.f == PackFormat::base3 ? " base3" : " two_bit", " nodes ", nodes.str());
   auto comms = make_local_group(pr.p, 30s);
   std::vector<std::vector<std::vector<int32_t>>> accs(pr.p, pr.baseline);
   std::vector<TernaryResult> results(pr.p);
@@ -337,25 +358,25 @@ void check_bucket(const BucketProblem& pr, TernaryAlgorithm algorithm, int64_t c
     std::vector<int32_t*> ptrs;
     for (auto& a : accs[r]) ptrs.push_back(a.data());
     WorkerThread collectives;
-    const TernaryPipeline pipeline{chunk_bytes, overlap ? &collectives : nullptr};
-    results[r] = ternary_aggregate_bucket(*comms[r], algorithm, pr.rank_codes[r].data(), pr.w,
-                                          pr.numel, pr.f, ptrs, pipeline);
+    const TernaryPipeline pipeline{chunk_bytes, overlap ? &collectives : nullptr, nodes};
+    results[r] = ternary_aggregate_bucket(*comms[r], route, pr.rank_codes[r].data(), pr.w, pr.numel,
+                                          pr.f, ptrs, pipeline);
   });
-  const TernaryBucketShape shape{pr.numel, pr.p, pr.w, pr.f, "local", chunk_bytes};
-  const TernaryAlgorithm ran =
-      algorithm == TernaryAlgorithm::automatic ? choose_ternary_bucket_algorithm(shape) : algorithm;
+  const TernaryBucketShape shape{pr.numel, pr.p, pr.w, pr.f, "local", chunk_bytes, nodes};
+  const Route ran = route == Route::automatic ? choose_bucket_route(shape) : route;
   for (int r = 0; r < pr.p; ++r) {
     ASSERT_EQ(errors[r], "") << what << " rank " << r;
     ASSERT_EQ(accs[r], pr.expected) << what << " rank " << r;
-    EXPECT_EQ(results[r].algorithm, ran) << what;
+    EXPECT_EQ(results[r].route, ran) << what;
     const TernaryCost cost = ternary_bucket_cost(ran, shape, r);
     EXPECT_EQ(results[r].wire.sent, cost.rank.sent) << what << " rank " << r;
     EXPECT_EQ(results[r].wire.received, cost.rank.received) << what << " rank " << r;
   }
 }
 
-TEST(TernaryBucket, EveryAlgorithmChunkAndOverlapExactPerSegment) {
-  // Odd sizes (codes end mid-byte), empty segments, one segment over many chunks.
+TEST(TernaryBucket, EveryRouteChunkAndOverlapExactPerSegment) {
+  // Odd sizes (codes end mid-byte), empty segments, one segment over many chunks; chunks of one
+  // byte leave most shards empty.
   const std::vector<int64_t> numel = {1, 0, 7, 63, 64, 65, 0, 999, 5, 3001, 2};
   for (PackFormat f : {PackFormat::two_bit, PackFormat::base3}) {
     for (int p : {1, 2, 3, 4}) {
@@ -363,10 +384,10 @@ TEST(TernaryBucket, EveryAlgorithmChunkAndOverlapExactPerSegment) {
         const BucketProblem pr = make_bucket_problem(p, w, numel, f);
         for (int64_t chunk : {int64_t{0}, int64_t{1}, int64_t{13}, int64_t{100}, int64_t{1} << 20})
           for (bool overlap : {false, true})
-            for (TernaryAlgorithm a :
-                 {TernaryAlgorithm::ps, TernaryAlgorithm::allgather,
-                  TernaryAlgorithm::packed_allreduce, TernaryAlgorithm::automatic}) {
-              check_bucket(pr, a, chunk, overlap);
+            for (Route a : kRoutes) {
+              check_bucket(
+                  pr, a, chunk, overlap,
+                  a == Route::hierarchical && p >= 3 ? NodeLayout::blocks(p, 2) : NodeLayout{});
               if (::testing::Test::HasFatalFailure()) return;
             }
       }
@@ -374,43 +395,54 @@ TEST(TernaryBucket, EveryAlgorithmChunkAndOverlapExactPerSegment) {
   }
 }
 
-TEST(TernaryBucket, CostModelOfOneSegmentAndOfChunks) {
+TEST(TernaryBucket, CostModelOfChunks) {
   for (int p : {2, 4, 8}) {
     for (PackFormat f : {PackFormat::two_bit, PackFormat::base3}) {
-      const TernaryShape one{100003, p, 1, f, "local"};
-      for (TernaryAlgorithm a : {TernaryAlgorithm::ps, TernaryAlgorithm::allgather,
-                                 TernaryAlgorithm::packed_allreduce}) {
-        // One segment, unchunked (or one chunk): the same figures as ternary_cost.
-        for (int64_t chunk : {int64_t{0}, int64_t{1} << 20}) {
-          const TernaryBucketShape b{{100003}, p, 1, f, "local", chunk};
-          for (int r = 0; r < p; ++r) {
-            EXPECT_EQ(ternary_bucket_cost(a, b, r).rank.sent, ternary_cost(a, one, r).rank.sent);
-            EXPECT_EQ(ternary_bucket_cost(a, b, r).rank.received,
-                      ternary_cost(a, one, r).rank.received);
-          }
-        }
-      }
-      // Chunked allgather moves the same bytes; packed fields at most one word more per piece.
+      // Chunked allgather moves the same bytes; sum words at most one word more per piece.
       const TernaryBucketShape whole{{5000, 3, 70001}, p, 2, f, "local", 0};
       TernaryBucketShape chunked = whole;
       chunked.chunk_bytes = 1000;
-      EXPECT_EQ(ternary_bucket_cost(TernaryAlgorithm::allgather, chunked, 0).busiest,
-                ternary_bucket_cost(TernaryAlgorithm::allgather, whole, 0).busiest);
+      EXPECT_EQ(ternary_bucket_cost(Route::allgather, chunked, 0).busiest,
+                ternary_bucket_cost(Route::allgather, whole, 0).busiest);
       EXPECT_EQ(bucket_code_bytes(whole.numel, f),
                 static_cast<int64_t>(tern::packed_bytes(f, 5000) + tern::packed_bytes(f, 3) +
                                      tern::packed_bytes(f, 70001)));
-      const uint64_t pa_whole =
-          ternary_bucket_cost(TernaryAlgorithm::packed_allreduce, whole, 0).rank.sent;
-      const uint64_t pa_chunked =
-          ternary_bucket_cost(TernaryAlgorithm::packed_allreduce, chunked, 0).rank.sent;
-      EXPECT_GE(pa_chunked, pa_whole);
-      EXPECT_LE(pa_chunked, pa_whole + 2 * 8 * 2 * 100);  // <= 2 pieces per chunk, ~70 chunks
+      for (Route r : {Route::packed_allreduce, Route::sharded}) {
+        const uint64_t a = ternary_bucket_cost(r, whole, 0).rank.sent;
+        const uint64_t b = ternary_bucket_cost(r, chunked, 0).rank.sent;
+        EXPECT_GE(b, a) << name(r);
+        // <= 2 pieces per chunk (per shard), ~20 chunks, one extra word each, to P - 1 peers.
+        EXPECT_LE(b, a + 2 * 8 * 2 * 25 * static_cast<uint64_t>(p)) << name(r);
+      }
     }
   }
-  EXPECT_THROW(ternary_bucket_cost(TernaryAlgorithm::ps, {{10, -1}, 2, 1}, 0), Error);
+  EXPECT_THROW(ternary_bucket_cost(Route::ps, {{10, -1}, 2, 1}, 0), Error);
   TernaryBucketShape neg{{10}, 2, 1};
   neg.chunk_bytes = -5;
-  EXPECT_THROW(ternary_bucket_cost(TernaryAlgorithm::ps, neg, 0), Error);
+  EXPECT_THROW(ternary_bucket_cost(Route::ps, neg, 0), Error);
+}
+
+// The plan's messages: what a rank sends is what its peer receives, no message is empty, and the
+// totals are the cost model's.
+TEST(TernaryBucket, PlanMessagesAreConsistent) {
+  const TernaryBucketShape base{{5000, 3, 70001}, 6, 2, PackFormat::two_bit, "local", 4000};
+  for (const NodeLayout& l : layouts(6)) {
+    TernaryBucketShape s = base;
+    s.nodes = l;
+    const Plan plan = plan_bucket(s.numel, s.format, s.chunk_bytes);
+    for (Route r : kBucketRoutes) {
+      std::vector<uint64_t> sent(6, 0);
+      for (size_t c = 0; c < plan.chunks.size(); ++c)
+        for (const Message& m : chunk_messages(r, s, plan, c)) {
+          EXPECT_GT(m.bytes, 0) << name(r);
+          EXPECT_NE(m.src, m.dst) << name(r);
+          sent[static_cast<size_t>(m.src)] += static_cast<uint64_t>(m.bytes);
+        }
+      for (int q = 0; q < 6; ++q)
+        EXPECT_EQ(sent[static_cast<size_t>(q)], ternary_bucket_cost(r, s, q).rank.sent)
+            << name(r) << " " << l.str();
+    }
+  }
 }
 
 TEST(TernaryBucket, RejectsBadArguments) {
@@ -418,14 +450,14 @@ TEST(TernaryBucket, RejectsBadArguments) {
   std::vector<uint8_t> codes(8);
   std::vector<int32_t> a(16), b(16);
   // One accumulator for two segments.
-  EXPECT_THROW(ternary_aggregate_bucket(*comms[0], TernaryAlgorithm::ps, codes.data(), 1, {16, 16},
+  EXPECT_THROW(ternary_aggregate_bucket(*comms[0], Route::ps, codes.data(), 1, {16, 16},
                                         PackFormat::two_bit, {a.data()}),
                Error);
-  EXPECT_THROW(ternary_aggregate_bucket(*comms[0], TernaryAlgorithm::ps, codes.data(), 1, {16, 16},
+  EXPECT_THROW(ternary_aggregate_bucket(*comms[0], Route::ps, codes.data(), 1, {16, 16},
                                         PackFormat::two_bit, {a.data(), nullptr}),
                Error);
-  EXPECT_NO_THROW(ternary_aggregate_bucket(*comms[0], TernaryAlgorithm::ps, codes.data(), 1,
-                                           {16, 16}, PackFormat::two_bit, {a.data(), b.data()}));
+  EXPECT_NO_THROW(ternary_aggregate_bucket(*comms[0], Route::ps, codes.data(), 1, {16, 16},
+                                           PackFormat::two_bit, {a.data(), b.data()}));
 }
 
 // Over Gloo (TCP on 127.0.0.1, ranks as threads): same sums, and the wire bytes Gloo's schedules
@@ -436,22 +468,25 @@ TEST(TernaryAggregate, GlooMatchesItsCostModel) {
   const int p = 3, w = 2;
   const Problem pr = make_problem(p, w, 5003, PackFormat::two_bit);
   int group = 0;
-  for (TernaryAlgorithm a : {TernaryAlgorithm::ps, TernaryAlgorithm::allgather,
-                             TernaryAlgorithm::packed_allreduce, TernaryAlgorithm::automatic}) {
+  const NodeLayout nodes = NodeLayout::blocks(p, 2);
+  for (Route a : kRoutes) {
     const std::string prefix = "ternary" + std::to_string(group++);
     std::vector<std::vector<int32_t>> accs(p, pr.baseline);
     std::vector<TernaryResult> results(p);
     const auto errors = run_ranks(p, [&](int r) {
       auto store = open_store(url, 20s);
       auto comm = make_communicator(gloo_loopback(r, p, 20s), *store, prefix);
-      results[r] =
-          ternary_aggregate(*comm, a, pr.rank_codes[r].data(), w, pr.n, pr.f, accs[r].data());
+      TernaryPipeline pipeline;
+      pipeline.nodes = nodes;
+      results[r] = ternary_aggregate_bucket(*comm, a, pr.rank_codes[r].data(), w, {pr.n}, pr.f,
+                                            {accs[r].data()}, pipeline);
     });
-    const TernaryShape shape{pr.n, p, w, pr.f, "gloo"};
+    TernaryBucketShape shape{{pr.n}, p, w, pr.f, "gloo"};
+    shape.nodes = nodes;
     for (int r = 0; r < p; ++r) {
       ASSERT_EQ(errors[r], "") << name(a) << " rank " << r;
       EXPECT_EQ(accs[r], pr.expected) << name(a) << " rank " << r;
-      const TernaryCost cost = ternary_cost(results[r].algorithm, shape, r);
+      const TernaryCost cost = ternary_bucket_cost(results[r].route, shape, r);
       EXPECT_EQ(results[r].wire.sent, cost.rank.sent) << name(a) << " rank " << r;
       EXPECT_EQ(results[r].wire.received, cost.rank.received) << name(a) << " rank " << r;
     }
@@ -459,8 +494,7 @@ TEST(TernaryAggregate, GlooMatchesItsCostModel) {
   // A bucket in chunks, collectives on the second thread, over TCP.
   const BucketProblem bp = make_bucket_problem(p, w, {5003, 17, 0, 20001}, PackFormat::base3);
   const int64_t chunk_bytes = 777;
-  for (TernaryAlgorithm a :
-       {TernaryAlgorithm::ps, TernaryAlgorithm::allgather, TernaryAlgorithm::packed_allreduce}) {
+  for (Route a : kBucketRoutes) {
     const std::string prefix = "bucket" + std::to_string(group++);
     std::vector<std::vector<std::vector<int32_t>>> accs(p, bp.baseline);
     std::vector<TernaryResult> results(p);
@@ -471,9 +505,9 @@ TEST(TernaryAggregate, GlooMatchesItsCostModel) {
       for (auto& v : accs[r]) ptrs.push_back(v.data());
       WorkerThread collectives;
       results[r] = ternary_aggregate_bucket(*comm, a, bp.rank_codes[r].data(), w, bp.numel, bp.f,
-                                            ptrs, {chunk_bytes, &collectives});
+                                            ptrs, {chunk_bytes, &collectives, nodes});
     });
-    const TernaryBucketShape shape{bp.numel, p, w, bp.f, "gloo", chunk_bytes};
+    const TernaryBucketShape shape{bp.numel, p, w, bp.f, "gloo", chunk_bytes, nodes};
     for (int r = 0; r < p; ++r) {
       ASSERT_EQ(errors[r], "") << "bucket " << name(a) << " rank " << r;
       EXPECT_EQ(accs[r], bp.expected) << "bucket " << name(a) << " rank " << r;
