@@ -71,12 +71,14 @@
 #include "bench/harness.h"
 #include "comm/communicator.h"
 #include "comm/store.h"
+#include "comm/topology.h"
 #include "nn/core/error.h"
 #include "nn/core/hash.h"
 #include "nn/core/worker_thread.h"
 #include "nn/nets/net.h"
 #include "terngrad/compressor.h"
 #include "terngrad/exchange/aggregate.h"
+#include "terngrad/exchange/plan.h"
 
 namespace tg::bench {
 namespace {
@@ -93,13 +95,15 @@ struct Options {
   std::vector<std::string> nets = {"lenet", "alexnet", "vgg_a"};
   std::vector<int> procs = {2, 4, 8};
   std::vector<std::string> methods = {"none", "terngrad"};  // none first, always
-  std::vector<std::string> algos = {"ps", "allgather", "packed-allreduce", "auto"};
+  std::vector<std::string> algos = {"ps", "allgather", "packed-allreduce", "sharded", "auto"};
   int reps = 5, warmup = 2;
   std::string format = "two_bit";
   std::string link = "loopback";
   int64_t chunk_bytes = tern::AggregateOptions{}.chunk_bytes;
   bool overlap = true;
   int timeout_s = 120;
+  int nodes = 0;           // --nodes G: G ranks per node (0: no node layout)
+  bool plan_only = false;  // --plan-only: the plan's bytes, no processes
   // --worker: this process is rank `rank` of `size` for the case in `dir`, bound to `host`.
   bool worker = false;
   int rank = 0, size = 1;
@@ -156,10 +160,10 @@ double parse_rate_bps(const std::string& s) {
 constexpr const char* kUsage =
     "usage: bench_comm [--nets lenet,alexnet,vgg_a] [--procs 2,4,8]\n"
     "                  [--methods none,terngrad,fp16,qsgd,onebit,ring]\n"
-    "                  [--algos ps,allgather,packed-allreduce,auto]\n"
+    "                  [--algos ps,allgather,packed-allreduce,sharded,hierarchical,auto]\n"
     "                  [--reps 5] [--warmup 2] [--format two_bit|base3]\n"
-    "                  [--link loopback|RATE e.g. 1gbit] [--chunk-bytes N] [--no-overlap]\n"
-    "                  [--timeout-s 120]\n";
+    "                  [--link loopback|RATE e.g. 1gbit] [--nodes G] [--chunk-bytes N]\n"
+    "                  [--no-overlap] [--timeout-s 120] [--plan-only]\n";
 
 Options parse_args(int argc, char** argv) {
   Options o;
@@ -173,7 +177,7 @@ Options parse_args(int argc, char** argv) {
       o.nets = split(value(), ',');
     } else if (a == "--procs") {
       o.procs.clear();
-      for (const auto& p : split(value(), ',')) o.procs.push_back(parse_int(a, p, 2, 64));
+      for (const auto& p : split(value(), ',')) o.procs.push_back(parse_int(a, p, 2, 1024));
     } else if (a == "--methods") {
       o.methods = {"none"};  // the reference of the ratios, measured first
       auto known = tern::compressor_names();
@@ -204,13 +208,17 @@ Options parse_args(int argc, char** argv) {
       o.chunk_bytes = parse_int(a, value(), 0, 1 << 30);
     } else if (a == "--no-overlap") {
       o.overlap = false;
+    } else if (a == "--nodes") {
+      o.nodes = parse_int(a, value(), 1, 64);
+    } else if (a == "--plan-only") {
+      o.plan_only = true;
     } else if (a == "--timeout-s") {
       o.timeout_s = parse_int(a, value(), 1, 3600);
     } else if (a == "--worker") {  // added by run_ranks, after the user's arguments
       o.worker = true;
       o.dir = value();
-      o.rank = parse_int(a, value(), 0, 63);
-      o.size = parse_int(a, value(), 1, 64);
+      o.rank = parse_int(a, value(), 0, 1023);
+      o.size = parse_int(a, value(), 1, 1024);
       o.host = value();
     } else if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stderr);
@@ -298,7 +306,8 @@ struct Sample {
 struct CaseResult {
   int reps = 0;
   std::vector<Sample> samples;  // rank r's rep i at r * reps + i
-  std::vector<uint64_t> wire;   // rank r's sent, received at 2r, 2r + 1
+  std::vector<uint64_t> wire;   // rank r's sent, received at 2r, 2r + 1, ... across nodes at
+                                // 2P + 2r, 2P + 2r + 1
   tern::AggregateStats stats;   // this rank's last call
 };
 
@@ -327,6 +336,7 @@ CaseResult run_case(const Options& o, comm::Communicator& comm, const Case& c,
   ao.algorithm = c.algo;
   ao.chunk_bytes = o.chunk_bytes;
   ao.overlap = o.overlap;
+  if (o.nodes > 0) ao.nodes = comm::NodeLayout::blocks(comm.size(), o.nodes);
   tern::CompressionOptions co;
   co.method = parse_enum(tern::kMethods, c.method, "method");
   co.pack = parse_format(o.format);
@@ -356,8 +366,10 @@ CaseResult run_case(const Options& o, comm::Communicator& comm, const Case& c,
   res.samples.resize(static_cast<size_t>(res.reps) * P);
   comm.allgather(mine.data(), res.samples.data(), res.reps * sizeof(Sample));
   const uint64_t my_wire[2] = {res.stats.wire.sent, res.stats.wire.received};  // one call's
-  res.wire.resize(2 * P);
+  const uint64_t my_inter[2] = {res.stats.inter_wire.sent, res.stats.inter_wire.received};
+  res.wire.resize(4 * P);
   comm.allgather(my_wire, res.wire.data(), sizeof(my_wire));
+  comm.allgather(my_inter, res.wire.data() + 2 * P, sizeof(my_inter));
   return res;
 }
 
@@ -377,11 +389,18 @@ void report_case(const Options& o, const Case& c, const CaseResult& res, int P,
       slowest_enc[i] = std::max(slowest_enc[i], s.encode_ms);
       cpu_ms += s.cpu_ms / reps / P;
     }
-  uint64_t sent_max = 0, recv_max = 0;
+  uint64_t sent_max = 0, recv_max = 0, inter_sent_max = 0;
   double sent_mean = 0, recv_mean = 0;
+  // Bytes across each node's boundary (sent + received by its ranks to and from other nodes).
+  std::vector<uint64_t> node_link(
+      static_cast<size_t>(o.nodes > 0 ? (P + o.nodes - 1) / o.nodes : 0));
   for (int r = 0; r < P; ++r) {
     sent_max = std::max(sent_max, res.wire[2 * r]);
     recv_max = std::max(recv_max, res.wire[2 * r + 1]);
+    inter_sent_max = std::max(inter_sent_max, res.wire[2 * P + 2 * r]);
+    if (!node_link.empty())
+      node_link[static_cast<size_t>(r / o.nodes)] +=
+          res.wire[2 * P + 2 * r] + res.wire[2 * P + 2 * r + 1];
     sent_mean += static_cast<double>(res.wire[2 * r]) / P;
     recv_mean += static_cast<double>(res.wire[2 * r + 1]) / P;
   }
@@ -403,6 +422,17 @@ void report_case(const Options& o, const Case& c, const CaseResult& res, int P,
   line.add("sent_rank0", res.wire[0]).add("recv_rank0", res.wire[1]);
   line.add("sent_max", sent_max).add("recv_max", recv_max);
   line.add("sent_mean", std::llround(sent_mean)).add("recv_mean", std::llround(recv_mean));
+  if (o.nodes > 0) {
+    const int m = static_cast<int>(node_link.size());
+    line.add("nodes", m).add("ranks_per_node", o.nodes);
+    line.add("sent_across_nodes_max", inter_sent_max);
+    line.add("node_link_bytes_max", *std::max_element(node_link.begin(), node_link.end()));
+    // The reference for the node links: a hierarchical fp32 ring (Horovod's: reduce inside the
+    // node, ring allreduce of the node sums across the M nodes, broadcast inside), each node
+    // sending and receiving 2 (M - 1) / M of 4n bytes.
+    line.add("fp32_hierarchical_node_link_bytes",
+             std::llround(2.0 * 2.0 * (m - 1) / m * 4.0 * static_cast<double>(n)));
+  }
   line.add("cpu_ms_per_rank", cpu_ms).add("xchg_ms", xchg).add("encode_ms", enc);
   line.add("bytes_ratio_vs_fp32", bytes_x).add("speedup_vs_fp32", speedup);
   line.add("xchg_speedup_vs_fp32", xchg_x);
@@ -619,7 +649,7 @@ class NetLab {
 // reuse), each in its namespace when `lab` is set, and waits. When one fails the others get
 // SIGTERM; throws naming the first failed rank.
 void run_ranks(const std::vector<std::string>& argv, const std::string& dir, int P,
-               const NetLab* lab) {
+               const NetLab* lab, int ranks_per_node) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const std::string omp = std::to_string(std::max(1, cores / P));
   static const std::string self = fs::read_symlink("/proc/self/exe").string();
@@ -632,13 +662,16 @@ void run_ranks(const std::vector<std::string>& argv, const std::string& dir, int
   int live = 0;
   for (int r = 0; r < P; ++r) {
     std::vector<std::string> args = argv;
+    // With --nodes the ranks of a node share its namespace (and address): what they send each
+    // other stays on that host's loopback, what crosses nodes goes through the shaped veths.
+    const int host = ranks_per_node > 0 ? r / ranks_per_node : r;
     for (const std::string& a : {std::string("--worker"), dir, std::to_string(r), std::to_string(P),
-                                 lab ? NetLab::address(r) : "127.0.0.1"})
+                                 lab ? NetLab::address(host) : "127.0.0.1"})
       args.push_back(a);
     std::vector<char*> cargs;
     for (auto& a : args) cargs.push_back(a.data());
     cargs.push_back(nullptr);
-    const std::string ns_path = lab ? "/run/netns/" + lab->ns(r) : "";
+    const std::string ns_path = lab ? "/run/netns/" + lab->ns(host) : "";
     std::fflush(nullptr);
     const pid_t pid = ::fork();
     if (pid < 0) {
@@ -692,15 +725,87 @@ void run_ranks(const std::vector<std::string>& argv, const std::string& dir, int
   TG_CHECK(failure.empty(), dir, ": ", failure, " (its error is printed above)");
 }
 
+// Namespaces (hosts) the lab needs: one per node of the largest P (one per rank without --nodes).
+int lab_hosts(const Options& o) {
+  const int p = *std::max_element(o.procs.begin(), o.procs.end());
+  return o.nodes > 0 ? (p + o.nodes - 1) / o.nodes : p;
+}
+
+// --plan-only: the bytes of one exchange of every net, P and case from the plans the routes run
+// (terngrad/exchange/plan.h; the tests check that the communicators count exactly these), with
+// no process started: for P and nets too large for this machine (AlexNet at P = 64 needs 64
+// copies of its 244 MB gradient). fp32 is the exact reduce-scatter + allgather of
+// terngrad/exchange/aggregate.h: (P - 1) blocks of ceil(n / P) floats each way, twice.
+int plan_only(const Options& o) {
+  tern::CompressionOptions co;
+  co.method = tern::Method::terngrad;
+  co.pack = parse_format(o.format);
+  for (const auto& net : o.nets) {
+    const std::unique_ptr<Net> model = make_net(net, NetOptions{}, Device::cpu());
+    std::vector<tern::GradSlot> layout;
+    std::vector<int64_t> numel;
+    int64_t n = 0;
+    for (const auto& e : model->arena().entries()) {
+      layout.push_back({e.name, e.offset, e.numel});
+      numel.push_back(e.numel);
+      n += e.numel;
+    }
+    const auto compressor = tern::make_compressor(co, layout);
+    const auto t = static_cast<uint64_t>(compressor->num_meta());
+    for (int P : o.procs) {
+      const auto p = static_cast<uint64_t>(P);
+      const uint64_t range = (static_cast<uint64_t>(n) + p - 1) / p;
+      const uint64_t fp32 = 2 * (p - 1) * 4 * range;
+      const int m = o.nodes > 0 ? (P + o.nodes - 1) / o.nodes : 0;
+      auto emit = [&](const std::string& algo, const std::string& method, uint64_t sent,
+                      const tern::TernaryCost* cost) {
+        JsonLine line;
+        line.add("bench", "comm").add("mode", "plan").add("net", net).add("params", n);
+        line.add("tensors", layout.size()).add("procs", P).add("method", method);
+        line.add("algo", algo).add("format", o.format).add("chunk_bytes", o.chunk_bytes);
+        line.add("sent_max", sent).add("bytes_ratio_vs_fp32", static_cast<double>(fp32) / sent);
+        if (m > 0 && cost) {
+          line.add("nodes", m).add("ranks_per_node", o.nodes);
+          line.add("node_link_bytes_max", cost->busiest_link);
+          line.add("fp32_hierarchical_node_link_bytes",
+                   std::llround(2.0 * 2.0 * (m - 1) / m * 4.0 * static_cast<double>(n)));
+        }
+        line.print();
+        std::fprintf(stderr, "%-8s P=%-5d %-18s sent_max %12llu  bytes_x %6.2f\n", net.c_str(), P,
+                     algo.c_str(), static_cast<unsigned long long>(sent),
+                     static_cast<double>(fp32) / sent);
+      };
+      emit("fp32", "none", fp32, nullptr);
+      tern::TernaryBucketShape shape{numel, P, 1, co.pack, "local", o.chunk_bytes};
+      if (o.nodes > 0) shape.nodes = comm::NodeLayout::blocks(P, o.nodes);
+      const uint64_t meta = (p - 1) * 4 * t;  // the scalers' allgather
+      for (const std::string& a : o.algos) {
+        tern::Route r = parse_enum(tern::kAlgorithms, a, "--algos");
+        if (r == tern::Route::allgather) {  // the generic path: whole messages
+          const uint64_t msg = (compressor->payload_bytes(0) + 3) / 4 * 4;
+          emit(a, "terngrad", meta + (p - 1) * msg, nullptr);
+          continue;
+        }
+        if (r == tern::Route::automatic || r == tern::Route::ring)
+          r = tern::choose_bucket_route(shape);
+        const tern::TernaryCost cost = tern::ternary_bucket_cost(r, shape, 0);
+        emit(a == "auto" ? "auto=" + std::string(tern::name(r)) : a, "terngrad",
+             meta + cost.sent_max, &cost);
+      }
+    }
+  }
+  return 0;
+}
+
 int launch(const Options& o, const std::vector<std::string>& argv) {
+  if (o.plan_only) return plan_only(o);
   install_signal_handlers();
   const auto names = net_names();
   for (const auto& name : o.nets)  // fail fast on an unknown net
     TG_CHECK(std::find(names.begin(), names.end(), name) != names.end(), "--nets: unknown net '",
              name, "'; known: ", join(names, ','));
   std::unique_ptr<NetLab> lab;
-  if (o.link != "loopback")
-    lab = std::make_unique<NetLab>(*std::max_element(o.procs.begin(), o.procs.end()), o.link);
+  if (o.link != "loopback") lab = std::make_unique<NetLab>(lab_hosts(o), o.link);
   char tmpl[] = "/tmp/bench_comm.XXXXXX";
   TG_CHECK(::mkdtemp(tmpl), "mkdtemp failed: ", std::strerror(errno));
   struct RemoveDir {
@@ -733,7 +838,7 @@ int launch(const Options& o, const std::vector<std::string>& argv) {
       fs::create_directories(dir);
       std::ofstream(dir + "/layout.txt") << layout;
       try {
-        run_ranks(argv, dir, P, lab.get());
+        run_ranks(argv, dir, P, lab.get(), o.nodes);
       } catch (const Interrupted&) {
         throw;
       } catch (const std::exception& e) {

@@ -142,7 +142,11 @@ class ProcessGroupCommunicator final : public tg::comm::Communicator {
             .copy_(bytes_at(const_cast<void*>(to[q]->data), to[q]->bytes));
       at_in += in_split[q];
     }
-    run("exchange", [&] { return pg_->alltoall_base(output, input, out_split, in_split); });
+    // (Copies: the process group moves from the split-size vectors it is handed.)
+    run("exchange", [&] {
+      std::vector<int64_t> outs = out_split, ins = in_split;
+      return pg_->alltoall_base(output, input, outs, ins);
+    });
     int64_t at_out = 0;
     for (size_t q = 0; q < p; ++q) {
       if (out_split[q] > 0)
@@ -296,6 +300,9 @@ class Engine {
     TG_CHECK(pg_, "terngrad_torch: no process group");
     agg_.algorithm =
         tg::parse_enum(tg::tern::kAlgorithms, options_.algorithm, "terngrad_torch: algorithm");
+    TG_CHECK(agg_.algorithm != tg::tern::Route::ring,
+             "terngrad_torch: algorithm 'ring' is the fp32 ring allreduce, not a route for ternary "
+             "codes (known: auto, ps, allgather, packed-allreduce, sharded, hierarchical)");
     TG_CHECK(options_.chunk_bytes >= 0, "terngrad_torch: chunk_bytes must be >= 0");
     agg_.chunk_bytes = options_.chunk_bytes;
     // Refuse bad options here, by name, rather than at the first bucket: pack is parsed by

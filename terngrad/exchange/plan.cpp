@@ -289,7 +289,10 @@ TernaryCost ternary_bucket_cost(Route route, const TernaryBucketShape& shape, in
   TernaryCost c;
   c.rank = t.rank[static_cast<size_t>(rank)];
   c.rank_inter = t.inter[static_cast<size_t>(rank)];
-  for (const comm::WireBytes& w : t.rank) c.busiest = std::max(c.busiest, w.sent + w.received);
+  for (const comm::WireBytes& w : t.rank) {
+    c.busiest = std::max(c.busiest, w.sent + w.received);
+    c.sent_max = std::max(c.sent_max, w.sent);
+  }
   c.busiest_link = shape.nodes.nodes() > 1
                        ? *std::max_element(t.node_inter.begin(), t.node_inter.end())
                        : c.busiest;

@@ -173,6 +173,7 @@ struct TernaryCost {
   comm::WireBytes rank;        // what the asked-for rank sends and receives
   comm::WireBytes rank_inter;  // ... of it, to and from ranks on other nodes
   uint64_t busiest = 0;        // max over ranks of sent + received
+  uint64_t sent_max = 0;       // max over ranks of sent
   // Max over nodes of the bytes crossing the node's boundary, sent + received by its ranks; with
   // the node layout unknown or one node, `busiest` (every rank's own link is the slowest).
   uint64_t busiest_link = 0;

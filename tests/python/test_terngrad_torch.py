@@ -211,6 +211,8 @@ class SameNumbersAsTheLibrary(unittest.TestCase):
         self.check(3, "allgather", expect_route="allgather")
         self.check(3, "packed-allreduce", expect_route="packed-allreduce")
         self.check(3, "ps", expect_route="ps")
+        self.check(3, "sharded", expect_route="sharded")
+        self.check(3, "hierarchical", expect_route="hierarchical")
 
     def test_base3_packing(self):
         self.check(2, "auto", pack="base3")
