@@ -150,6 +150,64 @@ TEST(TrainDistributed, FourWorkersAgreeAcrossProcessCountsAndAlgorithms) {
   }
 }
 
+// The sharded and hierarchical routes (issue 42) as real processes: the one-process parameters
+// for 3 and 4 processes, 2 and 3 "nodes" (comm.ranks_per_node), error feedback and base-3 codes;
+// the log names the node layout, summary.json records it with each bucket's route and the bytes
+// that crossed nodes (fewer than in all).
+TEST(TrainDistributed, ShardedAndHierarchicalRoutesKeepTheOneProcessBits) {
+  TempDir dir;
+  struct Case {
+    std::string nproc, algorithm;
+    int workers, ranks_per_node;
+    std::vector<std::string> sets;
+    std::string nodes;  // the log's words for the layout
+  };
+  const std::vector<Case> cases = {
+      {"3", "sharded", 6, 0, {}, "1 node of 3 ranks"},
+      {"4", "hierarchical", 4, 2, {}, "2 nodes of 2 ranks"},
+      {"3", "hierarchical", 3, 1, {}, "3 nodes of 1 rank"},
+      {"4",
+       "auto",
+       4,
+       2,
+       {"compression.error_feedback=true", "compression.pack=base3"},
+       "2 nodes of 2 ranks"},
+  };
+  int k = 0;
+  for (const Case& c : cases) {
+    std::vector<std::string> sets;
+    for (const std::string& kv : c.sets) sets.insert(sets.end(), {"--set", kv});
+    // The one-process reference with the same compression settings.
+    const std::string ref = dir / ("ref" + std::to_string(k));
+    const CliResult one = run_cli(plus(lenet_args(ref, c.workers, "terngrad"), sets));
+    expect_ok(one, "reference " + std::to_string(k));
+    const std::string out = dir / ("case" + std::to_string(k++));
+    std::vector<std::string> extra = sets;
+    extra.insert(extra.end(),
+                 {"--set", "comm.algorithm=" + c.algorithm, "--set",
+                  "comm.ranks_per_node=" + std::to_string(c.ranks_per_node), "--nproc", c.nproc});
+    const CliResult r = run_cli(plus(lenet_args(out, c.workers, "terngrad"), extra));
+    const std::string what = "--nproc " + c.nproc + " " + c.algorithm;
+    expect_ok(r, what);
+    if (r.exit_code != 0 || one.exit_code != 0) continue;
+    EXPECT_EQ(sha_of(out), sha_of(ref)) << what;
+    EXPECT_TRUE(contains(r.err, "nodes: " + c.nodes)) << r.err;
+    const json::Value s = summary_of(out);
+    EXPECT_EQ(s["nodes"]["count"].as_number(),
+              c.ranks_per_node == 0 ? 1 : std::stoi(c.nproc) / c.ranks_per_node)
+        << what;
+    const std::string want_route = c.algorithm == "auto" ? "hierarchical" : c.algorithm;
+    const json::Value& routes = s["comm_bucket_routes"];
+    ASSERT_FALSE(routes.arr.empty()) << what;
+    for (const json::Value& route : routes.arr) EXPECT_EQ(route.as_string(), want_route) << what;
+    if (c.ranks_per_node > 0) {
+      const double across = s["wire_bytes_sent_across_nodes_per_worker_per_iter"].as_number();
+      EXPECT_GT(across, 0.0) << what;
+      EXPECT_LT(across, s["wire_bytes_sent_per_worker_per_iter"].as_number()) << what;
+    }
+  }
+}
+
 // fp32 gradients travel by the exact reduce-scatter + allgather: the same parameters as one
 // process for 2 and 4 processes, and per worker a ring allreduce's 2 (P - 1) / P of the bytes
 // instead of an allgather's (P - 1).
