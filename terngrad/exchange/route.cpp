@@ -8,28 +8,8 @@
 namespace tg::tern {
 
 const char* name(Route r) {
-  switch (r) {
-    case Route::automatic:
-      return "auto";
-    case Route::ps:
-      return "ps";
-    case Route::allgather:
-      return "allgather";
-    case Route::packed_allreduce:
-      return "packed-allreduce";
-    case Route::sharded:
-      return "sharded";
-    case Route::hierarchical:
-      return "hierarchical";
-    case Route::ring:
-      return "ring";
-    case Route::message:
-      return "message";
-    case Route::reduce_scatter:
-      return "reduce-scatter";
-    case Route::gathered:
-      return "gathered";
-  }
+  for (const auto& e : kRouteNames)
+    if (e.value == r) return e.name.data();  // the table's literals end in '\0'
   return "?";
 }
 

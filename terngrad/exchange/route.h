@@ -41,6 +41,18 @@ enum class Route : uint8_t {
   gathered,
 };
 
+// Every route's name (name() below reads it).
+inline constexpr EnumTable<Route, 10> kRouteNames = {{{Route::automatic, "auto"},
+                                                      {Route::ps, "ps"},
+                                                      {Route::allgather, "allgather"},
+                                                      {Route::packed_allreduce, "packed-allreduce"},
+                                                      {Route::sharded, "sharded"},
+                                                      {Route::hierarchical, "hierarchical"},
+                                                      {Route::ring, "ring"},
+                                                      {Route::message, "message"},
+                                                      {Route::reduce_scatter, "reduce-scatter"},
+                                                      {Route::gathered, "gathered"}}};
+
 // The routes a run can ask for (the config's comm.algorithm).
 inline constexpr EnumTable<Route, 7> kAlgorithms = {{{Route::automatic, "auto"},
                                                      {Route::ps, "ps"},

@@ -142,6 +142,8 @@ void check_local(const Problem& pr, Route route, const NodeLayout& nodes = {}) {
 
 TEST(TernaryRoutes, NamesAndTheRoutesABucketTakes) {
   for (const auto& e : kAlgorithms) EXPECT_EQ(name(e.value), e.name);
+  for (const auto& e : kRouteNames) EXPECT_EQ(name(e.value), e.name);
+  EXPECT_EQ(std::string(name(static_cast<Route>(200))), "?");
   for (Route r : kBucketRoutes) EXPECT_TRUE(is_bucket_route(r)) << name(r);
   for (Route r :
        {Route::automatic, Route::ring, Route::message, Route::reduce_scatter, Route::gathered})
