@@ -1,6 +1,7 @@
 #include "nn/core/device.h"
 
 #include <charconv>
+#include <cstring>
 #include <fstream>
 
 #include "nn/core/cuda_runtime.h"
@@ -8,6 +9,14 @@
 #include "nn/core/error.h"
 
 namespace tg {
+
+void copy_bytes(const Device& d, void* dst, const void* src, size_t n) {
+  if (n == 0) return;
+  if (d.is_cpu())
+    std::memcpy(dst, src, n);
+  else
+    cuda::copy_d2d(d.index, dst, src, n);
+}
 
 std::string Device::str() const {
   return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(index);

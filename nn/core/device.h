@@ -2,6 +2,7 @@
 // (Tensor::to); nothing in the library copies behind the caller's back.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -28,6 +29,11 @@ Device parse_device(std::string_view s);
 // Throws a clear error if `d` cannot be used in this process: CUDA asked for in a build without
 // CUDA, no CUDA device present, or index out of range.
 void check_device_usable(const Device& d);
+
+// n raw bytes from src to dst, both on device d (host memory for the CPU): memcpy, or a
+// device-to-device copy on d's current stream. The one byte copy of the exchange and the
+// compressors, for buffers that are not tensors. Throws for CUDA in a build without CUDA.
+void copy_bytes(const Device& d, void* dst, const void* src, size_t n);
 
 // The host CPU's model name from /proc/cpuinfo ("AMD EPYC ..."), or "unknown".
 std::string cpu_model_name();
