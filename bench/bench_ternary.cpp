@@ -15,8 +15,8 @@
 // `frac_of_copy` = GB/s of the kernel / GB/s of the best copy on that device (target on the CPU:
 // ternarize_pack >= 0.5; on the GPU at n = 10M: tensor_stats and two_bit ternarize_pack >= 0.8,
 // base3 >= 0.6, unpack_accumulate >= 1.0).
-// On the GPU also {"bench": "ternary_bucket"} lines: each net's whole gradient (its parameter
-// tensors at their arena offsets) through the per-tensor calls and through one bucket call.
+// On the GPU also {"bench": "ternary_batch"} lines: each net's whole gradient (its parameter
+// tensors at their arena offsets) through the per-tensor calls and through one batch call.
 // Usage: bench_ternary [--device cpu|cuda|all]   (all: CPU, then GPU 0 when present)
 #include <algorithm>
 #include <cstdio>
@@ -186,7 +186,7 @@ void run_cuda() {
                    tern::PackTask t{dg.as<float>(), n, s, rng_stream(RngPurpose::ternarize, step++),
                                     dp.as<uint8_t>()};
                    t.residual = ddst.as<float>();
-                   tern::ternarize_pack_bucket_cuda(&t, 1, kSeed, f);
+                   tern::ternarize_pack_batch_cuda(&t, 1, kSeed, f);
                  },
                  sync),
              12.0 * n + packed, copy_gbps);
@@ -205,12 +205,12 @@ void run_cuda() {
   }
 }
 
-// A net's whole gradient as one bucket (every parameter tensor at its arena offset, as the
-// compressor hands a slot range to the kernels): the per-tensor calls against one bucket call
-// (ternary_bucket.h: one launch per 60 tensors), for stats, two-bit ternarize + pack and scale.
-// GB/s count the bucket's bytes as above; frac_of_copy against a device copy of the whole
+// A net's whole gradient as one batch (every parameter tensor at its arena offset, as the
+// compressor hands a slot range to the kernels): the per-tensor calls against one batch call
+// (ternary_batch.h: one launch per 60 tensors), for stats, two-bit ternarize + pack and scale.
+// GB/s count the batch's bytes as above; frac_of_copy against a device copy of the whole
 // gradient in the same run.
-void run_cuda_buckets() {
+void run_cuda_batches() {
   cuda::DeviceGuard guard(0);
   const std::function<void()> sync = [] { cuda::synchronize(0); };
   for (const char* net_name : {"lenet", "cifarnet", "alexnet", "googlenet", "vgg_a"}) {
@@ -249,18 +249,18 @@ void run_cuda_buckets() {
       sc.push_back({dacc.as<int32_t>() + off, n, 0.25f, dout.as<float>() + off});
     }
     std::vector<tern::TensorStats> res(slots.size());
-    auto line = [&](const char* op, const Timing& per, const Timing& bucket, double bytes) {
-      const double gbps = bytes / (bucket.median_ms * 1e6);
+    auto line = [&](const char* op, const Timing& per, const Timing& batch, double bytes) {
+      const double gbps = bytes / (batch.median_ms * 1e6);
       JsonLine()
-          .add("bench", "ternary_bucket")
+          .add("bench", "ternary_batch")
           .add("device", "cuda:0")
           .add("net", net_name)
           .add("op", op)
           .add("tensors", static_cast<long long>(slots.size()))
           .add("n", static_cast<long long>(total))
           .add("per_tensor_ms", per.median_ms)
-          .add("bucket_ms", bucket.median_ms)
-          .add("speedup", per.median_ms / bucket.median_ms)
+          .add("batch_ms", batch.median_ms)
+          .add("speedup", per.median_ms / batch.median_ms)
           .add("gbps", gbps)
           .add("frac_of_copy", gbps / copy_gbps)
           .add("copy_gbps", copy_gbps)
@@ -273,7 +273,7 @@ void run_cuda_buckets() {
                  tern::tensor_stats_cuda(st[i].g, st[i].n, &res[i]);
              },
              sync),
-         time_it([&] { tern::tensor_stats_bucket_cuda(st.data(), st.size(), res.data()); }, sync),
+         time_it([&] { tern::tensor_stats_batch_cuda(st.data(), st.size(), res.data()); }, sync),
          4.0 * total);
     line("ternarize_pack",
          time_it(
@@ -288,7 +288,7 @@ void run_cuda_buckets() {
          time_it(
              [&] {
                for (tern::PackTask& t : pk) t.stream = rng_stream(RngPurpose::ternarize, ++step);
-               tern::ternarize_pack_bucket_cuda(pk.data(), pk.size(), kSeed, PackFormat::two_bit);
+               tern::ternarize_pack_batch_cuda(pk.data(), pk.size(), kSeed, PackFormat::two_bit);
              },
              sync),
          4.0 * total + packed);
@@ -299,7 +299,7 @@ void run_cuda_buckets() {
                  tern::scale_accumulated_cuda(t.acc, t.n, t.scale, t.out);
              },
              sync),
-         time_it([&] { tern::scale_accumulated_bucket_cuda(sc.data(), sc.size()); }, sync),
+         time_it([&] { tern::scale_accumulated_batch_cuda(sc.data(), sc.size()); }, sync),
          8.0 * total);
   }
 }
@@ -345,7 +345,7 @@ int main(int argc, char** argv) {
 #if TG_CUDA
       if (cuda::device_count() > 0) {
         bench::run_cuda();
-        bench::run_cuda_buckets();
+        bench::run_cuda_batches();
       }
 #endif
     }

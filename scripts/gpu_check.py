@@ -17,7 +17,7 @@ hang cannot eat the rest; a failed step is recorded with why, and the next one r
   d  bench_train --device cuda (LeNet, CifarNet, AlexNet) beside bench/pytorch_step.py on the same
      GPU, eager and torch.compile'd: ms/step each
   e  bench_ternary --device cuda: ternarize+pack and unpack-accumulate GB/s against a device copy,
-     and each net's gradient as one bucket against per-tensor calls
+     and each net's gradient as one batch against per-tensor calls
   f  a one-rank NCCL training run (--rank 0 --world-size 1 --rendezvous), whose params_sha256
      must equal the one-process run's, with the reducer's buckets overlapped with backward on
      the side stream (comm_overlap true); with several GPUs also --nproc <GPUs> over NCCL
@@ -724,8 +724,8 @@ class Check:
             return "no-gpu", "no CUDA device"
         r = self.run([os.path.join(self.root, "bin", "bench_ternary"), "--device", self.dev], 120)
         md = ["| op | format | n | GB/s | of device copy |", "|---|---|---|---|---|"]
-        buckets = ["", "| net | op | tensors | per-tensor calls ms | one bucket ms | speedup | "
-                   "bucket of copy |", "|---|---|---|---|---|---|---|"]
+        batches = ["", "| net | op | tensors | per-tensor calls ms | one batch ms | speedup | "
+                   "batch of copy |", "|---|---|---|---|---|---|---|"]
         rows, notes = 0, []
         # Issue 31's targets at n = 10M, as fractions of a device-to-device copy.
         targets = {("tensor_stats", "f32"): 0.8, ("ternarize_pack", "two_bit"): 0.8,
@@ -742,12 +742,12 @@ class Check:
                 if want is not None and rec["n"] >= 10 * (1 << 20) and frac is not None:
                     notes.append(f"{rec['op']} {rec['format']} {frac:.2f}"
                                  f"{'' if frac >= want else f' (target {want})'}")
-            elif rec.get("bench") == "ternary_bucket":
+            elif rec.get("bench") == "ternary_batch":
                 rows += 1
-                buckets.append(f"| {rec['net']} | {rec['op']} | {rec['tensors']} | "
-                               f"{rec['per_tensor_ms']:.3f} | {rec['bucket_ms']:.3f} | "
+                batches.append(f"| {rec['net']} | {rec['op']} | {rec['tensors']} | "
+                               f"{rec['per_tensor_ms']:.3f} | {rec['batch_ms']:.3f} | "
                                f"{rec['speedup']:.2f}x | {rec['frac_of_copy']:.2f} |")
-        self.summary["e"] = md + (buckets if len(buckets) > 3 else [])
+        self.summary["e"] = md + (batches if len(batches) > 3 else [])
         if r["rc"] != 0 or rows == 0:
             return "fail", f"bench_ternary rc {r['rc']}{' (timed out)' if r['timed_out'] else ''}: " \
                            f"{r['err'].strip()[-300:]}"

@@ -40,7 +40,7 @@ supp=$here/tests/sanitize
 
 # The tests each mode runs (ctest -R), and the test executables that hold them (built alone:
 # a sanitized build of the whole tree is not needed for them).
-ASAN_TESTS='Checkpoint|Config|Json|Launch|Idx|Cifar|ImageFolder|Registry|Sampler|Store|Gloo|LocalComm|Aggregate|Reducer|CompressionHook|Ternary|Compressor|Baseline|ErrorFeedback|Grid|Rescale|fuzz_|TrainDistributed|TrainCli|Cli|HostilePeer|Faults|TrainRestart'
+ASAN_TESTS='Checkpoint|Config|Json|Launch|Idx|Cifar|ImageFolder|Registry|Sampler|Store|Gloo|LocalComm|NodeLayout|Aggregate|Reducer|CompressionHook|Ternary|SumRadix|Compressor|Baseline|ErrorFeedback|Grid|Rescale|fuzz_|TrainDistributed|TrainCli|Cli|HostilePeer|Faults|TrainRestart'
 # ... less the end-to-end training runs and the ternarizer's statistical tests, which check
 # numerics rather than input handling (minutes under ASan; the plain ctest run has them; --tests
 # all runs them too): the error paths of the CLI,
@@ -50,14 +50,15 @@ ASAN_EXCLUDE='TernaryStats|InterruptedRunResumes|ResumeAfterKill9|FourWorkersAgr
 ASAN_TARGETS=(terngrad train_checkpoint_test config_config_test nn_core_json_test comm_launch_test
   datasets_idx_test datasets_cifar10_test datasets_image_folder_test datasets_registry_test
   datasets_sampler_test comm_store_test comm_gloo_comm_test comm_local_comm_test
-  comm_reducer_test terngrad_aggregate_test terngrad_comm_hook_test
-  terngrad_ternary_collectives_test terngrad_ternary_test
-  terngrad_compressor_test terngrad_compressor_state_test terngrad_baseline_test
+  comm_reducer_test comm_topology_test terngrad_exchange_aggregate_test
+  terngrad_exchange_comm_hook_test terngrad_exchange_ternary_collectives_test terngrad_ternary_test
+  terngrad_sum_radix_test terngrad_compressor_test terngrad_compressor_state_test terngrad_baseline_test
   terngrad_error_feedback_test terngrad_grid_test terngrad_rescale_test cmd_train_distributed_test cmd_train_test cmd_faults_test
   cmd_restart_test)
 TSAN_TESTS='Reducer|CompressionHook|LocalComm|Gloo|Aggregate|TernaryBucket|TernaryCollectives|TernaryAggregate'
-TSAN_TARGETS=(comm_reducer_test comm_local_comm_test comm_gloo_comm_test terngrad_aggregate_test
-  terngrad_comm_hook_test terngrad_ternary_collectives_test)
+TSAN_TARGETS=(comm_reducer_test comm_local_comm_test comm_gloo_comm_test
+  terngrad_exchange_aggregate_test terngrad_exchange_comm_hook_test
+  terngrad_exchange_ternary_collectives_test)
 
 generator=()
 if command -v ninja > /dev/null; then generator=(-G Ninja); fi
@@ -71,8 +72,9 @@ configure() {  # dir cmake-args...
     ${TG_CMAKE_ARGS:-} > "$dir.configure.log" 2>&1 || { cat "$dir.configure.log"; exit 1; }
 }
 
-# Builds the targets that exist in this tree, plus its fuzz targets (libFuzzer binaries, or the
-# corpus replays of a gcc tree) when with_fuzz is yes.
+# Builds the targets, plus the tree's fuzz targets (libFuzzer binaries, or the corpus replays of a
+# gcc tree) when with_fuzz is yes. A listed target the tree does not have is an error: a test
+# that was moved or renamed would otherwise drop out of the sanitizer pass without a word.
 build() {  # dir with_fuzz targets...
   local dir=$1 with_fuzz=$2; shift 2
   local have=()
@@ -80,7 +82,11 @@ build() {  # dir with_fuzz targets...
   # Target names: Makefiles list them as "... name", Ninja as "name: phony".
   all=$(cmake --build "$dir" --target help | sed -n 's/^\.\.\. \([^ ]*\).*/\1/p; s/^\([^ :]*\): .*/\1/p')
   for t in "$@"; do
-    if grep -qx "$t" <<< "$all"; then have+=("$t"); fi
+    if ! grep -qx "$t" <<< "$all"; then
+      echo "sanitize: no target '$t' in $dir (renamed or moved? update scripts/sanitize.sh)" >&2
+      exit 1
+    fi
+    have+=("$t")
   done
   if [ "$with_fuzz" = yes ]; then
     for t in $(grep -E '_fuzz(_replay)?$' <<< "$all" || true); do have+=("$t"); done

@@ -18,23 +18,22 @@ namespace {
 
 // ---- device-generic helpers on raw pointers --------------------------------------------------
 
-// The bucket forms (one launch per up to 60 tensors on CUDA; the per-tensor kernels in order on
+// The batched forms (one launch per up to 60 tensors on CUDA; the per-tensor kernels in order on
 // the CPU, so the same bits either way).
-void stats_bucket(const Device& d, const std::vector<StatsTask>& t, std::vector<TensorStats>& out) {
+void stats_batch(const Device& d, const std::vector<StatsTask>& t, std::vector<TensorStats>& out) {
   out.assign(t.size(), TensorStats{});
-  TG_DISPATCH(d, "tensor_stats", tensor_stats_bucket_cpu(t.data(), t.size(), out.data()),
-              tensor_stats_bucket_cuda(t.data(), t.size(), out.data()));
+  TG_DISPATCH(d, "tensor_stats", tensor_stats_batch_cpu(t.data(), t.size(), out.data()),
+              tensor_stats_batch_cuda(t.data(), t.size(), out.data()));
 }
 
-void ternarize_bucket(const Device& d, const std::vector<PackTask>& t, uint64_t seed,
-                      PackFormat f) {
-  TG_DISPATCH(d, "ternarize_pack", ternarize_pack_bucket_cpu(t.data(), t.size(), seed, f),
-              ternarize_pack_bucket_cuda(t.data(), t.size(), seed, f));
+void ternarize_batch(const Device& d, const std::vector<PackTask>& t, uint64_t seed, PackFormat f) {
+  TG_DISPATCH(d, "ternarize_pack", ternarize_pack_batch_cpu(t.data(), t.size(), seed, f),
+              ternarize_pack_batch_cuda(t.data(), t.size(), seed, f));
 }
 
-void scale_bucket(const Device& d, const std::vector<ScaleTask>& t) {
-  TG_DISPATCH(d, "scale_accumulated", scale_accumulated_bucket_cpu(t.data(), t.size()),
-              scale_accumulated_bucket_cuda(t.data(), t.size()));
+void scale_batch(const Device& d, const std::vector<ScaleTask>& t) {
+  TG_DISPATCH(d, "scale_accumulated", scale_accumulated_batch_cpu(t.data(), t.size()),
+              scale_accumulated_batch_cuda(t.data(), t.size()));
 }
 
 void unpack(const Device& d, const uint8_t* in, int64_t n, PackFormat f, int32_t* acc) {
@@ -247,21 +246,21 @@ class TernGradCompressor final : public Compressor {
     const Device d = g.device();
     const float* p = g.data<float>();
     const int64_t m = meta_per_slot();
-    std::vector<StatsTask> tasks;  // the statistics of all ternarized slots in one bucket call
+    std::vector<StatsTask> tasks;  // the statistics of all ternarized slots in one batched call
     for (size_t t = r.first; t < r.last; ++t)
       if (ternary_[t]) tasks.push_back({p + layout_[t].offset, layout_[t].numel});
     std::vector<TensorStats> st;
-    stats_bucket(d, tasks, st);
+    stats_batch(d, tasks, st);
     std::vector<float> scaler(st.size());
     for (size_t k = 0; k < st.size(); ++k) scaler[k] = scaler_of(st[k]);
     // With rescale: ||clamp(g, -s, s)||^2 of every ternarized slot at its own scaler, again in
-    // one bucket call, for the length ratio ||clip(g)|| / ||g|| in (0, 1] (1 for an all-zero g).
+    // one batched call, for the length ratio ||clip(g)|| / ||g|| in (0, 1] (1 for an all-zero g).
     std::vector<double> clipped(st.size(), 0.0);
     if (o_.rescale) {
       TG_DISPATCH(
           d, "clipped_sum_sq",
-          clipped_sum_sq_bucket_cpu(tasks.data(), tasks.size(), scaler.data(), clipped.data()),
-          clipped_sum_sq_bucket_cuda(tasks.data(), tasks.size(), scaler.data(), clipped.data()));
+          clipped_sum_sq_batch_cpu(tasks.data(), tasks.size(), scaler.data(), clipped.data()),
+          clipped_sum_sq_batch_cuda(tasks.data(), tasks.size(), scaler.data(), clipped.data()));
     }
     size_t k = 0;
     for (size_t t = r.first; t < r.last; ++t) {
@@ -338,17 +337,17 @@ class TernGradCompressor final : public Compressor {
       check_worker(*this, "encode", worker);
       res = residuals_.on(worker, d);
     }
-    // Own scalers: the statistics of every ternarized slot first, in one bucket call.
+    // Own scalers: the statistics of every ternarized slot first, in one batched call.
     std::vector<TensorStats> own;
     if (!shared()) {
       std::vector<StatsTask> st;
       for (size_t t = r.first; t < r.last; ++t)
         if (ternary(t, step)) st.push_back({p + layout_[t].offset, layout_[t].numel});
-      stats_bucket(d, st, own);
+      stats_batch(d, st, own);
     }
     // Raw slots are copied and the grid's slots coded one by one; TernGrad's slots (with error
     // feedback: the codes of v = residual + g and the residual update, in the same pass) are
-    // gathered and coded in one bucket call (ternary_kernels.h).
+    // gathered and coded in one batched call (ternary_kernels.h).
     std::vector<PackTask> tasks;
     Tensor tmp_i, tmp_f;  // grid with error feedback: decoded codes, made on first use
     size_t k = 0;
@@ -381,7 +380,7 @@ class TernGradCompressor final : public Compressor {
       }
       m += slot_bytes(t, step);
     }
-    ternarize_bucket(d, tasks, o_.seed, o_.pack);
+    ternarize_batch(d, tasks, o_.seed, o_.pack);
   }
 
   // One grid slot of n elements: its codes from g, or with error feedback (e = the slot's
@@ -460,7 +459,7 @@ class TernGradCompressor final : public Compressor {
     // slot in a floating-gradient epoch) float sums; each slot written once. Own scalers: every
     // slot was summed as floats.
     const Device d = out.device();
-    std::vector<ScaleTask> tasks;  // the integer-sum slots, scaled in one bucket call
+    std::vector<ScaleTask> tasks;  // the integer-sum slots, scaled in one batched call
     for (size_t t = r.first; t < r.last; ++t) {
       const GradSlot& sl = layout_[t];
       if (shared() && ternary(t, step))
@@ -470,7 +469,7 @@ class TernGradCompressor final : public Compressor {
       else
         finalize_floats(acc, workers, sl.offset, sl.numel, out);
     }
-    scale_bucket(d, tasks);
+    scale_batch(d, tasks);
   }
 
  public:

@@ -441,7 +441,7 @@ void scale_accumulated_cpu(const int32_t* acc, int64_t n, float scale, float* ou
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(acc[i]) * scale;
 }
 
-// ---- buckets: the per-tensor kernels in order -----------------------------------------------
+// ---- batches: the per-tensor kernels in order -----------------------------------------------
 
 namespace {
 // Error feedback of one task: v = residual + g in place, the codes of v, then residual = v - s *
@@ -466,8 +466,8 @@ void pack_with_residual(const PackTask& t, uint64_t seed, PackFormat f) {
 }
 }  // namespace
 
-void ternarize_pack_bucket_cpu(const PackTask* tasks, size_t count, uint64_t seed, PackFormat f) {
-  TG_CHECK(count == 0 || tasks != nullptr, "ternarize_pack_bucket_cpu: tasks is null");
+void ternarize_pack_batch_cpu(const PackTask* tasks, size_t count, uint64_t seed, PackFormat f) {
+  TG_CHECK(count == 0 || tasks != nullptr, "ternarize_pack_batch_cpu: tasks is null");
   for (size_t i = 0; i < count; ++i) {
     const PackTask& t = tasks[i];
     if (t.residual != nullptr)
@@ -478,30 +478,30 @@ void ternarize_pack_bucket_cpu(const PackTask* tasks, size_t count, uint64_t see
   }
 }
 
-void tensor_stats_bucket_cpu(const StatsTask* tasks, size_t count, TensorStats* out) {
+void tensor_stats_batch_cpu(const StatsTask* tasks, size_t count, TensorStats* out) {
   TG_CHECK(count == 0 || (tasks != nullptr && out != nullptr),
-           "tensor_stats_bucket_cpu: tasks or out is null");
+           "tensor_stats_batch_cpu: tasks or out is null");
   for (size_t i = 0; i < count; ++i) tensor_stats_cpu(tasks[i].g, tasks[i].n, out + i);
 }
 
-void clipped_sum_sq_bucket_cpu(const StatsTask* tasks, size_t count, const float* scalers,
-                               double* out) {
+void clipped_sum_sq_batch_cpu(const StatsTask* tasks, size_t count, const float* scalers,
+                              double* out) {
   TG_CHECK(count == 0 || (tasks != nullptr && scalers != nullptr && out != nullptr),
-           "clipped_sum_sq_bucket_cpu: tasks, scalers or out is null");
+           "clipped_sum_sq_batch_cpu: tasks, scalers or out is null");
   for (size_t i = 0; i < count; ++i)
     out[i] = clipped_sum_sq_cpu(tasks[i].g, tasks[i].n, scalers[i]);
 }
 
-void scale_accumulated_bucket_cpu(const ScaleTask* tasks, size_t count) {
-  TG_CHECK(count == 0 || tasks != nullptr, "scale_accumulated_bucket_cpu: tasks is null");
+void scale_accumulated_batch_cpu(const ScaleTask* tasks, size_t count) {
+  TG_CHECK(count == 0 || tasks != nullptr, "scale_accumulated_batch_cpu: tasks is null");
   for (size_t i = 0; i < count; ++i) {
     const ScaleTask& t = tasks[i];
     scale_accumulated_cpu(t.acc, t.n, t.scale, t.out);
   }
 }
 
-void unpack_accumulate_bucket_cpu(const UnpackTask* tasks, size_t count, PackFormat f) {
-  TG_CHECK(count == 0 || tasks != nullptr, "unpack_accumulate_bucket_cpu: tasks is null");
+void unpack_accumulate_batch_cpu(const UnpackTask* tasks, size_t count, PackFormat f) {
+  TG_CHECK(count == 0 || tasks != nullptr, "unpack_accumulate_batch_cpu: tasks is null");
   for (size_t i = 0; i < count; ++i) {
     const UnpackTask& t = tasks[i];
     unpack_accumulate_many_cpu(t.packed, t.count, t.stride, t.n, f, t.acc);

@@ -61,11 +61,11 @@ void unpack_accumulate_many_cpu(const uint8_t* packed, int64_t count, size_t str
 void scale_accumulated_cpu(const int32_t* acc, int64_t n, float scale, float* out);
 double clipped_sum_sq_cpu(const float* g, int64_t n, float s);
 
-// ---- buckets: the kernels above over many tensors in one call --------------------------------
+// ---- batches: the kernels above over many tensors in one call --------------------------------
 // The same bytes, integers and floats as one call per tensor (stats: the same values up to the
 // double summation order, as always between devices). On CUDA one launch per kMaxSlots (60)
-// tensors (terngrad/ternary_bucket.h), and for stats one device-to-host copy and one
-// synchronization for the whole bucket; on the CPU a loop over the per-tensor kernels.
+// tensors (terngrad/ternary_batch.h), and for stats one device-to-host copy and one
+// synchronization for the whole batch; on the CPU a loop over the per-tensor kernels.
 // Tasks with n = 0 are skipped; every task's arguments are checked as the per-tensor call does.
 // Elements per chunk of an error-feedback residual update on the CPU (its decoded codes stay in
 // cache): a multiple of 60, so a chunk starts on a whole byte of codes in every packing (3, 4
@@ -102,18 +102,18 @@ struct UnpackTask {
   int32_t* acc = nullptr;
 };
 // clipped_sum_sq of task i at scaler scalers[i] into out[i].
-void clipped_sum_sq_bucket_cpu(const StatsTask* tasks, size_t count, const float* scalers,
+void clipped_sum_sq_batch_cpu(const StatsTask* tasks, size_t count, const float* scalers,
+                              double* out);
+void clipped_sum_sq_batch_cuda(const StatsTask* tasks, size_t count, const float* scalers,
                                double* out);
-void clipped_sum_sq_bucket_cuda(const StatsTask* tasks, size_t count, const float* scalers,
-                                double* out);
-void ternarize_pack_bucket_cpu(const PackTask* tasks, size_t count, uint64_t seed, PackFormat f);
-void tensor_stats_bucket_cpu(const StatsTask* tasks, size_t count, TensorStats* out);
-void scale_accumulated_bucket_cpu(const ScaleTask* tasks, size_t count);
-void unpack_accumulate_bucket_cpu(const UnpackTask* tasks, size_t count, PackFormat f);
-void ternarize_pack_bucket_cuda(const PackTask* tasks, size_t count, uint64_t seed, PackFormat f);
-void tensor_stats_bucket_cuda(const StatsTask* tasks, size_t count, TensorStats* out);
-void scale_accumulated_bucket_cuda(const ScaleTask* tasks, size_t count);
-void unpack_accumulate_bucket_cuda(const UnpackTask* tasks, size_t count, PackFormat f);
+void ternarize_pack_batch_cpu(const PackTask* tasks, size_t count, uint64_t seed, PackFormat f);
+void tensor_stats_batch_cpu(const StatsTask* tasks, size_t count, TensorStats* out);
+void scale_accumulated_batch_cpu(const ScaleTask* tasks, size_t count);
+void unpack_accumulate_batch_cpu(const UnpackTask* tasks, size_t count, PackFormat f);
+void ternarize_pack_batch_cuda(const PackTask* tasks, size_t count, uint64_t seed, PackFormat f);
+void tensor_stats_batch_cuda(const StatsTask* tasks, size_t count, TensorStats* out);
+void scale_accumulated_batch_cuda(const ScaleTask* tasks, size_t count);
+void unpack_accumulate_batch_cuda(const UnpackTask* tasks, size_t count, PackFormat f);
 
 void tensor_stats_cuda(const float* g, int64_t n, TensorStats* out);
 void ternarize_pack_cuda(const float* g, int64_t n, float s, uint64_t seed, uint64_t stream,

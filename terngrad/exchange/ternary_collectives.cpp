@@ -39,11 +39,11 @@ void unpack_pieces(const Device& d, const std::vector<Piece>& pieces, const uint
   for (const Piece& p : pieces) tasks.push_back({base + p.byte, count, stride, p.n, acc_of(p)});
   switch (d.type) {
     case DeviceType::cpu:
-      unpack_accumulate_bucket_cpu(tasks.data(), tasks.size(), f);
+      unpack_accumulate_batch_cpu(tasks.data(), tasks.size(), f);
       return;
     case DeviceType::cuda:
 #if TG_CUDA
-      unpack_accumulate_bucket_cuda(tasks.data(), tasks.size(), f);
+      unpack_accumulate_batch_cuda(tasks.data(), tasks.size(), f);
       return;
 #else
       break;

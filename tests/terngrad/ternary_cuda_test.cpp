@@ -1,7 +1,7 @@
 // TernGrad kernels on CUDA vs CPU: packed bytes bit-identical in both formats (aligned and
 // misaligned g, s below/at/above max|g|, s <= 0), unpack_accumulate and scale_accumulated
 // bit-identical, stats equal within 1e-12 relative (double sums in a different order; max|g|
-// exact). Buckets of many tensors (terngrad/ternary_bucket.h, several launches, misaligned
+// exact). Batches of many tensors (terngrad/ternary_batch.h, several launches, misaligned
 // tensors): packed bytes equal the CPU's, stats and scaled floats equal the CPU emulation of
 // the same kernels bit for bit. Skips without a GPU.
 #include <gtest/gtest.h>
@@ -14,7 +14,7 @@
 #include "nn/core/cuda_runtime.h"
 #include "nn/core/philox.h"
 #include "terngrad/ternary_kernels.h"
-#include "tests/terngrad/ternary_bucket_emulation.h"
+#include "tests/terngrad/ternary_batch_emulation.h"
 #include "tests/testing/op_harness.h"
 
 namespace tg::tern {
@@ -191,13 +191,13 @@ TEST(TernaryCuda, StatsParity) {
   }
 }
 
-// A bucket of 150 tensors of sizes 1 .. ~150k in one device buffer, each at its own misalignment
+// A batch of 150 tensors of sizes 1 .. ~150k in one device buffer, each at its own misalignment
 // (g by 0..3 floats, outputs by 0..15 bytes): three launches per call.
-struct DeviceBucket {
+struct DeviceBatch {
   std::vector<std::vector<float>> grads;
   std::vector<size_t> g_at, out_at;  // byte offsets into the buffers
   size_t g_bytes = 0, out_bytes = 0;
-  DeviceBucket(PackFormat f) {
+  DeviceBatch(PackFormat f) {
     for (int t = 0; t < 150; ++t) {
       const int64_t n = t < 140 ? 1 + 37 * t : 150000 + 1111 * t;
       grads.push_back(gaussian(n, 0.5f, 300 + t));
@@ -211,11 +211,11 @@ struct DeviceBucket {
   }
 };
 
-TEST(TernaryCuda, BucketPackEqualsCpu) {
+TEST(TernaryCuda, BatchPackEqualsCpu) {
   TG_REQUIRE_CUDA();
   cuda::DeviceGuard guard(0);
   for (PackFormat f : kFormats) {
-    const DeviceBucket b(f);
+    const DeviceBatch b(f);
     DeviceBuffer dg(b.g_bytes), dp(b.out_bytes + 16);
     std::vector<PackTask> tasks;
     std::vector<uint8_t> want(b.out_bytes + 16, 0xA7);
@@ -228,17 +228,17 @@ TEST(TernaryCuda, BucketPackEqualsCpu) {
       tasks.push_back({dg.as<float>(b.g_at[t]), n, s, stream, dp.as<uint8_t>(b.out_at[t])});
       ternarize_pack_cpu(b.grads[t].data(), n, s, kSeed, stream, f, want.data() + b.out_at[t]);
     }
-    ternarize_pack_bucket_cuda(tasks.data(), tasks.size(), kSeed, f);
+    ternarize_pack_batch_cuda(tasks.data(), tasks.size(), kSeed, f);
     ASSERT_EQ(dp.download<uint8_t>(want.size()), want)
         << (f == PackFormat::two_bit ? "two_bit" : "base3");
   }
 }
 
-TEST(TernaryCuda, BucketPackWithResidualEqualsCpu) {
+TEST(TernaryCuda, BatchPackWithResidualEqualsCpu) {
   TG_REQUIRE_CUDA();
   cuda::DeviceGuard guard(0);
   for (PackFormat f : kFormats) {
-    const DeviceBucket b(f);
+    const DeviceBatch b(f);
     DeviceBuffer dg(b.g_bytes), dr(b.g_bytes), dp(b.out_bytes + 16);
     std::vector<PackTask> tasks, cpu;
     std::vector<std::vector<float>> res;
@@ -256,18 +256,18 @@ TEST(TernaryCuda, BucketPackWithResidualEqualsCpu) {
       cpu.push_back(
           {b.grads[t].data(), n, s, stream, want.data() + b.out_at[t], nullptr, res[t].data()});
     }
-    ternarize_pack_bucket_cuda(tasks.data(), tasks.size(), kSeed, f);
-    ternarize_pack_bucket_cpu(cpu.data(), cpu.size(), kSeed, f);
+    ternarize_pack_batch_cuda(tasks.data(), tasks.size(), kSeed, f);
+    ternarize_pack_batch_cpu(cpu.data(), cpu.size(), kSeed, f);
     ASSERT_EQ(dp.download<uint8_t>(want.size()), want);
     for (size_t t = 0; t < b.grads.size(); ++t)
       ASSERT_EQ(dr.download<float>(b.grads[t].size(), b.g_at[t]), res[t]) << "residual " << t;
   }
 }
 
-TEST(TernaryCuda, BucketStatsEqualEmulationBitForBit) {
+TEST(TernaryCuda, BatchStatsEqualEmulationBitForBit) {
   TG_REQUIRE_CUDA();
   cuda::DeviceGuard guard(0);
-  const DeviceBucket b(PackFormat::two_bit);
+  const DeviceBatch b(PackFormat::two_bit);
   DeviceBuffer dg(b.g_bytes);
   std::vector<StatsTask> dev, host;
   std::vector<std::vector<float>> hmem;
@@ -280,8 +280,8 @@ TEST(TernaryCuda, BucketStatsEqualEmulationBitForBit) {
     host.push_back({hmem.back().data(), n});
   }
   std::vector<TensorStats> gpu(dev.size()), again(dev.size());
-  tensor_stats_bucket_cuda(dev.data(), dev.size(), gpu.data());
-  tensor_stats_bucket_cuda(dev.data(), dev.size(), again.data());
+  tensor_stats_batch_cuda(dev.data(), dev.size(), gpu.data());
+  tensor_stats_batch_cuda(dev.data(), dev.size(), again.data());
   const std::vector<TensorStats> emu = emulated_stats(host);
   for (size_t t = 0; t < dev.size(); ++t) {
     SCOPED_TRACE("tensor " + std::to_string(t));
@@ -291,19 +291,19 @@ TEST(TernaryCuda, BucketStatsEqualEmulationBitForBit) {
     EXPECT_EQ(gpu[t].l1, emu[t].l1);
     EXPECT_EQ(gpu[t].max_abs, emu[t].max_abs);
     EXPECT_EQ(std::memcmp(&gpu[t], &again[t], sizeof(TensorStats)), 0);
-    TensorStats one;  // a bucket of one: the same kernel, the same bits
+    TensorStats one;  // a batch of one: the same kernel, the same bits
     tensor_stats_cuda(dev[t].g, dev[t].n, &one);
     EXPECT_EQ(std::memcmp(&one, &gpu[t], sizeof(TensorStats)), 0);
   }
   // The clipped mode (the rescale's clipped sum of squares) too.
   const std::vector<float> scalers(dev.size(), 0.7f);
   std::vector<double> clipped(dev.size());
-  clipped_sum_sq_bucket_cuda(dev.data(), dev.size(), scalers.data(), clipped.data());
+  clipped_sum_sq_batch_cuda(dev.data(), dev.size(), scalers.data(), clipped.data());
   const std::vector<TensorStats> emu_clipped = emulated_stats(host, scalers.data());
   for (size_t t = 0; t < dev.size(); ++t) EXPECT_EQ(clipped[t], emu_clipped[t].sum_sq) << t;
 }
 
-TEST(TernaryCuda, BucketScaleEqualsCpu) {
+TEST(TernaryCuda, BatchScaleEqualsCpu) {
   TG_REQUIRE_CUDA();
   cuda::DeviceGuard guard(0);
   std::vector<ScaleTask> tasks;
@@ -324,11 +324,11 @@ TEST(TernaryCuda, BucketScaleEqualsCpu) {
     tasks.push_back({da.as<int32_t>(at[t] * 4), n, scale, dout.as<float>(at[t] * 4)});
     scale_accumulated_cpu(acc.data() + at[t], n, scale, want.data() + at[t]);
   }
-  scale_accumulated_bucket_cuda(tasks.data(), tasks.size());
+  scale_accumulated_batch_cuda(tasks.data(), tasks.size());
   EXPECT_EQ(dout.download<float>(acc.size()), want);
 }
 
-TEST(TernaryCuda, BucketUnpackEqualsCpu) {
+TEST(TernaryCuda, BatchUnpackEqualsCpu) {
   TG_REQUIRE_CUDA();
   cuda::DeviceGuard guard(0);
   for (PackFormat f : kFormats) {
@@ -358,7 +358,7 @@ TEST(TernaryCuda, BucketUnpackEqualsCpu) {
       unpack_accumulate_many_cpu(packed.data() + p_at[t], count, stride, ns[t], f,
                                  want.data() + a_at[t]);
     }
-    unpack_accumulate_bucket_cuda(tasks.data(), tasks.size(), f);
+    unpack_accumulate_batch_cuda(tasks.data(), tasks.size(), f);
     EXPECT_EQ(da.download<int32_t>(acc.size()), want);
   }
 }

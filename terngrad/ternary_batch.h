@@ -1,9 +1,9 @@
-// TernGrad's CUDA kernels over a bucket of tensors, one launch for up to kMaxSlots tensors,
+// TernGrad's CUDA kernels over a batch of tensors, one launch for up to kMaxSlots tensors,
 // written once for nvcc and for the host emulation of nn/core/simt.h: ternary_cuda.cu launches
-// them on the GPU (every *_cuda call of ternary_kernels.h, one tensor being a bucket of one), and
-// tests/terngrad/ternary_bucket_test.cpp runs the same bodies on the CPU against the CPU kernels.
+// them on the GPU (every *_cuda call of ternary_kernels.h, one tensor being a batch of one), and
+// tests/terngrad/ternary_batch_test.cpp runs the same bodies on the CPU against the CPU kernels.
 //
-// Why buckets: a per-tensor launch costs a few microseconds whatever the tensor's size, so the
+// Why batches: a per-tensor launch costs a few microseconds whatever the tensor's size, so the
 // many small tensors of a net (biases, GoogLeNet's 1x1 convolutions) were launch-bound, and the
 // statistics pass added a second launch and a device-to-host synchronization per tensor. A
 // launch's tensors travel in its parameter block (PackArgs and friends, under the 4 KB limit of
@@ -46,7 +46,7 @@
 #include "terngrad/ternary_kernels.h"
 #include "terngrad/ternary_rule.h"
 
-namespace tg::tern::bucket {
+namespace tg::tern::batch {
 
 constexpr int kMaxSlots = 60;  // tensors per launch (the parameter block stays under 4 KB)
 constexpr int kPackThreads = 128;
@@ -719,4 +719,4 @@ inline std::vector<UnpackArgs> plan_unpack(const UnpackTask* task, size_t count,
   return plans;
 }
 
-}  // namespace tg::tern::bucket
+}  // namespace tg::tern::batch

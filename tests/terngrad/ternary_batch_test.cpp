@@ -1,10 +1,10 @@
-// The bucket kernels of terngrad/ternary_bucket.h (what ternary_cuda.cu launches) run on the CPU
+// The batch kernels of terngrad/ternary_batch.h (what ternary_cuda.cu launches) run on the CPU
 // through nn/core/simt.h, against the CPU kernels of ternary_cpu.cpp:
 //   - the two-pass rule (decide + refine) equals ternary_rule.h's ternary_keep for every primary
 //     byte, on edge values (0, +-s, NaN, inf, denormals, x on and beside integers) and random ones;
-//   - ternarize + pack: the same bytes as ternarize_pack_cpu for buckets of tensors of every tail
+//   - ternarize + pack: the same bytes as ternarize_pack_cpu for batches of tensors of every tail
 //     length around a unit (64 / 80 elements), aligned and misaligned input and output, s > 0,
-//     s = 0, s < 0, s NaN, and buckets of more than kMaxSlots tensors (several launches); bytes
+//     s = 0, s < 0, s NaN, and batches of more than kMaxSlots tensors (several launches); bytes
 //     around each output untouched;
 //   - error feedback in the pack launch: the same codes and residual bits as the CPU path;
 //   - statistics, and in the same kernel the clipped sum of squares: within 1e-12 relative of
@@ -25,10 +25,10 @@
 
 #include "nn/core/philox.h"
 #include "nn/core/simt.h"
-#include "terngrad/ternary_bucket.h"
+#include "terngrad/ternary_batch.h"
 #include "terngrad/ternary_kernels.h"
 #include "terngrad/ternary_rule.h"
-#include "tests/terngrad/ternary_bucket_emulation.h"
+#include "tests/terngrad/ternary_batch_emulation.h"
 
 namespace tg::tern {
 namespace {
@@ -48,10 +48,10 @@ std::vector<float> gaussian(int64_t n, uint32_t seed) {
 bool two_pass_keep(float g, float s, uint32_t b, uint64_t stream, uint64_t i) {
   const float c = keep_scale(s);
   bool pending = false;
-  const uint32_t v = bucket::decide(g, s, c, b, pending);
+  const uint32_t v = batch::decide(g, s, c, b, pending);
   if (pending) {
     EXPECT_EQ(v, 1u);
-    return bucket::refine_keep(g, c, kSeed, stream, i);
+    return batch::refine_keep(g, c, kSeed, stream, i);
   }
   if (v != 1u) {
     EXPECT_EQ(v, g > 0.0f ? 2u : 0u) << "g=" << g;
@@ -59,7 +59,7 @@ bool two_pass_keep(float g, float s, uint32_t b, uint64_t stream, uint64_t i) {
   return v != 1u;
 }
 
-TEST(TernaryBucket, TwoPassRuleEqualsTheRule) {
+TEST(TernaryBatch, TwoPassRuleEqualsTheRule) {
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
   std::vector<float> scalers = {1.0f, 0.37f, 3.0e-3f, 1.0e-38f, 1.0e-44f};
@@ -94,7 +94,7 @@ TEST(TernaryBucket, TwoPassRuleEqualsTheRule) {
         const uint64_t stream = rng_stream(RngPurpose::test, b), i = j;
         const bool want = ternary_keep(g, s, c, b, kSeed, stream, i);
         bool pending = false;
-        bucket::decide(g, s, c, b, pending);
+        batch::decide(g, s, c, b, pending);
         refined += pending;
         ASSERT_EQ(two_pass_keep(g, s, b, stream, i), want) << "g=" << g << " s=" << s << " b=" << b;
         ++checked;
@@ -107,7 +107,7 @@ TEST(TernaryBucket, TwoPassRuleEqualsTheRule) {
 
 // ---- ternarize + pack --------------------------------------------------------------------------
 
-// One tensor of a test bucket: its gradient, scaler, and where it sits in memory.
+// One tensor of a test batch: its gradient, scaler, and where it sits in memory.
 struct Case {
   int64_t n;
   float s;
@@ -115,9 +115,9 @@ struct Case {
   size_t out_offset;  // bytes past a 16-byte boundary
 };
 
-// Runs the bucket on the emulated GPU and each tensor through ternarize_pack_cpu; returns false
+// Runs the batch on the emulated GPU and each tensor through ternarize_pack_cpu; returns false
 // (with a failure) on the first difference.
-void check_bucket(const std::vector<Case>& cases, PackFormat f, uint32_t seed) {
+void check_batch(const std::vector<Case>& cases, PackFormat f, uint32_t seed) {
   constexpr size_t kGuard = 16;  // bytes around each output that must stay untouched
   constexpr uint8_t kFill = 0xA7;
   std::vector<std::vector<float>> grads;
@@ -148,9 +148,8 @@ void check_bucket(const std::vector<Case>& cases, PackFormat f, uint32_t seed) {
     tasks.push_back({g, c.n, c.s, stream, o});
     ternarize_pack_cpu(grads[t].data(), c.n, c.s, kSeed, stream, f, want[t].data());
   }
-  const std::vector<bucket::PackArgs> plans =
-      bucket::plan_pack(tasks.data(), tasks.size(), kSeed, f);
-  EXPECT_EQ(plans.size(), (cases.size() + bucket::kMaxSlots - 1) / bucket::kMaxSlots);
+  const std::vector<batch::PackArgs> plans = batch::plan_pack(tasks.data(), tasks.size(), kSeed, f);
+  EXPECT_EQ(plans.size(), (cases.size() + batch::kMaxSlots - 1) / batch::kMaxSlots);
   emulated_pack(tasks, kSeed, f);
   for (size_t t = 0; t < cases.size(); ++t) {
     const Case& c = cases[t];
@@ -167,7 +166,7 @@ void check_bucket(const std::vector<Case>& cases, PackFormat f, uint32_t seed) {
   }
 }
 
-TEST(TernaryBucket, PackEqualsCpuOnEveryTail) {
+TEST(TernaryBatch, PackEqualsCpuOnEveryTail) {
   for (PackFormat f : {PackFormat::two_bit, PackFormat::base3}) {
     std::vector<Case> cases;
     // Every length up to two units and a bit, then a few multi-block tensors.
@@ -175,11 +174,11 @@ TEST(TernaryBucket, PackEqualsCpuOnEveryTail) {
       cases.push_back({n, 1.5f, static_cast<size_t>(n % 4), static_cast<size_t>(n % 16)});
     for (int64_t n : {int64_t{8192}, int64_t{8193}, int64_t{10240 + 79}, int64_t{3 * 8192 + 5}})
       cases.push_back({n, 2.0f, 0, 0});
-    check_bucket(cases, f, 11);  // 174 tensors: three launches
+    check_batch(cases, f, 11);  // 174 tensors: three launches
   }
 }
 
-TEST(TernaryBucket, PackHandlesScalersAndAlignment) {
+TEST(TernaryBatch, PackHandlesScalersAndAlignment) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   for (PackFormat f : {PackFormat::two_bit, PackFormat::base3}) {
     std::vector<Case> cases;
@@ -187,14 +186,14 @@ TEST(TernaryBucket, PackHandlesScalersAndAlignment) {
       for (size_t go : {size_t{0}, size_t{1}, size_t{3}})
         for (size_t oo : {size_t{0}, size_t{1}, size_t{5}})
           cases.push_back({1000 + static_cast<int64_t>(go * 7 + oo), s, go, oo});
-    check_bucket(cases, f, 29);
+    check_batch(cases, f, 29);
   }
 }
 
 // Error feedback in the pack launch: the codes of v = residual + g and residual = v - s * code,
 // against the CPU path (which the compressor's error-feedback tests check against the library's
 // reference): the same bytes and the same residual bits, misaligned residuals and tails included.
-TEST(TernaryBucket, PackWithResidualEqualsCpu) {
+TEST(TernaryBatch, PackWithResidualEqualsCpu) {
   for (PackFormat f : {PackFormat::two_bit, PackFormat::base3}) {
     std::vector<std::vector<float>> g, res_gpu, res_cpu;
     std::vector<std::vector<uint8_t>> out_gpu, out_cpu;
@@ -214,15 +213,15 @@ TEST(TernaryBucket, PackWithResidualEqualsCpu) {
       const size_t skew = t % 2;  // odd tensors: residual and g 4 bytes off
       const float s = t % 9 == 8 ? 0.0f : 1.2f;
       const uint64_t stream = rng_stream(RngPurpose::ternarize, 5, 2, t);
-      const bool ef = t % 5 != 4;  // a mixed bucket: launches with and without residuals
+      const bool ef = t % 5 != 4;  // a mixed batch: launches with and without residuals
       emu.push_back({g[t].data() + skew, ns[t], s, stream, out_gpu[t].data(), nullptr,
                      ef ? res_gpu[t].data() + skew : nullptr});
       cpu.push_back({g[t].data() + skew, ns[t], s, stream, out_cpu[t].data(), nullptr,
                      ef ? res_cpu[t].data() + skew : nullptr});
     }
-    EXPECT_GT(bucket::plan_pack(emu.data(), emu.size(), kSeed, f).size(), 20u);
+    EXPECT_GT(batch::plan_pack(emu.data(), emu.size(), kSeed, f).size(), 20u);
     emulated_pack(emu, kSeed, f);
-    ternarize_pack_bucket_cpu(cpu.data(), cpu.size(), kSeed, f);
+    ternarize_pack_batch_cpu(cpu.data(), cpu.size(), kSeed, f);
     for (size_t t = 0; t < ns.size(); ++t) {
       SCOPED_TRACE("tensor " + std::to_string(t));
       ASSERT_EQ(out_gpu[t], out_cpu[t]);
@@ -236,23 +235,23 @@ TEST(TernaryBucket, PackWithResidualEqualsCpu) {
   std::vector<uint8_t> want(packed_bytes(PackFormat::two_bit, n)), got(want.size());
   ternarize_pack_cpu(v.data(), n, 1.5f, kSeed, 77, PackFormat::two_bit, want.data());
   const PackTask t{g.data(), n, 1.5f, 77, got.data(), nullptr, r.data()};
-  ternarize_pack_bucket_cpu(&t, 1, kSeed, PackFormat::two_bit);
+  ternarize_pack_batch_cpu(&t, 1, kSeed, PackFormat::two_bit);
   EXPECT_EQ(got, want);
   std::vector<int32_t> code(n, 0);
   unpack_accumulate_cpu(want.data(), n, PackFormat::two_bit, code.data());
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(r[i], v[i] - static_cast<float>(code[i]) * 1.5f) << i;
 }
 
-TEST(TernaryBucket, PackChecksArguments) {
+TEST(TernaryBatch, PackChecksArguments) {
   float g[4] = {1, 2, 3, 4};
   uint8_t out[4];
   PackTask bad{g, -1, 1.0f, 0, out};
-  EXPECT_THROW(bucket::plan_pack(&bad, 1, kSeed, PackFormat::two_bit), Error);
+  EXPECT_THROW(batch::plan_pack(&bad, 1, kSeed, PackFormat::two_bit), Error);
   PackTask null_out{g, 4, 1.0f, 0, nullptr};
-  EXPECT_THROW(bucket::plan_pack(&null_out, 1, kSeed, PackFormat::two_bit), Error);
+  EXPECT_THROW(batch::plan_pack(&null_out, 1, kSeed, PackFormat::two_bit), Error);
   PackTask empty{nullptr, 0, 1.0f, 0, nullptr};
-  EXPECT_TRUE(bucket::plan_pack(&empty, 1, kSeed, PackFormat::two_bit).empty());
-  EXPECT_THROW(bucket::plan_pack(&empty, 1, kSeed, static_cast<PackFormat>(7)), Error);
+  EXPECT_TRUE(batch::plan_pack(&empty, 1, kSeed, PackFormat::two_bit).empty());
+  EXPECT_THROW(batch::plan_pack(&empty, 1, kSeed, static_cast<PackFormat>(7)), Error);
 }
 
 // ---- statistics ----------------------------------------------------------------------------
@@ -261,7 +260,7 @@ void expect_close(double got, double want, const std::string& what) {
   EXPECT_LE(std::fabs(got - want), 1e-12 * std::max(1.0, std::fabs(want))) << what;
 }
 
-TEST(TernaryBucket, StatsMatchCpuAndAlignment) {
+TEST(TernaryBatch, StatsMatchCpuAndAlignment) {
   // Sizes: below a group of 4, around one block's chunk, several blocks, the block cap.
   const std::vector<int64_t> sizes = {0, 1, 3, 4, 5, 255, 1024, 4095, 4096, 4097, 40000, 70001};
   std::vector<std::vector<float>> store;
@@ -300,7 +299,7 @@ TEST(TernaryBucket, StatsMatchCpuAndAlignment) {
   }
 }
 
-TEST(TernaryBucket, StatsOverManyLaunches) {
+TEST(TernaryBatch, StatsOverManyLaunches) {
   // 150 small tensors: three launches, each electing its last blocks with the same counters.
   std::vector<std::vector<float>> store;
   store.reserve(150);
@@ -318,7 +317,7 @@ TEST(TernaryBucket, StatsOverManyLaunches) {
   }
 }
 
-TEST(TernaryBucket, ClippedSumOfSquaresMatchesCpu) {
+TEST(TernaryBatch, ClippedSumOfSquaresMatchesCpu) {
   // The statistics kernel in its clipped mode: the sum of min(g_i^2, s^2), s below, inside and
   // above the values' range, and s = 0.
   std::vector<std::vector<float>> store;
@@ -332,7 +331,7 @@ TEST(TernaryBucket, ClippedSumOfSquaresMatchesCpu) {
   }
   const std::vector<TensorStats> got = emulated_stats(tasks, scalers.data());
   std::vector<double> cpu(8);
-  clipped_sum_sq_bucket_cpu(tasks.data(), tasks.size(), scalers.data(), cpu.data());
+  clipped_sum_sq_batch_cpu(tasks.data(), tasks.size(), scalers.data(), cpu.data());
   for (size_t t = 0; t < 8; ++t) {
     SCOPED_TRACE("n=" + std::to_string(sizes[t]) + " s=" + std::to_string(scalers[t]));
     EXPECT_EQ(cpu[t], clipped_sum_sq_cpu(tasks[t].g, tasks[t].n, scalers[t]));
@@ -347,7 +346,7 @@ TEST(TernaryBucket, ClippedSumOfSquaresMatchesCpu) {
 
 // ---- scale -----------------------------------------------------------------------------------
 
-TEST(TernaryBucket, ScaleEqualsCpu) {
+TEST(TernaryBatch, ScaleEqualsCpu) {
   std::vector<std::vector<int32_t>> acc;
   std::vector<std::vector<float>> got, want;
   std::vector<ScaleTask> tasks;
@@ -376,7 +375,7 @@ TEST(TernaryBucket, ScaleEqualsCpu) {
 
 // ---- unpack + accumulate ---------------------------------------------------------------------
 
-TEST(TernaryBucket, UnpackEqualsCpu) {
+TEST(TernaryBatch, UnpackEqualsCpu) {
   // 90 tensors (two launches), 1 to 3 vectors each at a stride longer than a vector, random
   // bytes: every byte value, including those the packer never writes (decoded as code 0).
   for (PackFormat f : {PackFormat::two_bit, PackFormat::base3}) {
@@ -403,15 +402,15 @@ TEST(TernaryBucket, UnpackEqualsCpu) {
   }
 }
 
-// The CPU bucket calls are the per-tensor kernels in order.
-TEST(TernaryBucket, CpuBucketCallsEqualPerTensorCalls) {
+// The CPU batch calls are the per-tensor kernels in order.
+TEST(TernaryBatch, CpuBatchCallsEqualPerTensorCalls) {
   const std::vector<float> g = gaussian(5000, 9);
   std::vector<PackTask> tasks;
   std::vector<std::vector<uint8_t>> out;
   for (int t = 0; t < 5; ++t) out.emplace_back(packed_bytes(PackFormat::base3, 1000));
   for (int t = 0; t < 5; ++t)
     tasks.push_back({g.data() + 1000 * t, 1000, 1.0f, uint64_t(t), out[t].data()});
-  ternarize_pack_bucket_cpu(tasks.data(), tasks.size(), kSeed, PackFormat::base3);
+  ternarize_pack_batch_cpu(tasks.data(), tasks.size(), kSeed, PackFormat::base3);
   for (int t = 0; t < 5; ++t) {
     std::vector<uint8_t> want(packed_bytes(PackFormat::base3, 1000));
     ternarize_pack_cpu(g.data() + 1000 * t, 1000, 1.0f, kSeed, t, PackFormat::base3, want.data());
@@ -419,11 +418,11 @@ TEST(TernaryBucket, CpuBucketCallsEqualPerTensorCalls) {
   }
   std::vector<StatsTask> st = {{g.data(), 5000}, {g.data(), 0}};
   TensorStats res[2], one;
-  tensor_stats_bucket_cpu(st.data(), 2, res);
+  tensor_stats_batch_cpu(st.data(), 2, res);
   tensor_stats_cpu(g.data(), 5000, &one);
   EXPECT_EQ(res[0].sum, one.sum);
   EXPECT_EQ(res[1].n, 0);
-  EXPECT_THROW(tensor_stats_bucket_cpu(nullptr, 1, res), Error);
+  EXPECT_THROW(tensor_stats_batch_cpu(nullptr, 1, res), Error);
 }
 
 }  // namespace
