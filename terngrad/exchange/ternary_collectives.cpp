@@ -326,23 +326,26 @@ class ShardedRun {
       any_node_shared_ = any_node_shared_ || pl_.members(n).size() > 1;
   }
 
-  // Phases A, C, E, F of chunk i: afterwards words_[i] holds every shard's final sums.
+  // Phases A, C, E, F of chunk i: afterwards chunks_[i] holds every shard's final sums.
   void exchange(int64_t i) {
-    const Span& chunk = r_.plan.chunks[static_cast<size_t>(i)];
-    const ShardedChunk sc(r_.plan, chunk, r_.shape, pl_);
+    ChunkState& state = chunks_[static_cast<size_t>(i)];
+    state.sc = std::make_unique<ShardedChunk>(r_.plan, r_.plan.chunks[static_cast<size_t>(i)],
+                                              r_.shape, pl_);
+    const ShardedChunk& sc = *state.sc;
     const int w = r_.workers;
     const std::vector<int>& members = pl_.members(node_);
     const std::vector<int>& mine = pl_.local_shards(me_);
 
     // Where each shard's final sums sit in this chunk's words (see the class comment).
-    std::vector<int64_t> word_at(sc.shards.size(), 0);
+    std::vector<int64_t>& word_at = state.word_at;
+    word_at.assign(sc.shards.size(), 0);
     int64_t words = 0;
     for (int m : members)
       for (int q : pl_.local_shards(m)) {
         word_at[static_cast<size_t>(q)] = words;
         words += sc.sum_bytes[static_cast<size_t>(q)] / 8;
       }
-    Tensor& out = words_[static_cast<size_t>(i)];
+    Tensor& out = state.words;
     out = Tensor::empty({words}, DType::u64, r_.d);
     uint64_t* wp = out.data<uint64_t>();
     auto len = [&](int q) { return sc.shards[static_cast<size_t>(q)].bytes; };
@@ -500,28 +503,21 @@ class ShardedRun {
       }
       r_.comm.exchange(sends, recvs);
     }
-    word_at_[static_cast<size_t>(i)] = std::move(word_at);
   }
 
   // Every shard of chunk i into the accumulators.
   void decode(int64_t i) {
-    const Span& chunk = r_.plan.chunks[static_cast<size_t>(i)];
-    const int p = pl_.ranks();
-    const uint64_t* wp = words_[static_cast<size_t>(i)].data<uint64_t>();
-    const std::vector<int64_t>& word_at = word_at_[static_cast<size_t>(i)];
-    for (int q = 0; q < p; ++q) {
-      const int64_t b0 = chunk.bytes * q / p, b1 = chunk.bytes * (q + 1) / p;
-      const Span s = r_.plan.span(chunk.begin + b0, chunk.begin + b1);
-      unpack_span(r_.d, s, wp + word_at[static_cast<size_t>(q)], static_cast<int32_t>(r_.total),
+    ChunkState& state = chunks_[static_cast<size_t>(i)];
+    const uint64_t* wp = state.words.data<uint64_t>();
+    for (size_t q = 0; q < state.sc->shards.size(); ++q)
+      unpack_span(r_.d, state.sc->shards[q], wp + state.word_at[q], static_cast<int32_t>(r_.total),
                   r_.levels, [&](const Piece& pc) { return r_.acc[pc.seg] + pc.first; });
-    }
-    words_[static_cast<size_t>(i)] = Tensor();
+    state = ChunkState{};  // its buffers back to the allocator
   }
 
   void run() {
     const auto chunks = static_cast<int64_t>(r_.plan.chunks.size());
-    words_.resize(static_cast<size_t>(chunks));
-    word_at_.resize(static_cast<size_t>(chunks));
+    chunks_.resize(static_cast<size_t>(chunks));
     run_chunks(
         chunks, r_.collectives, [](int64_t) {}, [&](int64_t i) { exchange(i); },
         [&](int64_t i) { decode(i); });
@@ -532,8 +528,14 @@ class ShardedRun {
   const ShardPlacement pl_;
   const int me_, node_;
   bool any_node_shared_ = false;  // some node has two or more ranks: phases A and F run
-  std::vector<Tensor> words_;     // per chunk: every shard's final sums
-  std::vector<std::vector<int64_t>> word_at_;
+  // Per chunk, from its exchange to its decode (the collectives thread writes, this one reads
+  // after run_chunks says the chunk is done): its shards, and every shard's final sums.
+  struct ChunkState {
+    std::unique_ptr<ShardedChunk> sc;
+    Tensor words;
+    std::vector<int64_t> word_at;  // per shard: where its sums start in `words`
+  };
+  std::vector<ChunkState> chunks_;
 };
 
 }  // namespace

@@ -108,6 +108,20 @@ std::vector<NodeLayout> layouts(int p) {
   return out;
 }
 
+// Rank r's call took the route `asked` resolves to and moved the bytes its plan says.
+void expect_planned(const TernaryResult& got, Route asked, const TernaryBucketShape& shape, int r,
+                    const std::string& what) {
+  const Route ran = asked == Route::automatic ? choose_bucket_route(shape) : asked;
+  EXPECT_EQ(got.route, ran) << what;
+  const TernaryCost cost = ternary_bucket_cost(ran, shape, r);
+  EXPECT_EQ(got.wire.sent, cost.rank.sent) << what << " rank " << r;
+  EXPECT_EQ(got.wire.received, cost.rank.received) << what << " rank " << r;
+  if (shape.nodes.nodes() > 1) {
+    EXPECT_EQ(got.inter.sent, cost.rank_inter.sent) << what << " rank " << r;
+    EXPECT_EQ(got.inter.received, cost.rank_inter.received) << what << " rank " << r;
+  }
+}
+
 // Runs `route` on a fresh local group and checks result, choice and wire bytes on every rank.
 void check_local(const Problem& pr, Route route, const NodeLayout& nodes = {}) {
   const std::string what =
@@ -124,19 +138,11 @@ void check_local(const Problem& pr, Route route, const NodeLayout& nodes = {}) {
   });
   TernaryBucketShape shape{{pr.n}, pr.p, pr.w, pr.f, "local"};
   shape.nodes = nodes;
-  const Route ran = route == Route::automatic ? choose_bucket_route(shape) : route;
   for (int r = 0; r < pr.p; ++r) {
     ASSERT_EQ(errors[r], "") << what << " rank " << r;
     ASSERT_EQ(accs[r], pr.expected) << what << " rank " << r;
-    EXPECT_EQ(results[r].route, ran) << what;
-    const TernaryCost cost = ternary_bucket_cost(ran, shape, r);
-    EXPECT_EQ(results[r].wire.sent, cost.rank.sent) << what << " rank " << r;
-    EXPECT_EQ(results[r].wire.received, cost.rank.received) << what << " rank " << r;
-    EXPECT_EQ(comms[r]->wire().sent, cost.rank.sent) << what << " rank " << r;
-    if (nodes.nodes() > 1) {
-      EXPECT_EQ(results[r].inter.sent, cost.rank_inter.sent) << what << " rank " << r;
-      EXPECT_EQ(results[r].inter.received, cost.rank_inter.received) << what << " rank " << r;
-    }
+    expect_planned(results[r], route, shape, r, what);
+    EXPECT_EQ(comms[r]->wire().sent, results[r].wire.sent) << what << " rank " << r;
   }
 }
 
@@ -365,14 +371,10 @@ void check_bucket(const BucketProblem& pr, Route route, int64_t chunk_bytes, boo
                                           pr.f, ptrs, pipeline);
   });
   const TernaryBucketShape shape{pr.numel, pr.p, pr.w, pr.f, "local", chunk_bytes, nodes};
-  const Route ran = route == Route::automatic ? choose_bucket_route(shape) : route;
   for (int r = 0; r < pr.p; ++r) {
     ASSERT_EQ(errors[r], "") << what << " rank " << r;
     ASSERT_EQ(accs[r], pr.expected) << what << " rank " << r;
-    EXPECT_EQ(results[r].route, ran) << what;
-    const TernaryCost cost = ternary_bucket_cost(ran, shape, r);
-    EXPECT_EQ(results[r].wire.sent, cost.rank.sent) << what << " rank " << r;
-    EXPECT_EQ(results[r].wire.received, cost.rank.received) << what << " rank " << r;
+    expect_planned(results[r], route, shape, r, what);
   }
 }
 
