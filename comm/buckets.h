@@ -5,13 +5,18 @@
 // one exchange of a data-parallel step moves, and what a communication hook is handed.
 //
 // Buckets: slots in REVERSE layout order (backward produces the last layers' gradients first),
-// each bucket a contiguous slot range whose gradients add up to at most `bucket_bytes` (f32
-// bytes), the first bucket at most `first_bucket_bytes` so that the first exchange starts early;
-// a slot larger than the cap is a bucket of its own, and a bucket also closes after any slot of
-// at least `first_bucket_bytes`, so that a large layer's exchange never waits for the backward
-// pass of the layers below it (with PyTorch DDP's rule, LeNet's 4.9 MB fc3 waits in one bucket
-// with both convolutions, and nothing overlaps). The buckets depend on the layout and the caps
-// only, never on the number of processes.
+// each bucket a contiguous slot range. As in PyTorch DDP, a bucket closes once its f32 bytes
+// reach the cap: `first_bucket_bytes` for the first, so that the first exchange starts early,
+// then `bucket_bytes`. Two rules of our own:
+//  - a bucket also closes after any slot of at least `first_bucket_bytes`, so that a large
+//    layer's exchange never waits for the backward pass of the layers below it (with DDP's rule
+//    alone, LeNet's 4.9 MB fc3 would wait in one bucket with both convolutions);
+//  - a bucket of at least `first_bucket_bytes` closes before a slot that would take it past its
+//    cap; a smaller one (a bias, a small top layer) goes with that slot instead, so that it
+//    never travels alone: every exchange pays a latency, and on a link with a queue a tiny one
+//    costs milliseconds (measured in bench/README's fp32 race).
+// A bucket is therefore at most its cap plus one slot's bytes, or one slot. The buckets depend
+// on the layout and the caps only, never on the number of processes.
 #pragma once
 
 #include <cstddef>

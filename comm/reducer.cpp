@@ -21,13 +21,16 @@ std::vector<SlotRange> make_buckets(const std::vector<GradSlot>& layout, int64_t
   for (size_t t = layout.size(); t-- > 0;) {
     const int64_t b = layout[t].numel * static_cast<int64_t>(sizeof(float));
     const int64_t cap = out.empty() ? large : bucket_bytes;
-    if (t + 1 < last && bytes + b > cap) {  // close the open bucket before slot t
+    // Close the open bucket before slot t when it would overflow and is worth an exchange of its
+    // own; what is smaller than the first cap (biases, a small top layer) waits for slot t.
+    if (t + 1 < last && bytes >= large && bytes + b > cap) {
       out.push_back({t + 1, last});
       last = t + 1;
       bytes = 0;
     }
     bytes += b;
-    if (b >= large && t > 0) {  // a large slot: its exchange does not wait for the next layers
+    // Full, or closed by a large slot: its exchange does not wait for the next layers.
+    if (t > 0 && (bytes >= cap || b >= large)) {
       out.push_back({t, last});
       last = t;
       bytes = 0;

@@ -127,12 +127,12 @@ inline std::vector<GradSlot> layout_of(const std::vector<int64_t>& sizes) {
   return layout;
 }
 
-// The reducer's options for buckets of 1500 B, the first at most 300 B: several buckets of a
+// The reducer's options for buckets of 1500 B, the first closed at 250 B: several buckets of a
 // few small slots.
 inline ReducerOptions small_buckets(bool overlap) {
   ReducerOptions o;
   o.bucket_mb = 1500.0 / (1 << 20);
-  o.first_bucket_bytes = 300;
+  o.first_bucket_bytes = 250;
   o.overlap = overlap;
   return o;
 }

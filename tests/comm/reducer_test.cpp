@@ -37,15 +37,24 @@ int64_t total_of(const std::vector<GradSlot>& layout) {
 TEST(MakeBuckets, ReverseOrderCapsAndAFirstSmallBucket) {
   // f32 bytes: 40, 400, 4, 4000, 40, 40.
   const auto layout = layout_of({10, 100, 1, 1000, 10, 10});
-  // First bucket <= 100 B: slots 5, 4 (80 B); then <= 500 B: slot 3 alone (4000 B, over the cap);
-  // then slots 2, 1 (404 B), closed after slot 1 because it is large (>= the first cap, 100 B),
-  // so its exchange does not wait for slot 0; then slot 0.
+  // First bucket: slots 5, 4 (80 B, under the first cap of 100 B) go with slot 3 (4000 B) instead
+  // of travelling alone, and the bucket closes (over the cap); then slots 2, 1 (404 B), closed
+  // after slot 1 because it is large (>= the first cap), so its exchange does not wait for slot
+  // 0; then slot 0.
   const auto b = make_buckets(layout, 500, 100);
-  ASSERT_EQ(b.size(), 4u);
-  EXPECT_EQ(b[0], (SlotRange{4, 6}));
-  EXPECT_EQ(b[1], (SlotRange{3, 4}));
-  EXPECT_EQ(b[2], (SlotRange{1, 3}));
-  EXPECT_EQ(b[3], (SlotRange{0, 1}));
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_EQ(b[0], (SlotRange{3, 6}));
+  EXPECT_EQ(b[1], (SlotRange{1, 3}));
+  EXPECT_EQ(b[2], (SlotRange{0, 1}));
+  // f32 bytes: 40, 4000, then eight slots of 80. The first bucket closes at 160 B (>= 100); the
+  // next holds six slots (480 B: it has reached the first cap) and closes before the 4000 B slot
+  // that would take it past 500 B, which goes alone; then the 40 B.
+  const auto full = make_buckets(layout_of({10, 1000, 20, 20, 20, 20, 20, 20, 20, 20}), 500, 100);
+  ASSERT_EQ(full.size(), 4u);
+  EXPECT_EQ(full[0], (SlotRange{8, 10}));
+  EXPECT_EQ(full[1], (SlotRange{2, 8}));
+  EXPECT_EQ(full[2], (SlotRange{1, 2}));
+  EXPECT_EQ(full[3], (SlotRange{0, 1}));
   // One large bucket holds everything; the first-bucket cap never exceeds the bucket cap.
   EXPECT_EQ(make_buckets(layout, 1 << 20, 1 << 20), (std::vector<SlotRange>{{0, 6}}));
   const auto tiny = make_buckets(layout, 1, 1 << 20);
