@@ -3,7 +3,8 @@
 # batch, threads and emulated link, in one invocation. For each net, each process count P and
 # each method it runs P ranks, one per network namespace of bench/netns_lab.sh (veth shaped with
 # tc tbf to RATE both ways, the lab of bench/netns_train.sh):
-#   none       terngrad train, compression.method=none (fp32 reduce-scatter + allgather)
+#   none       terngrad train, compression.method=none (exact fp32: reduce-scatter + allgather;
+#              at P = 2 one allgather, the same bytes)
 #   terngrad   terngrad train, compression.method=terngrad
 #   ddp        bench/ddp_train.py: DDP, fp32 bucketed allreduce (PyTorch's default)
 #   ddp-fp16   bench/ddp_train.py: DDP with its fp16_compress_hook

@@ -45,6 +45,11 @@
 //   3. allgather of the P averaged ranges in f32 (4C bytes each) into out.
 // Wire, per rank: sent = received = (P - 1) (W e + 4) C: for f32 with W = 1, 2 (P - 1) / P * 4n
 // (a ring allreduce's bytes), against (P - 1) 4n for the generic allgather.
+// Where allgathering the messages instead, (P - 1) W e n bytes a rank, moves no more
+// (gathers_values below: f32 at P = 2, W = 1, the same bytes; f16 at P = 2 with W <= 2 or P = 3
+// with W = 1, fewer), the path does that: one phase, not two (each costs a wait for the slowest
+// rank), every rank adding all N messages in worker order as step 2 does. The slots' route is
+// then Route::allgather.
 // With Route::ring asked and every slot f32: the local workers' sum in order, then a ring allreduce
 // (comm::Communicator::allreduce) of it and the average: the ring's bytes and speed, but the
 // sum's order depends on P and the ring's chunking, so it is not bit-identical to one process
@@ -112,8 +117,8 @@ struct AggregateStats {
   comm::WireBytes wire;        // this call on this rank: the change in comm.wire()
   comm::WireBytes meta_wire;   // ... of which the meta allgather
   comm::WireBytes inter_wire;  // ... of which to and from ranks on other nodes (options.nodes)
-  // Per slot of the range, how it travelled: message, reduce_scatter, ring, gathered, or the
-  // ternary bucket's route.
+  // Per slot of the range, how it travelled: message, reduce_scatter (or allgather, its P = 2
+  // form), ring, gathered, or the ternary bucket's route.
   std::vector<Route> routes;
   bool ternary_path = false;      // false: the generic or the elementwise path
   bool elementwise_path = false;  // the reduce-scatter + allgather (or ring) of f32/f16
@@ -140,6 +145,10 @@ struct AggregateStats {
 // kBucketRoutes order) or "generic allgather of 5 slots; wire ...". Of several calls (a step's
 // buckets): the same line with the slot counts, bytes, chunks and wire summed.
 std::string describe(std::span<const AggregateStats> calls);
+
+// True when the elementwise path allgathers the messages of n elements of e bytes (W per rank,
+// P ranks) instead of the reduce-scatter + allgather: no more bytes a rank (see above).
+bool gathers_values(int64_t p, int64_t w, int64_t e, int64_t n);
 inline std::string describe(const AggregateStats& s) {
   return describe(std::span<const AggregateStats>(&s, 1));
 }

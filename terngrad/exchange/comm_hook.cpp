@@ -50,16 +50,19 @@ std::string describe_route(std::span<const AggregateStats> buckets) {
   if (routes == 1) by = by.substr(0, by.find(" ("));
   if (routes > 0) add("ternary codes by " + by);
   int64_t elementwise = 0, bytes = 0;
-  bool ring = false;
+  bool ring = false, gathered = false;
   for (const AggregateStats& b : buckets) {
     if (!b.elementwise_path) continue;
     ++elementwise;
     bytes = b.elementwise_bytes;
     ring = ring || any_route(b, Route::ring);
+    gathered = gathered || any_route(b, Route::allgather);
   }
   if (elementwise > 0)
     add(ring ? "fp32 by ring allreduce"
-             : std::string(bytes == 2 ? "fp16" : "fp32") + " by reduce-scatter + allgather");
+             : std::string(bytes == 2 ? "fp16" : "fp32") +
+                   (gathered ? " by allgather, summed in worker order"
+                             : " by reduce-scatter + allgather"));
   const auto ternaries = std::count_if(buckets.begin(), buckets.end(),
                                        [](const AggregateStats& b) { return b.ternary_path; });
   if (static_cast<int64_t>(buckets.size()) > ternaries + elementwise)

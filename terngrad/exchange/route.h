@@ -8,7 +8,9 @@
 //                     the slowest link, then fewest bytes on the busiest rank)
 //   ps                bucket: the paper's parameter server at rank 0
 //   allgather         asked: every slot in whole messages, allgathered (the generic path);
-//                     bucket: every rank's codes to every rank
+//                     bucket: every rank's codes to every rank; slot: f32/f16 values of every
+//                     rank to every rank (the elementwise path where that moves no more bytes:
+//                     aggregate.h)
 //   packed_allreduce  bucket: each rank's code sums in base-(2N + 1) words, added by the
 //                     backend's allreduce (a ring)
 //   sharded           bucket: each chunk cut into P shards; every rank sends shard q's codes to

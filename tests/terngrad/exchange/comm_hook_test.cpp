@@ -156,9 +156,11 @@ TEST(CompressionHook, DescribesTheStepsRoute) {
       {"terngrad", Route::hierarchical, "ternary codes by hierarchical in "},
       {"terngrad", Route::automatic, "ternary codes by allgather in "},
       {"terngrad", Route::allgather, "whole messages by allgather in "},
-      {"none", Route::automatic, "fp32 by reduce-scatter + allgather in "},
+      // Two ranks of one worker: the values allgathered (the same bytes as reduce-scatter +
+      // allgather for fp32, fewer for fp16; aggregate.h's gathers_values).
+      {"none", Route::automatic, "fp32 by allgather, summed in worker order in "},
       {"none", Route::ring, "fp32 by ring allreduce in "},
-      {"fp16", Route::automatic, "fp16 by reduce-scatter + allgather in "},
+      {"fp16", Route::automatic, "fp16 by allgather, summed in worker order in "},
       {"qsgd", Route::automatic, "whole messages by allgather in "},
   };
   for (const Case& k : cases) {
