@@ -7,8 +7,11 @@
 # lab_down          stops ranks still running, removes the namespaces and the bridge (the trap
 #                   calls it; safe to repeat).
 # lab_ns R          the name of namespace R.
+# LAB_RANKS_PER_NS  ranks per namespace (default 1): rank r runs in namespace r / LAB_RANKS_PER_NS,
+#                   so a namespace is a "node" whose ranks talk over its loopback and reach the
+#                   other nodes over its shaped tg0 only.
 # lab_run_ranks P PREFIX TIMEOUT FN
-#                   runs `FN r` for r = 0 .. P-1, rank r in namespace r, stdout and stderr to
+#                   runs `FN r` for r = 0 .. P-1, rank r in its namespace, stdout and stderr to
 #                   PREFIX<r>.out / .err. FN must end by `lab_exec "$1" command ...`. Each rank
 #                   is killed after TIMEOUT seconds; when one rank fails, the others are stopped at
 #                   once instead of waiting for their collectives to time out. The ranks' pids are
@@ -19,6 +22,7 @@
 
 LAB_TAG="tgl$$"
 LAB_N=0
+LAB_RANKS_PER_NS=${LAB_RANKS_PER_NS:-1}
 LAB_PIDS=()
 LAB_ON_START=
 
@@ -59,7 +63,7 @@ lab_up() {
 lab_exec() {
   local r="$1"
   shift
-  exec ip netns exec "$(lab_ns "$r")" timeout -k 10 "$LAB_TIMEOUT" "$@"
+  exec ip netns exec "$(lab_ns $((r / LAB_RANKS_PER_NS)))" timeout -k 10 "$LAB_TIMEOUT" "$@"
 }
 
 lab_run_ranks() {

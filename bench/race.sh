@@ -39,6 +39,12 @@
 #     --iterations LIST   steps per run, NET=N,... (default lenet=60,alexnet=8)
 #     --warmup LIST       untimed first steps, NET=W,... (default lenet=10,alexnet=2); N % W == 0
 #     --threads T         threads per rank, all systems (default: cores / P, at least 1)
+#     --ranks-per-node G  G ranks per network namespace (default 1): P ranks as P / G "nodes",
+#                         each node's ranks over its loopback, the nodes over their RATE veths
+#                         (issue 42's 2 nodes of 4); terngrad is told the layout
+#                         (comm.ranks_per_node), the netns tx bytes are then per node (what
+#                         crosses between nodes), and no perf-model row is made (it models one
+#                         rank per node)
 #     --rate RATE         tc rate (default 1gbit)
 #     --link-gbit G       the link rate perf-model uses (default 0.957: TCP measured on 1gbit tbf)
 #     --timeout S         seconds one run may take before its ranks are killed (default 900)
@@ -62,6 +68,7 @@ declare -A BATCH=([lenet]=64 [alexnet]=16 [cifarnet]=128)
 declare -A ITERS=([lenet]=60 [alexnet]=8 [cifarnet]=40)
 declare -A WARM=([lenet]=10 [alexnet]=2 [cifarnet]=10)
 THREADS=
+RPN=1
 DEVICE=cpu
 BENCH_TRAIN=
 RATE=1gbit
@@ -95,6 +102,7 @@ while [[ $# -gt 0 ]]; do
     --device) need "$@"; DEVICE="$2"; shift 2 ;;
     --bench-train) need "$@"; BENCH_TRAIN="$2"; shift 2 ;;
     --rate) need "$@"; RATE="$2"; shift 2 ;;
+    --ranks-per-node) need "$@"; RPN="$2"; shift 2 ;;
     --link-gbit) need "$@"; LINK_GBIT="$2"; shift 2 ;;
     --timeout) need "$@"; TIMEOUT="$2"; shift 2 ;;
     --out) need "$@"; OUT="$2"; shift 2 ;;
@@ -133,6 +141,10 @@ for m in "${METHOD_LIST[@]}"; do
   esac
 done
 [[ -z "$THREADS" || "$THREADS" =~ ^[1-9][0-9]*$ ]] || die "--threads must be a positive integer, got '$THREADS'"
+[[ "$RPN" =~ ^[1-9][0-9]*$ ]] || die "--ranks-per-node must be a positive integer, got '$RPN'"
+for p in "${PROC_LIST[@]}"; do
+  ((p % RPN == 0)) || die "--procs: $p is not a multiple of --ranks-per-node $RPN"
+done
 [[ "$TIMEOUT" =~ ^[1-9][0-9]*$ ]] || die "--timeout must be a positive integer, got '$TIMEOUT'"
 [[ -x "$TERNGRAD" ]] || die "no terngrad binary at $TERNGRAD (build it, or pass --terngrad PATH)"
 TERNGRAD=$(realpath "$TERNGRAD")
@@ -168,9 +180,10 @@ OUT=$(realpath "$OUT")
 
 # shellcheck source=bench/netns_lab.sh
 source "$HERE/netns_lab.sh"
-lab_up "$MAXP" "$RATE"
+LAB_RANKS_PER_NS=$RPN
+lab_up $((MAXP / RPN)) "$RATE"
 CORES=$(nproc)
-echo "race: $MAXP namespaces, veths shaped both ways to $RATE; $CORES cores; out $OUT" >&2
+echo "race: $((MAXP / RPN)) namespaces of $RPN rank(s), veths shaped both ways to $RATE; $CORES cores; out $OUT" >&2
 
 # The rank functions (lab_run_ranks calls them with the rank) read the current run's settings.
 CUR_NET= CUR_P= CUR_T= CUR_M= CUR_DIR= CUR_B=
@@ -188,7 +201,7 @@ tg_rank() {
   lab_exec "$r" env OMP_NUM_THREADS="$CUR_T" OPENBLAS_NUM_THREADS="$CUR_T" \
     "$TERNGRAD" train --no-progress --rank "$r" --world-size "$CUR_P" \
     --rendezvous "file://$CUR_DIR/store" --job-id race --threads "$CUR_T" \
-    --set comm.interface=tg0 --set model.name="$CUR_NET" --set data.name=synthetic "${data[@]}" \
+    --set comm.interface=tg0 --set comm.ranks_per_node="$RPN" --set model.name="$CUR_NET" --set data.name=synthetic "${data[@]}" \
     --set data.augment=false --set train.batch_size="${BATCH[$CUR_NET]}" --set workers.count="$CUR_P" \
     --set train.iterations="${ITERS[$CUR_NET]}" --set train.log_every="${WARM[$CUR_NET]}" \
     --set train.eval_every=0 --set train.checkpoint_every=0 --set data.eval_limit=1 \
@@ -236,7 +249,7 @@ for CUR_NET in "${NET_LIST[@]}"; do
         tail -n 3 "$CUR_DIR"/rank*.err >&2 || true
       fi
       cat >"$CUR_DIR/meta.json" <<J
-{"net": "$CUR_NET", "net_order": $net_order, "procs": $CUR_P, "method": "$CUR_M", "threads": $CUR_T,
+{"net": "$CUR_NET", "net_order": $net_order, "procs": $CUR_P, "ranks_per_node": $RPN, "method": "$CUR_M", "threads": $CUR_T,
  "batch_total": ${BATCH[$CUR_NET]}, "batch_per_rank": $CUR_B, "iterations": ${ITERS[$CUR_NET]},
  "warmup": ${WARM[$CUR_NET]}, "rate": "$RATE", "device": "$DEVICE", "rc": $rc, "dir": "$CUR_DIR"}
 J
@@ -248,7 +261,7 @@ done
 # The model: one process per node, both links at LINK_GBIT, T_c and T_enc measured here with the
 # same threads per process and per-rank batch (a single process: P = 4 on 2 cores oversubscribes
 # the runs, not the model).
-if [[ "$DEVICE" == cuda ]]; then
+if [[ "$DEVICE" == cuda && "$RPN" -eq 1 ]]; then
   # On the GPU: one rank per "node" on a LINK_GBIT link (a cluster file), the compute and encode
   # times of the per-rank batch measured by bench_train on the same GPU (forward + backward +
   # update; TernGrad's compression of one worker).
@@ -285,7 +298,7 @@ T
   done
 fi
 for p in "${PROC_LIST[@]}"; do
-  [[ "$DEVICE" == cuda ]] && break
+  [[ "$DEVICE" == cuda || "$RPN" -gt 1 ]] && break
   t=${THREADS:-$((CORES / p > 0 ? CORES / p : 1))}
   args=()
   for n in "${NET_LIST[@]}"; do args+=(--batch "$n=$((BATCH[$n] / p))"); done

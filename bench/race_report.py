@@ -5,8 +5,9 @@
       Polls LOG (a metrics.jsonl: terngrad's, or bench/ddp_train.py's records of the same shape)
       and reads the tx/rx byte counters of each rank's network namespace (/proc/PID/net/dev,
       interfaces other than lo) when the train record of step WARMUP appears and again when the
-      one of step LAST appears; writes OUT = {"steps": LAST - WARMUP, "tx": [per rank], "rx":
-      [...]} (byte differences). The same measurement for both systems: it sees the frames on
+      one of step LAST appears; writes OUT = {"steps": LAST - WARMUP, "tx": [per namespace],
+      "rx": [...], "ranks": [ranks per namespace]} (byte differences; ranks that share a
+      namespace, a "node" of race.sh --ranks-per-node, share its counters, counted once). The same measurement for both systems: it sees the frames on
       tg0, TCP/IP/Ethernet headers and control rounds included, over the same steps the timing
       uses. Exits early (no OUT) when the ranks are gone before LAST.
 
@@ -52,6 +53,16 @@ def train_steps(path):
 
 
 def watch(log, warmup, last, out, pids):
+    # One pid per namespace: ranks of one node share its counters.
+    try:
+        ns = [os.stat(f"/proc/{p}/ns/net").st_ino for p in pids]
+    except (FileNotFoundError, ProcessLookupError):
+        return 1
+    first = {}
+    for p, n in zip(pids, ns):
+        first.setdefault(n, p)
+    ranks = [ns.count(n) for n in first]
+    pids = list(first.values())
     snaps = {}
     size = -1
     while len(snaps) < 2:
@@ -73,7 +84,7 @@ def watch(log, warmup, last, out, pids):
         time.sleep(POLL_S)
     a, b = snaps[warmup], snaps[last]
     rec = {"steps": last - warmup, "tx": [y[0] - x[0] for x, y in zip(a, b)],
-           "rx": [y[1] - x[1] for x, y in zip(a, b)]}
+           "rx": [y[1] - x[1] for x, y in zip(a, b)], "ranks": ranks}
     with open(out + ".tmp", "w") as f:
         json.dump(rec, f)
     os.replace(out + ".tmp", out)
@@ -108,12 +119,20 @@ def one_run(d):
     w = os.path.join(d, "window.json")
     if os.path.exists(w):
         win = json.load(open(w))
-        row["netns_tx_bytes_per_step_per_rank"] = sum(win["tx"]) / len(win["tx"]) / win["steps"]
-        row["netns_tx_bytes_per_step_by_rank"] = [t / win["steps"] for t in win["tx"]]
+        ranks = win.get("ranks", [1] * len(win["tx"]))
+        row["netns_tx_bytes_per_step_per_rank"] = sum(win["tx"]) / sum(ranks) / win["steps"]
+        if max(ranks) > 1:  # nodes: the counters see only what crosses between them
+            row["netns_tx_bytes_per_step_by_node"] = [t / win["steps"] for t in win["tx"]]
+        else:
+            row["netns_tx_bytes_per_step_by_rank"] = [t / win["steps"] for t in win["tx"]]
     if meta["method"] in ("none", "terngrad"):
         s = json.load(open(os.path.join(d, "train", "summary.json")))
         row["self_bytes_per_step"] = s["wire_bytes_sent_per_worker_per_iter"]
         row["self_bytes_source"] = "summary.json wire_bytes_sent_per_worker_per_iter"
+        if meta.get("ranks_per_node", 1) > 1:
+            row["self_bytes_across_nodes_per_step"] = s.get(
+                "wire_bytes_sent_across_nodes_per_worker_per_iter")
+            row["comm_bucket_routes"] = s.get("comm_bucket_routes")
         row["params"] = s["num_params"]
         for k in ("compute", "compression", "communication"):
             row[f"{k}_ms"] = s[f"{k}_seconds_per_iter"] * 1e3
@@ -166,7 +185,9 @@ def table(out):
             split = "—"
             if "compute_ms" in r:
                 split = f"{r['compute_ms']:.1f} / {r['compression_ms']:.1f} / {r['communication_ms']:.1f}"
-            print(f"| {net} | {procs} | {r['batch_per_rank']} | {sysname} | {grads} "
+            pn = procs if r.get("ranks_per_node", 1) == 1 else \
+                f"{procs} ({procs // r['ranks_per_node']}×{r['ranks_per_node']})"
+            print(f"| {net} | {pn} | {r['batch_per_rank']} | {sysname} | {grads} "
                   f"| {r['ms_per_step']:.1f} | {r['images_per_sec']:.0f} "
                   f"| {fmt(r.get('netns_tx_bytes_per_step_per_rank'), ',.0f')} "
                   f"| {fmt(r.get('self_bytes_per_step'), ',.0f')} "
@@ -218,6 +239,10 @@ def table(out):
                 verdicts.append(f"{net} P={procs}: terngrad_torch hook {t:.1f} ms vs GRACE-style hook {g:.1f} ms "
                                 f"({g / t:.2f}×): {'met' if t < g else 'MISSED'}")
     print()
+    if any(r.get("ranks_per_node", 1) > 1 for r in rows):
+        print("- P (M×G): M network namespaces (\"nodes\") of G ranks; the netns tx counters see only the "
+              "bytes between nodes, so wire B/step/rank is a node's divided by G; terngrad's self-reported "
+              "bytes are all it sent (its bytes across nodes are in results.jsonl)")
     for v in verdicts:
         print(f"- {v}")
     with open(os.path.join(out, "results.jsonl"), "w") as f:
