@@ -33,6 +33,22 @@ bool gathers_values(int64_t p, int64_t w, int64_t e, int64_t n) {
   return p > 1 && (p - 1) * w * e * n <= (p - 1) * (w * e + 4) * range;
 }
 
+int64_t node_fold_lanes(const comm::NodeLayout& nodes, int64_t p, int64_t w, int64_t e, int64_t n) {
+  const int64_t m = nodes.nodes();
+  if (m < 2 || nodes.ranks() != p || p % m != 0) return 0;
+  const int64_t g = p / m;
+  if (g < 2) return 0;
+  for (int64_t r = 0; r < p; ++r)
+    if (nodes.node_of[static_cast<size_t>(r)] != r / g) return 0;
+  const int64_t c = (n + p - 1) / p, lane = (n + g - 1) / g;
+  // Bytes out of the busiest node: the flat reduce-scatter + allgather sends every rank's range
+  // to each rank of the other nodes and the averages back; the fold sends G lanes of partial
+  // sums to the next node, and the last node the averages to every other node.
+  const int64_t flat = g * (p - g) * (w * e + 4) * c;
+  const int64_t fold = (m - 1) * g * 4 * lane;
+  return fold < flat ? g : 0;
+}
+
 namespace {
 
 comm::WireBytes delta(const comm::WireBytes& before, const comm::WireBytes& after) {
@@ -99,6 +115,21 @@ void average_in_order(const Device& d, SlotCoding coding, std::span<const uint8_
   for (const uint8_t* mg : msgs) add_coded(d, coding, mg, len, acc.data<float>());
   out.zero_();
   axpy(d, len, inv, acc.data<float>(), out.data<float>());
+}
+
+// acc[0 .. len) += each message of msgs in order (values of the coding), in place: the middle of
+// the fold above, for a fold that continues on another rank.
+void fold_in_order(const Device& d, SlotCoding coding, std::span<const uint8_t* const> msgs,
+                   int64_t len, float* acc) {
+  if (len == 0) return;
+  if (d.is_cpu() && coding == SlotCoding::f32) {
+    for (const uint8_t* mg : msgs) {
+      const auto* x = reinterpret_cast<const float*>(mg);
+      for (int64_t j = 0; j < len; ++j) acc[j] += x[j];
+    }
+    return;
+  }
+  for (const uint8_t* mg : msgs) add_coded(d, coding, mg, len, acc);
 }
 
 // One call of aggregate(): one slot range of one step on this rank. The rounds and paths of the
@@ -296,6 +327,10 @@ class BucketExchange {
       st_.reduce_s += seconds_since(t0);
       return;
     }
+    if (const int64_t g = node_fold_lanes(o_.nodes, p, w_, e, n); g > 0) {
+      node_fold_path(g, coding, e, msg, e0, n, inv);
+      return;
+    }
     const int64_t range = (n + p - 1) / p;  // elements each rank owns (C)
     if (gathers_values(p, w_, e, n)) {
       // Every rank's messages to every rank in one phase instead of two (each phase waits for
@@ -373,6 +408,142 @@ class BucketExchange {
       comm_.allgather(mine.data<float>(), all.data<float>(), static_cast<size_t>(range) * 4);
     });
     out_.slice(0, e0, e1).copy_from(all.slice(0, 0, n));
+    st_.comm_s += seconds_since(t0);
+  }
+
+  // The elementwise path over M nodes of G ranks (node_fold_lanes, aggregate.h): the fold in
+  // worker order is a prefix sum, so it can travel. Each node is cut into G lanes (ranges of
+  // ceil(n / G) elements), lane j owned by the node's j-th rank.
+  //   1. inside the node: every rank's W messages' range j to the node's rank j;
+  //   2. node 0's owners fold their node's workers from 0, send the partial sums to the next
+  //      node's owner of the lane, which folds its workers on, ... (M - 1 rounds);
+  //   3. the last node's owners average (0 + inv * acc) and send the averages to the lane's
+  //      owner in every other node;
+  //   4. inside the node: an allgather of the G lanes into out.
+  // The same additions in the same order as the flat path, so the same bits; across the node
+  // links only partial sums and averages travel, 4 bytes an element.
+  void node_fold_path(int64_t g, SlotCoding coding, int64_t e,
+                      const std::vector<const uint8_t*>& msg, int64_t e0, int64_t n, float inv) {
+    const int64_t p = comm_.size(), me = comm_.rank(), m = p / g;
+    const int64_t node = me / g, lane = me % g, base = node * g;
+    const int64_t range = (n + g - 1) / g;
+    const int64_t block = range * e;  // bytes of one worker's lane
+    auto span_of = [&](int64_t q) { return std::clamp<int64_t>(n - q * range, 0, range); };
+    auto run = [&](const std::vector<comm::SendSpec>& sends,
+                   const std::vector<comm::RecvSpec>& recvs) {
+      comm_.exchange(sends, recvs);
+      comm::WireBytes inter;
+      for (const comm::SendSpec& x : sends)
+        if (x.peer / g != node) inter.sent += x.bytes;
+      for (const comm::RecvSpec& x : recvs)
+        if (x.peer / g != node) inter.received += x.bytes;
+      add_inter(inter);
+    };
+    st_.routes.assign(r_.size(), Route::hierarchical);
+
+    // 1. send[q][k] = local worker k's lane q (zero beyond n); from[q][k] = local rank q's.
+    auto t0 = Clock::now();
+    Tensor send = Tensor::empty({g * w_ * block}, DType::u8, d_);
+    for (int64_t q = 0; q < g; ++q)
+      for (int64_t k = 0; k < w_; ++k) {
+        const int64_t len = span_of(q) * e, at = (q * w_ + k) * block;
+        copy_bytes(d_, send.data<uint8_t>() + at, msg[k] + q * block, static_cast<size_t>(len));
+        if (len < block) send.slice(0, at + len, at + block).zero_();
+      }
+    st_.encode_s += seconds_since(t0);
+    t0 = Clock::now();
+    Tensor from = Tensor::empty({g * w_ * block}, DType::u8, d_);
+    {
+      std::vector<comm::SendSpec> sends;
+      std::vector<comm::RecvSpec> recvs;
+      for (int64_t q = 0; q < g; ++q) {
+        if (q == lane) continue;
+        const auto bytes = static_cast<size_t>(w_ * block);
+        sends.push_back({static_cast<int>(base + q), send.data<uint8_t>() + q * w_ * block, bytes});
+        recvs.push_back({static_cast<int>(base + q), from.data<uint8_t>() + q * w_ * block, bytes});
+      }
+      run(sends, recvs);
+    }
+    std::vector<const uint8_t*> mine(static_cast<size_t>(g * w_));  // the node's workers, in order
+    for (int64_t q = 0; q < g; ++q)
+      for (int64_t k = 0; k < w_; ++k)
+        mine[static_cast<size_t>(q * w_ + k)] =
+            (q == lane ? send.data<uint8_t>() + lane * w_ * block
+                       : from.data<uint8_t>() + q * w_ * block) +
+            k * block;
+    st_.comm_s += seconds_since(t0);
+
+    // 2, 3. The fold along the nodes and the averages back, pipelined: each lane cut into K
+    // pieces (as many as the bucket has chunks of chunk_bytes), piece c leaving node h in round
+    // c + h, so that the partial sums of one piece go forward while the averages of an earlier
+    // one come back (on a link both ways at once). After round t node h > 0 folds piece
+    // t - h + 1; the last node averages it and sends it in round t + 1.
+    const int64_t len = span_of(lane);
+    const int64_t pieces = o_.chunk_bytes <= 0
+                               ? 1
+                               : std::clamp<int64_t>((n * e + o_.chunk_bytes - 1) / o_.chunk_bytes,
+                                                     1, std::max<int64_t>(range, 1));
+    const int64_t piece = (range + pieces - 1) / pieces;
+    auto lo = [&](int64_t c) { return std::min(c * piece, range); };
+    auto hi = [&](int64_t c) { return std::min((c + 1) * piece, range); };
+    Tensor acc = Tensor::zeros({range}, DType::f32, d_),
+           avg = Tensor::zeros({range}, DType::f32, d_);
+    auto fold_piece = [&](int64_t c) {
+      const auto t1 = Clock::now();
+      const int64_t a = std::min(lo(c), len), b = std::min(hi(c), len);
+      std::vector<const uint8_t*> at(mine.size());
+      for (size_t i = 0; i < mine.size(); ++i) at[i] = mine[i] + a * e;
+      fold_in_order(d_, coding, at, b - a, acc.data<float>() + a);
+      if (node == m - 1) axpy(d_, b - a, inv, acc.data<float>() + a, avg.data<float>() + a);
+      st_.reduce_s += seconds_since(t1);
+    };
+    auto bytes_of = [&](int64_t c) { return static_cast<size_t>(hi(c) - lo(c)) * 4; };
+    if (node == 0)
+      for (int64_t c = 0; c < pieces; ++c) fold_piece(c);
+    for (int64_t t = 0; t + 1 < pieces + m; ++t) {
+      t0 = Clock::now();
+      std::vector<comm::SendSpec> sends;
+      std::vector<comm::RecvSpec> recvs;
+      if (const int64_t c = t - node; node + 1 < m && c >= 0 && c < pieces)
+        sends.push_back(
+            {static_cast<int>((node + 1) * g + lane), acc.data<float>() + lo(c), bytes_of(c)});
+      if (const int64_t c = t - (node - 1); node > 0 && c >= 0 && c < pieces)
+        recvs.push_back(
+            {static_cast<int>((node - 1) * g + lane), acc.data<float>() + lo(c), bytes_of(c)});
+      if (const int64_t c = t - (m - 1); c >= 0 && c < pieces) {
+        if (node == m - 1)
+          for (int64_t k = 0; k + 1 < m; ++k)
+            sends.push_back(
+                {static_cast<int>(k * g + lane), avg.data<float>() + lo(c), bytes_of(c)});
+        else
+          recvs.push_back(
+              {static_cast<int>((m - 1) * g + lane), avg.data<float>() + lo(c), bytes_of(c)});
+      }
+      run(sends, recvs);
+      st_.comm_s += seconds_since(t0);
+      if (const int64_t c = t - node + 1; node > 0 && c >= 0 && c < pieces) fold_piece(c);
+    }
+    t0 = Clock::now();
+
+    // 4. The node's lanes into out.
+    const auto partial = static_cast<size_t>(range) * 4;
+    Tensor all = Tensor::empty({g * range}, DType::f32, d_);
+    {
+      std::vector<comm::SendSpec> sends;
+      std::vector<comm::RecvSpec> recvs;
+      for (int64_t q = 0; q < g; ++q) {
+        if (q == lane) continue;
+        sends.push_back({static_cast<int>(base + q), avg.data<float>(), partial});
+        recvs.push_back({static_cast<int>(base + q), all.data<float>() + q * range, partial});
+      }
+      run(sends, recvs);
+    }
+    for (int64_t q = 0; q < g; ++q) {
+      const int64_t k = span_of(q);
+      if (k == 0) continue;
+      const float* src = q == lane ? avg.data<float>() : all.data<float>() + q * range;
+      copy_bytes(d_, out_.data<float>() + e0 + q * range, src, static_cast<size_t>(k) * 4);
+    }
     st_.comm_s += seconds_since(t0);
   }
 
@@ -527,7 +698,8 @@ std::string describe(std::span<const AggregateStats> buckets) {
   int64_t slots = 0, gathered = 0, ternary_slots = 0, code_bytes = 0, chunks = 0,
           elementwise_bytes = 0;
   std::vector<int64_t> by_route(std::size(kBucketRoutes), 0);
-  bool ternary = false, elementwise = false, ring = false, gathered_values = false;
+  bool ternary = false, elementwise = false, ring = false, gathered_values = false,
+       folded_on_nodes = false;
   comm::WireBytes wire, inter;
   for (const AggregateStats& b : buckets) {
     slots += static_cast<int64_t>(b.routes.size());
@@ -545,6 +717,7 @@ std::string describe(std::span<const AggregateStats> buckets) {
       elementwise_bytes = b.elementwise_bytes;
       ring = ring || any_route(b, Route::ring);
       gathered_values = gathered_values || any_route(b, Route::allgather);
+      folded_on_nodes = folded_on_nodes || any_route(b, Route::hierarchical);
     }
     wire.sent += b.wire.sent;
     wire.received += b.wire.received;
@@ -561,13 +734,13 @@ std::string describe(std::span<const AggregateStats> buckets) {
         tg::detail::concat(gathered, " gathered raw fp32; bucket of ", ternary_slots, " slots, ",
                            code_bytes, " B per worker, ", chunks, " chunk", chunks == 1 ? "" : "s");
   } else if (elementwise) {
+    const char* how = gathered_values   ? " allgather (no more bytes than reduce-scatter + "
+                                          "allgather at this P) of "
+                      : folded_on_nodes ? " fold along the nodes (partial sums across them) of "
+                                        : " reduce-scatter + allgather of ";
     line = ring ? tg::detail::concat("f32 ring allreduce of ", slots, " slots")
-                : tg::detail::concat(elementwise_bytes == 4 ? "f32" : "f16",
-                                     gathered_values
-                                         ? " allgather (no more bytes than reduce-scatter + "
-                                           "allgather at this P) of "
-                                         : " reduce-scatter + allgather of ",
-                                     slots, " slots, summed in worker order");
+                : tg::detail::concat(elementwise_bytes == 4 ? "f32" : "f16", how, slots,
+                                     " slots, summed in worker order");
   } else {
     line = tg::detail::concat("generic allgather of ", slots, " slots");
   }

@@ -50,6 +50,13 @@
 // with W = 1, fewer), the path does that: one phase, not two (each costs a wait for the slowest
 // rank), every rank adding all N messages in worker order as step 2 does. The slots' route is
 // then Route::allgather.
+// Over a known layout of M >= 2 nodes of G >= 2 consecutive ranks, where it sends fewer bytes out
+// of the busiest node (node_fold_lanes below), the fold travels instead: the worker-order sum is
+// a prefix sum, so node 0's ranks fold their workers' lanes, node 1's continue from those partial
+// sums, and so on; the last node averages and sends the averages back (BucketExchange's
+// node_fold_path has the rounds). Across node links only 4 bytes an element travel (for M = 2
+// each way once, where the flat path sends G (W e + 4) / 2 of them); the same additions in the
+// same order, so the same bits. The slots' route is then Route::hierarchical.
 // With Route::ring asked and every slot f32: the local workers' sum in order, then a ring allreduce
 // (comm::Communicator::allreduce) of it and the average: the ring's bytes and speed, but the
 // sum's order depends on P and the ring's chunking, so it is not bit-identical to one process
@@ -149,6 +156,11 @@ std::string describe(std::span<const AggregateStats> calls);
 // True when the elementwise path allgathers the messages of n elements of e bytes (W per rank,
 // P ranks) instead of the reduce-scatter + allgather: no more bytes a rank (see above).
 bool gathers_values(int64_t p, int64_t w, int64_t e, int64_t n);
+
+// The node fold (see above): G when the elementwise path folds along the nodes of `nodes`
+// (M >= 2 nodes of G >= 2 consecutive ranks each) because that sends fewer bytes out of the
+// busiest node than the flat reduce-scatter + allgather, else 0.
+int64_t node_fold_lanes(const comm::NodeLayout& nodes, int64_t p, int64_t w, int64_t e, int64_t n);
 inline std::string describe(const AggregateStats& s) {
   return describe(std::span<const AggregateStats>(&s, 1));
 }

@@ -50,18 +50,20 @@ std::string describe_route(std::span<const AggregateStats> buckets) {
   if (routes == 1) by = by.substr(0, by.find(" ("));
   if (routes > 0) add("ternary codes by " + by);
   int64_t elementwise = 0, bytes = 0;
-  bool ring = false, gathered = false;
+  bool ring = false, gathered = false, folded = false;
   for (const AggregateStats& b : buckets) {
     if (!b.elementwise_path) continue;
     ++elementwise;
     bytes = b.elementwise_bytes;
     ring = ring || any_route(b, Route::ring);
     gathered = gathered || any_route(b, Route::allgather);
+    folded = folded || any_route(b, Route::hierarchical);
   }
   if (elementwise > 0)
     add(ring ? "fp32 by ring allreduce"
              : std::string(bytes == 2 ? "fp16" : "fp32") +
                    (gathered ? " by allgather, summed in worker order"
+                    : folded ? " by a fold along the nodes, summed in worker order"
                              : " by reduce-scatter + allgather"));
   const auto ternaries = std::count_if(buckets.begin(), buckets.end(),
                                        [](const AggregateStats& b) { return b.ternary_path; });

@@ -234,6 +234,30 @@ TEST(TrainDistributed, Fp32ReduceScatterMatchesOneProcessAtRingAllreduceBytes) {
   }
 }
 
+// fp32 over two nodes of two processes folds along the nodes (terngrad/exchange/aggregate.h):
+// the one-process bits, and across the nodes only partial sums and averages, 4 bytes of each
+// element per node pair: half of what the flat reduce-scatter + allgather sends across.
+TEST(TrainDistributed, Fp32FoldsAlongTheNodesWithTheOneProcessBits) {
+  const std::string want = reference_sha(4, "none");
+  TempDir dir;
+  const std::string out = dir / "fold";
+  const CliResult r =
+      run_cli(plus(lenet_args(out, 4, "none"), {"--nproc", "4", "--set", "comm.ranks_per_node=2"}));
+  expect_ok(r, "fp32 --nproc 4 as 2 nodes");
+  if (r.exit_code != 0) return;
+  EXPECT_EQ(sha_of(out), want);
+  EXPECT_TRUE(contains(r.err, "fp32 by a fold along the nodes")) << r.err;
+  const json::Value s = summary_of(out);
+  // Per worker across nodes (n elements, W = 1): node 0's ranks send their lane's partial sums
+  // (4n / 2 bytes each), node 1's the averages (the same): half the fp32 gradient's bytes. The
+  // flat path sends each of the 2 ranks on the other node a range and its average, 8n / 4
+  // bytes each: all of them.
+  const double fp32 = s["fp32_bytes_per_worker_per_iter"].as_number();
+  const double across = s["wire_bytes_sent_across_nodes_per_worker_per_iter"].as_number();
+  EXPECT_GE(across, 0.5 * fp32) << r.err;
+  EXPECT_LE(across, 0.5 * fp32 * 1.001 + 64) << r.err;
+}
+
 // The reducer's buckets and its overlap with backward never change the bits: terngrad with tiny
 // buckets, overlap on (each bucket exchanged from autograd's callback on the communication
 // thread) and off, and fp16 on its exact reduce-scatter (2 bytes per element in, f32 out), all

@@ -178,6 +178,26 @@ WireBytes expected_wire(const Method& m, const AggregateOptions& opt, const std:
     const auto n = static_cast<uint64_t>(c->total()), pu = static_cast<uint64_t>(p),
                wu = static_cast<uint64_t>(w);
     const uint64_t range = (n + pu - 1) / pu;
+    if (const int64_t g = node_fold_lanes(opt.nodes, p, w, static_cast<int64_t>(e), c->total());
+        g > 0) {
+      // The fold along M nodes of G: W lanes to each other rank of the node and back; a partial
+      // sum from the previous node (all but node 0) and to the next (all but the last); the
+      // averages from the last node (to each other node's lane owner), then the node's lanes.
+      const auto gu = static_cast<uint64_t>(g), m = pu / gu,
+                 node = static_cast<uint64_t>(rank) / gu;
+      const uint64_t lane = (n + gu - 1) / gu;
+      WireBytes t{(gu - 1) * wu * e * lane, (gu - 1) * wu * e * lane};
+      if (node > 0) t.received += 4 * lane;
+      if (node + 1 < m) t.sent += 4 * lane;
+      if (node + 1 == m)
+        t.sent += (m - 1) * 4 * lane;
+      else
+        t.received += 4 * lane;
+      t.sent += (gu - 1) * 4 * lane;
+      t.received += (gu - 1) * 4 * lane;
+      wire_model::add(total, t);
+      return total;
+    }
     if ((pu - 1) * wu * e * n <= (pu - 1) * (wu * e + 4) * range) {
       wire_model::add(total, allgather(wu * e * n));
       return total;
@@ -258,12 +278,23 @@ void run_and_check(Communicator& comm, const Method& m, const AggregateOptions& 
       const bool gathered = gathers_values(p, w, e, c->total());
       // (P - 1) W e <= 4, up to ceil(n / P)'s padding, which these layouts are too large to tip.
       EXPECT_EQ(gathered, p > 1 && w * e * (p - 1) <= 4) << at;
+      const bool folded = node_fold_lanes(opt.nodes, p, w, e, c->total()) > 0;
       for (Route route : st.routes)
         EXPECT_EQ(route, p == 1     ? Route::message
+                         : folded   ? Route::hierarchical
                          : gathered ? Route::allgather
                                     : Route::reduce_scatter)
             << at;
-      if (m.o.method == ::tg::tern::Method::none && p > 1 && w == 1) {
+      if (folded && c->num_meta() == 0) {
+        // Across the node links only partial sums and averages: 4 bytes of each lane element
+        // (and the scalers' allgather, for a method that has them).
+        const int64_t g = p / opt.nodes.nodes(), lane = (c->total() + g - 1) / g;
+        const int64_t node = r / g, nodes = opt.nodes.nodes();
+        EXPECT_EQ(st.inter_wire.sent, (node + 1 < nodes ? 4 * lane : 0) +
+                                          (node + 1 == nodes ? (nodes - 1) * 4 * lane : 0))
+            << at;
+      }
+      if (m.o.method == ::tg::tern::Method::none && p > 1 && w == 1 && !folded) {
         // a ring allreduce's 2 (P - 1) / P of the bytes, plus padding
         const double ring = 2.0 * (p - 1) / p * 4 * c->total();
         EXPECT_LE(static_cast<double>(st.wire.sent), ring + 8.0 * p) << at;
@@ -411,6 +442,48 @@ TEST(AggregateRoutes, SameBitsForEveryRouteNodeLayoutAndPipeline) {
               for (int r = 0; r < p; ++r) ASSERT_EQ(errors[r], "") << what << " rank " << r;
             }
     }
+}
+
+// fp32 and fp16 over nodes: where it sends fewer bytes out of the busiest node the exact sum
+// folds along the nodes (partial sums cross between them); the same bits as one process, the
+// bytes of the rounds, and the flat path where the fold would not pay (nodes of one rank, or
+// uneven and non-contiguous layouts).
+TEST(AggregateRoutes, ExactFloatsFoldAlongTheNodes) {
+  struct Case {
+    int p, per_node, w;
+    bool fold;
+  };
+  // Bytes out of the busiest node per element, fold against flat, fp32 (fp16): P = 4 as 2 x 2: 4
+  // against 8 (6); 6 as 2 x 3: 4 against 12 (9); 6 as 3 x 2 with W = 2: 8 against 16 (10.7); 8
+  // as 2 x 4: 4 against 16 (12); 8 as 4 x 2 in fp16: 12 against 9. Nodes of one rank and a short
+  // last node are not folded.
+  const std::vector<Case> cases = {{4, 2, 1, true}, {6, 3, 1, true},  {6, 2, 2, true},
+                                   {8, 4, 1, true}, {4, 1, 1, false}, {5, 3, 1, false}};
+  for (const Method& m : methods()) {
+    // fp32, fp16, and TernGrad with a floating-gradient epoch (step 1: every slot fp32).
+    if (m.label != "none" && m.label != "fp16" && m.label != "terngrad_shared_base3_floating")
+      continue;
+    std::vector<Case> these = cases;
+    if (m.label == "fp16") these.push_back({8, 2, 1, false});
+    // Chunks: the whole lane in one piece, and pieces of a few elements (the pipeline's rounds).
+    for (const Case& k : these)
+      for (int64_t chunk : {int64_t{0}, int64_t{64}}) {
+        const auto want = emulated(m, k.p * k.w);
+        AggregateOptions pipeline;
+        pipeline.nodes = NodeLayout::blocks(k.p, k.per_node);
+        pipeline.chunk_bytes = chunk;
+        const std::string what = tg::detail::concat(m.label, " P=", k.p, " W=", k.w, " ",
+                                                    pipeline.nodes.str(), " chunk ", chunk);
+        const int64_t e = m.o.method == ::tg::tern::Method::fp16 ? 2 : 4;
+        const int64_t total = tern::make_compressor(m.o, test_layout())->total();
+        EXPECT_EQ(node_fold_lanes(pipeline.nodes, k.p, k.w, e, total) > 0, k.fold) << what;
+        auto comms = make_local_group(k.p, 20s);
+        const auto errors = run_ranks(k.p, [&](int r) {
+          run_and_check(*comms[r], m, pipeline, Route::automatic, k.w, want, what);
+        });
+        for (int r = 0; r < k.p; ++r) ASSERT_EQ(errors[r], "") << what << " rank " << r;
+      }
+  }
 }
 
 // Many small slots of odd sizes (codes end mid-byte, several slots share a chunk, one slot spans
