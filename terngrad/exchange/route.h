@@ -16,7 +16,9 @@
 //   sharded           bucket: each chunk cut into P shards; every rank sends shard q's codes to
 //                     rank q, which sums them and sends the sums back to everyone
 //   hierarchical      bucket: sharded with the node layout: codes summed inside a node first,
-//                     only node sums and the final sums cross between nodes
+//                     only node sums and the final sums cross between nodes; slot: f32/f16
+//                     values folded in worker order along the nodes, only partial sums and
+//                     averages crossing (the elementwise path over nodes: aggregate.h)
 //   ring              asked: f32 slots by a plain ring allreduce (not bit-identical to one
 //                     process), codes as automatic
 //   message           slot: inside whole messages allgathered (generic path)
