@@ -18,6 +18,7 @@ is as arbitrary; the timing does not depend on the pixels).
   --hook grace  TernGrad as GRACE implements it, in pure PyTorch (bench/grace_terngrad_hook.py:
                 int8 codes, per-worker scalers, allgather)
   --error-feedback  with --hook terngrad: TernGradState(error_feedback=True)
+  --ranks-per-node G  with --hook terngrad: TernGradState(ranks_per_node=G) (race.sh's nodes)
   --device cuda  the model and batch on GPU 0 (every rank the same GPU: the GPU race of issue
                 33), still over Gloo (NCCL refuses two ranks on one GPU); the step is timed after
                 a device synchronisation
@@ -88,6 +89,8 @@ def parse_args():
     p.add_argument("--iterations", type=int, default=60, help="all steps, warm-up included")
     p.add_argument("--warmup", type=int, default=10, help="steps before the timed window")
     p.add_argument("--hook", choices=["none", "fp16", "terngrad", "grace"], default="none")
+    p.add_argument("--ranks-per-node", type=int, default=None,
+                   help="with --hook terngrad: TernGradState(ranks_per_node=G) (default: learned)")
     p.add_argument("--error-feedback", action="store_true",
                    help="--hook terngrad: keep what ternarization drops and add it next step")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
@@ -160,7 +163,8 @@ def main():
         if args.terngrad_torch:
             sys.path.insert(0, args.terngrad_torch)
         from terngrad_torch import TernGradState, terngrad_hook
-        hook_state = TernGradState(clip=2.5, seed=123, error_feedback=args.error_feedback)
+        hook_state = TernGradState(clip=2.5, seed=123, error_feedback=args.error_feedback,
+                                   ranks_per_node=args.ranks_per_node)
         ddp.register_comm_hook(hook_state, terngrad_hook)
     elif args.hook == "grace":
         from grace_terngrad_hook import GraceTernGradState, grace_terngrad_hook

@@ -213,6 +213,7 @@ ddp_rank() {
   local ef=()
   [[ "$CUR_M" == ddp-terngrad || "$CUR_M" == ddp-terngrad-ef ]] && hook=terngrad
   [[ "$CUR_M" == ddp-terngrad-ef ]] && ef=(--error-feedback)
+  [[ "$CUR_M" == ddp-terngrad* ]] && ef+=(--ranks-per-node "$RPN")
   [[ "$CUR_M" == ddp-grace ]] && hook=grace
   lab_exec "$r" env OMP_NUM_THREADS="$CUR_T" "$PY" "$HERE/ddp_train.py" --rank "$r" \
     --world-size "$CUR_P" --store "$CUR_DIR/store/ddp" --ifname tg0 --net "$CUR_NET" \

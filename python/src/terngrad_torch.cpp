@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/topology.h"
 #include "comm/wire_model.h"
 #include "nn/core/error.h"
 #include "nn/core/tensor.h"
@@ -254,6 +255,9 @@ struct HookOptions {
   int64_t chunk_bytes = int64_t{2} << 20;
   int64_t min_size = 1;
   bool error_feedback = false;
+  // node_of[r]: the node of rank r (comm/topology.h); empty: unknown. The hierarchical route's
+  // nodes and the cost model's slow links.
+  std::vector<int> node_of;
 };
 
 tg::tern::CompressionOptions compression(const HookOptions& h, uint64_t seed) {
@@ -305,6 +309,8 @@ class Engine {
              "codes (known: auto, ps, allgather, packed-allreduce, sharded, hierarchical)");
     TG_CHECK(options_.chunk_bytes >= 0, "terngrad_torch: chunk_bytes must be >= 0");
     agg_.chunk_bytes = options_.chunk_bytes;
+    agg_.nodes.node_of = options_.node_of;
+    agg_.nodes.check(pg_->getSize());
     // Refuse bad options here, by name, rather than at the first bucket: pack is parsed by
     // compression(), clip and min_size are checked by make_compressor.
     tg::tern::make_compressor(compression(options_, options_.seed), layout_of({1}, {}));
@@ -507,7 +513,8 @@ PYBIND11_MODULE(_C, m) {
       .def_readwrite("algorithm", &HookOptions::algorithm)
       .def_readwrite("chunk_bytes", &HookOptions::chunk_bytes)
       .def_readwrite("min_size", &HookOptions::min_size)
-      .def_readwrite("error_feedback", &HookOptions::error_feedback);
+      .def_readwrite("error_feedback", &HookOptions::error_feedback)
+      .def_readwrite("node_of", &HookOptions::node_of);
 
   py::class_<BucketResult>(m, "BucketResult")
       .def_readonly("out", &BucketResult::out)

@@ -29,7 +29,9 @@ The hook returns at once: a worker thread aggregates the buckets in order while 
 on, and DDP waits for the futures at the end of backward.
 """
 
+import os
 import queue
+import socket
 import threading
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
@@ -41,6 +43,30 @@ from . import _C
 __all__ = ["TernGradState", "terngrad_hook", "TernGradError"]
 
 TernGradError = _C.TernGradError
+
+
+def _node_layout(group: dist.ProcessGroup, ranks_per_node: Optional[int]) -> List[int]:
+    """The node of each rank of `group`, nodes numbered 0, 1, ... in order of their lowest rank."""
+    world = dist.get_world_size(group)
+    if ranks_per_node is not None:
+        if isinstance(ranks_per_node, bool) or not isinstance(ranks_per_node, int) or ranks_per_node < 1:
+            raise TernGradError(
+                "TernGradState: ranks_per_node must be a positive integer, got %r" % (ranks_per_node,)
+            )
+        return [r // ranks_per_node for r in range(world)]
+    if world == 1:
+        return [0]
+    env = os.environ
+    if env.get("SLURM_NODEID") is not None:
+        key = "slurm:%s:%s" % (env.get("SLURM_JOB_ID", ""), env["SLURM_NODEID"])
+    elif env.get("GROUP_RANK") is not None:
+        key = "torchrun:" + env["GROUP_RANK"]
+    else:
+        key = "host:" + socket.gethostname()
+    keys: List[Any] = [None] * world
+    dist.all_gather_object(keys, key, group=group)
+    number: Dict[str, int] = {}
+    return [number.setdefault(k, len(number)) for k in keys]
 
 
 class TernGradState:
@@ -62,6 +88,12 @@ class TernGradState:
         parameters: the model's parameters (model.parameters()); a parameter's position is its
             id. None: ids in the order DDP first hands parameters to the hook (its first step's
             buckets), the same in every process for the same model and bucket sizes.
+        ranks_per_node: G puts rank r on node r // G (for labs and hosts that share a name).
+            None: learned, as `terngrad train` learns it, from one key per rank gathered over
+            the group: Slurm's node (SLURM_JOB_ID, SLURM_NODEID), else torchrun's node
+            (GROUP_RANK), else the host name. The hierarchical route sums codes inside a node
+            first, and the cost model weighs the links between nodes; `nodes` holds the layout
+            (node of each rank). The numbers never depend on it.
 
     After each step (once DDP's backward has returned):
         bytes_sent, bytes_received: what this rank put on and took off the wire in the last step
@@ -95,6 +127,7 @@ class TernGradState:
         min_size: int = 1,
         error_feedback: bool = False,
         parameters: Optional[Iterable[torch.Tensor]] = None,
+        ranks_per_node: Optional[int] = None,
     ):
         if process_group is None:
             if not dist.is_initialized():
@@ -112,6 +145,8 @@ class TernGradState:
         options.chunk_bytes = int(chunk_bytes)
         options.min_size = int(min_size)
         options.error_feedback = bool(error_feedback)
+        self.nodes = _node_layout(process_group, ranks_per_node)
+        options.node_of = self.nodes
         self.options = options
         self.error_feedback = bool(error_feedback)
         # Parameter -> id, and id -> shape. Fixed by `parameters`, else learned in the first step.

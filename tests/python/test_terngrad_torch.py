@@ -69,16 +69,18 @@ def _bucket_grads(rank, numels, step, bucket):
 _BUCKETS = {0: ([301, 64, 17, 5000], [0, 1, 2, 3]), 1: ([1, 2049, 33], [4, 5, 6])}
 
 
-def _engine_worker(rank, world, store_path, algorithm, pack, q):
+def _engine_worker(rank, world, store_path, algorithm, pack, ranks_per_node, q):
     _init(rank, world, store_path)
-    state = TernGradState(clip=2.5, pack=pack, seed=11, algorithm=algorithm)
-    out = {}
+    state = TernGradState(clip=2.5, pack=pack, seed=11, algorithm=algorithm,
+                          ranks_per_node=ranks_per_node)
+    out = {"nodes": state.nodes}
     for step in range(3):
         for b, (numels, ids) in _BUCKETS.items():
             res = state._engine.reduce(b, _bucket_grads(rank, numels, step, b), numels, ids, step)
             out[(step, b)] = (res.out.clone(), res.route, res.sent, res.scalers)
     if rank == 0:
-        q.put({k: (v[0].numpy().tobytes(), v[1], v[2], v[3]) for k, v in out.items()})
+        q.put({k: v if k == "nodes" else (v[0].numpy().tobytes(), v[1], v[2], v[3])
+               for k, v in out.items()})
     dist.barrier()
     dist.destroy_process_group()
 
@@ -179,8 +181,11 @@ def _options(pack="two_bit", seed=11):
 
 
 class SameNumbersAsTheLibrary(unittest.TestCase):
-    def check(self, world, algorithm, pack="two_bit", expect_route=None):
-        got = _spawn(_engine_worker, world, algorithm, pack)
+    def check(self, world, algorithm, pack="two_bit", expect_route=None, ranks_per_node=None,
+              expect_nodes=None):
+        got = _spawn(_engine_worker, world, algorithm, pack, ranks_per_node)
+        # Learned from the host name when not given: every rank of this test on one node.
+        self.assertEqual(got["nodes"], expect_nodes or [0] * world)
         for step in range(3):
             for b, (numels, ids) in _BUCKETS.items():
                 grads = [_bucket_grads(r, numels, step, b) for r in range(world)]
@@ -213,6 +218,12 @@ class SameNumbersAsTheLibrary(unittest.TestCase):
         self.check(3, "ps", expect_route="ps")
         self.check(3, "sharded", expect_route="sharded")
         self.check(3, "hierarchical", expect_route="hierarchical")
+
+    def test_nodes_from_ranks_per_node_take_the_hierarchical_route(self):
+        # Two nodes of two: auto sums inside the nodes first (the fewest bytes between them),
+        # with the numbers of one process.
+        self.check(4, "auto", expect_route="hierarchical", ranks_per_node=2,
+                   expect_nodes=[0, 0, 1, 1])
 
     def test_base3_packing(self):
         self.check(2, "auto", pack="base3")
@@ -270,6 +281,9 @@ class BadOptions(unittest.TestCase):
                     TernGradState(clip=-1)
                 with self.assertRaisesRegex(TernGradError, "algorithm|ring"):
                     TernGradState(algorithm="ring")
+                with self.assertRaisesRegex(TernGradError, "ranks_per_node.*0"):
+                    TernGradState(ranks_per_node=0)
+                self.assertEqual(TernGradState(ranks_per_node=4).nodes, [0])
                 st = TernGradState()
                 with self.assertRaisesRegex(TernGradError, "holds 3 elements"):
                     st._engine.reduce(0, torch.zeros(3), [1, 1], [0, 1], 0)
