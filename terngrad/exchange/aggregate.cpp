@@ -376,15 +376,7 @@ class BucketExchange {
     // range of this rank: global worker r * W + k.
     t0 = Clock::now();
     const int64_t block = range * e;  // bytes of one worker's range
-    // Every byte is written once: the ranges, and zeros only in the short last range's padding
-    // (the whole buffer zeroed first cost a full extra pass over the gradient per call).
-    Tensor send = Tensor::empty({p * w_ * block}, DType::u8, d_);
-    for (int64_t q = 0; q < p; ++q)
-      for (int64_t k = 0; k < w_; ++k) {
-        const int64_t len = span_of(q) * e, at = (q * w_ + k) * block;
-        copy_bytes(d_, send.data<uint8_t>() + at, msg[k] + q * block, static_cast<size_t>(len));
-        if (len < block) send.slice(0, at + len, at + block).zero_();
-      }
+    Tensor send = cut_ranges(msg, p, range, e, n);
     st_.encode_s += seconds_since(t0);
 
     t0 = Clock::now();
@@ -409,6 +401,24 @@ class BucketExchange {
     });
     out_.slice(0, e0, e1).copy_from(all.slice(0, 0, n));
     st_.comm_s += seconds_since(t0);
+  }
+
+  // The W messages of n values of e bytes cut into `parts` ranges of `range` values: block
+  // (q, k) = worker k's range q, zero beyond n. Every byte is written once: the ranges, and zeros
+  // only in the short last range's padding (the whole buffer zeroed first cost a full extra pass
+  // over the gradient per call).
+  Tensor cut_ranges(const std::vector<const uint8_t*>& msg, int64_t parts, int64_t range, int64_t e,
+                    int64_t n) {
+    const int64_t block = range * e;
+    Tensor out = Tensor::empty({parts * w_ * block}, DType::u8, d_);
+    for (int64_t q = 0; q < parts; ++q)
+      for (int64_t k = 0; k < w_; ++k) {
+        const int64_t len = std::clamp<int64_t>(n - q * range, 0, range) * e;
+        const int64_t at = (q * w_ + k) * block;
+        copy_bytes(d_, out.data<uint8_t>() + at, msg[k] + q * block, static_cast<size_t>(len));
+        if (len < block) out.slice(0, at + len, at + block).zero_();
+      }
+    return out;
   }
 
   // The elementwise path over M nodes of G ranks (node_fold_lanes, aggregate.h): the fold in
@@ -443,13 +453,7 @@ class BucketExchange {
 
     // 1. send[q][k] = local worker k's lane q (zero beyond n); from[q][k] = local rank q's.
     auto t0 = Clock::now();
-    Tensor send = Tensor::empty({g * w_ * block}, DType::u8, d_);
-    for (int64_t q = 0; q < g; ++q)
-      for (int64_t k = 0; k < w_; ++k) {
-        const int64_t len = span_of(q) * e, at = (q * w_ + k) * block;
-        copy_bytes(d_, send.data<uint8_t>() + at, msg[k] + q * block, static_cast<size_t>(len));
-        if (len < block) send.slice(0, at + len, at + block).zero_();
-      }
+    Tensor send = cut_ranges(msg, g, range, e, n);
     st_.encode_s += seconds_since(t0);
     t0 = Clock::now();
     Tensor from = Tensor::empty({g * w_ * block}, DType::u8, d_);
