@@ -37,9 +37,8 @@ int64_t node_fold_lanes(const comm::NodeLayout& nodes, int64_t p, int64_t w, int
   const int64_t m = nodes.nodes();
   if (m < 2 || nodes.ranks() != p || p % m != 0) return 0;
   const int64_t g = p / m;
-  if (g < 2) return 0;
-  for (int64_t r = 0; r < p; ++r)
-    if (nodes.node_of[static_cast<size_t>(r)] != r / g) return 0;
+  if (g < 2 || nodes != comm::NodeLayout::blocks(static_cast<int>(p), static_cast<int>(g)))
+    return 0;
   const int64_t c = (n + p - 1) / p, lane = (n + g - 1) / g;
   // Bytes out of the busiest node: the flat reduce-scatter + allgather sends every rank's range
   // to each rank of the other nodes and the averages back; the fold sends G lanes of partial
