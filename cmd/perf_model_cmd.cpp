@@ -141,6 +141,33 @@ CLI::App* add_perf_model_command(CLI::App& app, PerfModelArgs& a) {
                   "--calibrate: model this link (Gbit/s, e.g. 0.957 for the emulated 1 Gbit/s "
                   "netns link) instead of measuring loopback TCP")
       ->check(CLI::PositiveNumber);
+  cmd->add_flag("--simulate", a.simulate,
+                "Replay one iteration's exchange, message by message, on SimGrid (the schedule "
+                "the communicators run; exchange and iteration seconds per method and route)");
+  cmd->add_option("--methods", a.sim.methods,
+                  "--simulate: fp32, fp16 (ring allreduce), terngrad[:ROUTE] with ROUTE auto, ps, "
+                  "allgather, packed-allreduce, sharded, hierarchical (default fp32,terngrad)")
+      ->delimiter(',');
+  cmd->add_option("--oversubscription", a.sim.oversubscription,
+                  "--simulate: the core of a two-level tree carries 1/S of what the nodes can "
+                  "send at once (default 1: non-blocking)")
+      ->check(CLI::Range(1.0, 1e6));
+  cmd->add_option("--platform", a.sim.platform,
+                  "--simulate: a SimGrid platform file (hosts named rank-0, rank-1, ...) instead "
+                  "of the cluster's links")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--per-message-us", a.sim.per_message_us,
+                  "--simulate: sender CPU per message, microseconds (default 0)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--encode-ns", a.sim.encode_ns,
+                  "--simulate: TernGrad encode per element, ns (default half of T_enc / params)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--decode-ns", a.sim.decode_ns,
+                  "--simulate: TernGrad decode per element, ns (default half of T_enc / params)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--timeline", a.sim.timeline,
+                  "--simulate: write the per-rank timeline (CSV: rank, bucket, chunk, phase, "
+                  "start, end) of the one simulated iteration here");
   cmd->add_option("--calibrate-steps", a.calibrate_steps,
                   "--calibrate: timed training steps per net, after one warm-up (default 2)")
       ->check(CLI::Range(1, 1000));
@@ -272,6 +299,10 @@ class PerfModelRun {
   void print_network(const Cluster& c, const std::string& net) {
     bool paper_inputs = false;
     const perf::Workload w = workload(c, net, paper_inputs);
+    if (a_.simulate) {
+      print_simulation(c, w, gpus_, a_.sim, a_.json);
+      return;
+    }
     if (!a_.json) {
       std::printf(
           "\n%s: %s parameters in %zu tensors; batch %lld per GPU; T_c %.4f s, T_enc "

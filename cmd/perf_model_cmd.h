@@ -12,6 +12,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cmd/perf_sim_cmd.h"
 #include "terngrad/perf_model.h"
 
 namespace tg::cli {
@@ -29,6 +30,8 @@ struct PerfModelArgs {
   bool calibrate = false;
   double link_gbit = 0;     // calibrate: the link to model (Gbit/s); 0 = measure loopback TCP
   int calibrate_steps = 2;  // calibrate: timed steps per network (after one warm-up)
+  bool simulate = false;    // replay the exchange on SimGrid instead of the model's arithmetic
+  PerfSimArgs sim;
 };
 
 // Adds the `perf-model` subcommand with its options bound to `args`; returns it.

@@ -28,6 +28,7 @@ PACKAGES=(
   libarchive-dev             # `terngrad data fetch cifar10` extracts its .tar.gz
   libcurl4-openssl-dev       # `terngrad data fetch` downloads
   libssl-dev                 # SHA-256 and MD5 (nn/core/hash.cpp, OpenSSL's libcrypto)
+  libsimgrid-dev             # `terngrad perf-model --simulate` (optional: built when found)
   libjpeg62-turbo-dev        # JPEG image folders
   dataset-fashion-mnist      # Fashion-MNIST, /usr/share/datasets/fashion-mnist
   python3-matplotlib         # paper/ figure scripts (run with /usr/bin/python3)

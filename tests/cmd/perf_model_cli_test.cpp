@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "nn/core/json.h"
+#include "terngrad/sim/simulate.h"
 #include "tests/cmd/cli_util.h"
 
 namespace tg::testing {
@@ -46,6 +47,40 @@ TEST(PerfModelCli, JsonLinesWithThePapersReadings) {
   EXPECT_EQ(lines[1]["terngrad_down_bits"].as_number(), 5);  // ceil(log2 17)
   EXPECT_EQ(lines[3]["cluster"].as_string(), "infiniband");
   EXPECT_FALSE(lines[5].has("paper_fp32_images_per_sec"));  // Figure 5 has no 32-GPU reading on (b)
+}
+
+// --simulate: one JSON object per (GPU count, method) with the fields; TernGrad's
+// exchange takes less time than fp32's across 1 Gbit/s nodes. Without SimGrid: one line saying
+// how to get it, exit 1.
+TEST(PerfModelCli, SimulateJsonLines) {
+  const std::vector<std::string> args = {
+      "perf-model", "--simulate", "--json",
+      "--networks", "lenet",      "--batch",
+      "64",         "--cluster",  "ethernet",
+      "--gpus",     "2,8",        "--compute-time",
+      "0.01",       "--methods",  "fp32,terngrad:sharded,terngrad"};
+  const CliResult r = run_cli(args);
+  if (!sim::simulator_available()) {
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(contains(r.err, "libsimgrid-dev")) << r.err;
+    GTEST_SKIP() << "no SimGrid in this build";
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), 6u) << r.out;
+  for (const auto& o : lines) {
+    for (const char* k : {"method", "route", "gpus", "exchange_seconds", "iteration_seconds"})
+      EXPECT_TRUE(o.has(k)) << k;
+    EXPECT_GT(o["exchange_seconds"].as_number(), 0);
+    EXPECT_GE(o["iteration_seconds"].as_number(), 0.01);
+  }
+  EXPECT_EQ(lines[0]["method"].as_string(), "fp32");
+  EXPECT_EQ(lines[0]["route"].as_string(), "ring");
+  EXPECT_EQ(lines[4]["route"].as_string(), "sharded");
+  EXPECT_EQ(lines[5]["route"].as_string(), "auto");
+  // At 8 GPUs (2 nodes over 1 Gbit/s) TernGrad's exchange beats the fp32 ring by far.
+  EXPECT_LT(lines[5]["exchange_seconds"].as_number(),
+            0.5 * lines[3]["exchange_seconds"].as_number());
 }
 
 TEST(PerfModelCli, TableShowsOursBesideThePaper) {

@@ -1,0 +1,111 @@
+// `terngrad perf-model --simulate` (see perf_sim_cmd.h).
+#include "cmd/perf_sim_cmd.h"
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+
+#include "nn/core/error.h"
+#include "nn/core/json.h"
+#include "terngrad/sim/simulate.h"
+
+namespace tg::cli {
+
+namespace {
+
+int64_t sum(const std::vector<int64_t>& v) {
+  int64_t s = 0;
+  for (int64_t x : v) s += x;
+  return s;
+}
+
+// "sharded=3,ps=1": the routes the buckets take.
+std::string routes_taken(const sim::Schedule& s) {
+  std::map<std::string, int> n;
+  for (const sim::Bucket& b : s.buckets) ++n[tern::name(b.route)];
+  std::string out;
+  for (const auto& [k, v] : n) out += (out.empty() ? "" : ",") + k + "=" + std::to_string(v);
+  return out;
+}
+
+}  // namespace
+
+void print_simulation(const perf::Cluster& cluster, const perf::Workload& w,
+                      const std::vector<int>& gpus, const PerfSimArgs& a, bool json) {
+  TG_CHECK(sim::simulator_available(), sim::simulator_missing());
+  std::vector<sim::Method> methods;
+  for (const std::string& m :
+       a.methods.empty() ? std::vector<std::string>{"fp32", "terngrad"} : a.methods)
+    methods.push_back(sim::Method::parse(m));
+  TG_CHECK(a.oversubscription >= 1, "--oversubscription ", a.oversubscription,
+           ": expected >= 1 (1 = a non-blocking core)");
+  TG_CHECK(a.per_message_us >= 0, "--per-message-us ", a.per_message_us, ": expected >= 0");
+  TG_CHECK(a.timeline.empty() || gpus.size() * methods.size() == 1,
+           "--timeline writes one simulation's timeline: give one --gpus and one --methods");
+  const int64_t params = sum(w.tensor_numel);
+  sim::Platform pf;
+  pf.cluster = cluster;
+  pf.oversubscription = a.oversubscription;
+  pf.file = a.platform;
+  sim::Costs costs;
+  costs.per_message_s = a.per_message_us * 1e-6;
+  const double half_enc = w.encode_s / 2 / static_cast<double>(params);
+  costs.encode_s_per_element = a.encode_ns >= 0 ? a.encode_ns * 1e-9 : half_enc;
+  costs.decode_s_per_element = a.decode_ns >= 0 ? a.decode_ns * 1e-9 : half_enc;
+  if (!json)
+    std::printf(
+        "\n%s on %s (simulated, %s%s): T_c %.4f s\n  %5s %-10s %-14s %12s %12s %12s %10s\n",
+        w.network.c_str(), cluster.name.c_str(),
+        a.platform.empty() ? "cluster preset" : a.platform.c_str(),
+        a.oversubscription > 1
+            ? (", core oversubscribed " + std::to_string(a.oversubscription).substr(0, 4) + ":1")
+                  .c_str()
+            : "",
+        w.compute_s, "GPUs", "method", "route", "exchange s", "iteration s", "img/s", "sent MB");
+  for (const int p : gpus) {
+    sim::ScheduleOptions so;
+    so.ranks = p;
+    so.nodes = comm::NodeLayout::blocks(p, cluster.gpus_per_node);
+    for (const sim::Method& m : methods) {
+      const auto t0 = std::chrono::steady_clock::now();
+      // The exchange alone (every bucket ready at once, as bench_comm times it), then the
+      // iteration (buckets ready during backward: a third of T_c forward, two thirds backward).
+      const sim::Schedule alone = sim::build_schedule(w.tensor_numel, m, so);
+      const sim::Result x = sim::simulate(alone, pf, costs);
+      sim::ScheduleOptions it = so;
+      it.forward_s = w.compute_s / 3;
+      it.backward_s = w.compute_s - it.forward_s;
+      const sim::Schedule iter = sim::build_schedule(w.tensor_numel, m, it);
+      const sim::Result r = sim::simulate(iter, pf, costs, a.timeline);
+      const double iteration = std::max(w.compute_s, r.seconds);
+      const double wall =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double ips = static_cast<double>(p * w.batch_per_gpu) / iteration;
+      if (json) {
+        json::Object o;
+        o.add("network", w.network).add("cluster", cluster.name).add("gpus", p);
+        o.add("gpus_per_node", cluster.gpus_per_node);
+        o.add("oversubscription", a.oversubscription);
+        if (!a.platform.empty()) o.add("platform", a.platform);
+        o.add("method", m.name()).add("route", m.route_name()).add("routes", routes_taken(alone));
+        o.add("exchange_seconds", x.seconds).add("iteration_seconds", iteration);
+        o.add("images_per_sec", ips).add("compute_s", w.compute_s);
+        o.add("batch_per_gpu", w.batch_per_gpu).add("params", params);
+        o.add("buckets", static_cast<int64_t>(alone.buckets.size()));
+        o.add("messages", alone.messages).add("sent_max_bytes", alone.sent_max);
+        o.add("per_message_s", costs.per_message_s)
+            .add("encode_s_per_element", costs.encode_s_per_element)
+            .add("decode_s_per_element", costs.decode_s_per_element);
+        o.add("simulation_wall_s", wall);
+        std::printf("%s\n", o.str().c_str());
+      } else {
+        std::printf("  %5d %-10s %-14s %12.4f %12.4f %12.1f %10.2f\n", p, m.name().c_str(),
+                    routes_taken(alone).c_str(), x.seconds, iteration, ips,
+                    static_cast<double>(alone.sent_max) / 1e6);
+      }
+      std::fflush(stdout);
+    }
+  }
+}
+
+}  // namespace tg::cli

@@ -1,0 +1,59 @@
+// `terngrad perf-model --simulate`: one iteration's gradient exchange replayed on a SimGrid
+// platform (flow-level network model, SimGrid's default LV08, validated against TCP), message by
+// message, from the schedule the communicators execute (terngrad/sim/schedule.h).
+//
+// Every rank is a SimGrid actor on its own host. For each bucket, in launch order, it waits until
+// the bucket is ready, spends the encode time, then runs the bucket's chunks phase by phase: it
+// pays the per-message overhead for its sends, puts its messages and gets its peers', and starts
+// the next phase once all of them have completed; after the bucket it spends the decode time.
+//
+// Platforms: a cluster (perf::Cluster: G GPUs per node, each on its own intra-node link to the
+// node's switch; each node on one link to the core), optionally with an oversubscribed core (a
+// shared link of M * inter bandwidth / oversubscription that every inter-node message crosses:
+// a two-level tree whose spine carries 1 / oversubscription of what the nodes can send at once);
+// or a SimGrid XML platform file whose hosts are named rank-0, rank-1, ...
+//
+// SimGrid is optional (Debian's libsimgrid-dev): without it simulator_available() is false and
+// simulate() throws the one line that says how to get it. Each call runs the simulation in a child
+// process (a SimGrid engine can be created once per process).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "terngrad/perf_model.h"
+#include "terngrad/sim/schedule.h"
+
+namespace tg::sim {
+
+struct Platform {
+  perf::Cluster cluster;        // gpus_per_node, intra and inter links, duplex
+  double oversubscription = 1;  // >= 1; 1: a non-blocking core (no core link)
+  std::string file;             // a SimGrid platform file instead of the cluster (hosts rank-R)
+};
+
+// The constants that connect the simulation to a machine (measured once, bench/README).
+struct Costs {
+  double per_message_s = 0;         // sender's CPU per message (the transport's handshakes)
+  double encode_s_per_element = 0;  // TernGrad: statistics + ternarize + pack, per element
+  double decode_s_per_element = 0;  // TernGrad: owner sums + decode + scale, per element
+};
+
+struct Result {
+  double seconds = 0;            // the last rank's end (from t = 0)
+  std::vector<double> rank_end;  // per rank
+  int64_t messages = 0;
+};
+
+bool simulator_available();
+// The line that says how to get the simulator ("" when it is available).
+std::string simulator_missing();
+
+// Simulates `schedule` on `platform`. timeline_csv: when not empty, one line per rank, bucket,
+// chunk and phase (rank,bucket,chunk,phase,start_s,end_s,sends,bytes_sent) written there.
+// Throws on a platform that cannot hold the ranks, a missing host in a platform file, or when
+// the simulator is not built in.
+Result simulate(const Schedule& schedule, const Platform& platform, const Costs& costs,
+                const std::string& timeline_csv = "");
+
+}  // namespace tg::sim

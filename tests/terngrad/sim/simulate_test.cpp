@@ -1,0 +1,155 @@
+// The SimGrid replay (terngrad/sim/simulate.h) on cases whose answer is known in closed form.
+// Labelled `simgrid`; every test skips when the build has no SimGrid.
+#include "terngrad/sim/simulate.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+
+#include "nn/core/error.h"
+
+namespace tg::sim {
+namespace {
+
+#define SKIP_WITHOUT_SIMGRID() \
+  if (!simulator_available()) GTEST_SKIP() << simulator_missing()
+
+const std::vector<int64_t> kLayout = {1500, 20, 25000, 50, 400000, 500, 5000, 10};
+
+// One rank per node, `gbit` between nodes, no latency: every route's time is its bytes over the
+// links.
+Platform flat(double gbit) {
+  Platform p;
+  p.cluster.name = "flat";
+  p.cluster.gpus_per_node = 1;
+  p.cluster.intra = {100, 0};
+  p.cluster.inter = {gbit, 0};
+  return p;
+}
+
+// SimGrid's default network model (LV08) gives a flow 0.97 of the link's bandwidth, and its
+// acknowledgements (crosstraffic) take 5% of the flow's bytes on the reverse direction: where
+// every direction of every link carries data, each byte costs 1.05 / 0.97.
+constexpr double kBandwidthFactor = 0.97, kAcks = 1.05;
+
+TEST(Simulate, RingTakesItsBytesOverTheLink) {
+  SKIP_WITHOUT_SIMGRID();
+  for (int p : {2, 4}) {
+    ScheduleOptions o;
+    o.ranks = p;
+    const Schedule s = build_schedule(kLayout, Method::parse("fp32"), o);
+    const Result r = simulate(s, flat(1), Costs{});
+    // Every ring step moves one chunk over disjoint links; a rank's sends follow each other, so
+    // the busiest rank's bytes over the link, within 2% (uneven chunks, rounding).
+    const double want = kAcks * static_cast<double>(s.sent_max) * 8 / (kBandwidthFactor * 1e9);
+    EXPECT_NEAR(r.seconds, want, 0.02 * want) << "P = " << p;
+    ASSERT_EQ(r.rank_end.size(), static_cast<size_t>(p));
+  }
+}
+
+TEST(Simulate, TernGradShardedIsFasterByAboutItsBytes) {
+  SKIP_WITHOUT_SIMGRID();
+  ScheduleOptions o;
+  o.ranks = 4;
+  const Schedule fp32 = build_schedule(kLayout, Method::parse("fp32"), o);
+  const Schedule tern = build_schedule(kLayout, Method::parse("terngrad:sharded"), o);
+  const double t32 = simulate(fp32, flat(1), Costs{}).seconds;
+  const double tt = simulate(tern, flat(1), Costs{}).seconds;
+  const double bytes_ratio =
+      static_cast<double>(fp32.sent_max) / static_cast<double>(tern.sent_max);
+  EXPECT_GT(bytes_ratio, 8);
+  // Without latency or per-message costs, time follows bytes (within 25%: TernGrad's extra
+  // phase of scalers and its shorter messages).
+  EXPECT_GT(t32 / tt, 0.75 * bytes_ratio);
+  EXPECT_LT(t32 / tt, 1.25 * bytes_ratio);
+}
+
+TEST(Simulate, CostsAndLatencyAddUp) {
+  SKIP_WITHOUT_SIMGRID();
+  ScheduleOptions o;
+  o.ranks = 2;
+  const Schedule s = build_schedule({1000}, Method::parse("terngrad:allgather"), o);
+  // Two phases (scalers, codes), one message each per rank: 2 per-message costs, plus the
+  // encode and decode of 1000 elements, plus the bytes.
+  Costs c;
+  c.per_message_s = 1e-3;
+  c.encode_s_per_element = 1e-6;
+  c.decode_s_per_element = 2e-6;
+  const double base = simulate(s, flat(1), Costs{}).seconds;
+  const double with = simulate(s, flat(1), c).seconds;
+  EXPECT_NEAR(with - base, 2e-3 + 1e-3 + 2e-3, 1e-6);
+}
+
+TEST(Simulate, BackwardOverlapsTheExchange) {
+  SKIP_WITHOUT_SIMGRID();
+  ScheduleOptions o;
+  o.ranks = 4;
+  const Schedule alone = build_schedule(kLayout, Method::parse("fp32"), o);
+  const double x = simulate(alone, flat(1), Costs{}).seconds;
+  o.forward_s = 0.01;
+  o.backward_s = 0.02;
+  const Schedule iter = build_schedule(kLayout, Method::parse("fp32"), o);
+  const double t = simulate(iter, flat(1), Costs{}).seconds;
+  // Not later than compute then the whole exchange; not earlier than the last bucket's ready.
+  EXPECT_LE(t, 0.03 + x + 1e-9);
+  EXPECT_GE(t, iter.buckets.back().ready_s);
+  EXPECT_LT(t, 0.03 + x);  // some of the exchange ran during backward
+}
+
+TEST(Simulate, TimelineHasEveryRanksPhases) {
+  SKIP_WITHOUT_SIMGRID();
+  ScheduleOptions o;
+  o.ranks = 3;
+  const Schedule s = build_schedule(kLayout, Method::parse("fp32"), o);
+  const std::string path = testing::TempDir() + "/timeline_" + std::to_string(getpid()) + ".csv";
+  simulate(s, flat(10), Costs{}, path);
+  std::ifstream f(path);
+  std::string line;
+  ASSERT_TRUE(std::getline(f, line));
+  EXPECT_EQ(line, "rank,bucket,chunk,phase,start_s,end_s,sends,bytes_sent");
+  size_t lines = 0;
+  while (std::getline(f, line)) ++lines;
+  // Every rank takes part in each of the ring's 2 (P - 1) steps of every bucket.
+  EXPECT_EQ(lines, s.buckets.size() * 3 * 4);
+  std::remove(path.c_str());
+}
+
+TEST(Simulate, PlatformFileNeedsAHostPerRank) {
+  SKIP_WITHOUT_SIMGRID();
+  const std::string path = testing::TempDir() + "/platform_" + std::to_string(getpid()) + ".xml";
+  {
+    std::ofstream f(path);
+    f << "<?xml version='1.0'?>\n"
+         "<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
+         "<platform version=\"4.1\">\n"
+         "  <zone id=\"z\" routing=\"Full\">\n"
+         "    <host id=\"rank-0\" speed=\"1Gf\"/>\n"
+         "    <host id=\"rank-1\" speed=\"1Gf\"/>\n"
+         "    <link id=\"l\" bandwidth=\"125MBps\" latency=\"0\"/>\n"
+         "    <route src=\"rank-0\" dst=\"rank-1\"><link_ctn id=\"l\"/></route>\n"
+         "  </zone>\n"
+         "</platform>\n";
+  }
+  Platform pf;
+  pf.file = path;
+  ScheduleOptions o;
+  o.ranks = 2;
+  const Schedule two = build_schedule({100000}, Method::parse("fp32"), o);
+  const double t = simulate(two, pf, Costs{}).seconds;
+  // One shared 1 Gbit/s link for both directions: each rank's 400 KB through it at once.
+  EXPECT_NEAR(t, kAcks * 2 * 400000 * 8 / (kBandwidthFactor * 1e9), 0.02 * t);
+  o.ranks = 3;
+  const Schedule three = build_schedule({100000}, Method::parse("fp32"), o);
+  try {
+    simulate(three, pf, Costs{});
+    ADD_FAILURE() << "three ranks on a two-host platform";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no host named rank-2"), std::string::npos) << e.what();
+  }
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace tg::sim
