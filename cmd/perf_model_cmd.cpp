@@ -145,8 +145,9 @@ CLI::App* add_perf_model_command(CLI::App& app, PerfModelArgs& a) {
                 "Replay one iteration's exchange, message by message, on SimGrid (the schedule "
                 "the communicators run; exchange and iteration seconds per method and route)");
   cmd->add_option("--methods", a.sim.methods,
-                  "--simulate: fp32, fp16 (ring allreduce), terngrad[:ROUTE] with ROUTE auto, ps, "
-                  "allgather, packed-allreduce, sharded, hierarchical (default fp32,terngrad)")
+                  "--simulate: fp32, fp16 (our exact path), fp32:ring, fp16:ring (DDP's ring "
+                  "allreduce), terngrad[:ROUTE] with ROUTE auto, ps, allgather, packed-allreduce, "
+                  "sharded, hierarchical (default fp32,terngrad)")
       ->delimiter(',');
   cmd->add_option("--oversubscription", a.sim.oversubscription,
                   "--simulate: the core of a two-level tree carries 1/S of what the nodes can "

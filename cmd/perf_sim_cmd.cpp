@@ -54,7 +54,7 @@ void print_simulation(const perf::Cluster& cluster, const perf::Workload& w,
   costs.decode_s_per_element = a.decode_ns >= 0 ? a.decode_ns * 1e-9 : half_enc;
   if (!json)
     std::printf(
-        "\n%s on %s (simulated, %s%s): T_c %.4f s\n  %5s %-10s %-14s %12s %12s %12s %10s\n",
+        "\n%s on %s (simulated, %s%s): T_c %.4f s\n  %5s %-10s %-18s %12s %12s %12s %10s\n",
         w.network.c_str(), cluster.name.c_str(),
         a.platform.empty() ? "cluster preset" : a.platform.c_str(),
         a.oversubscription > 1
@@ -99,7 +99,7 @@ void print_simulation(const perf::Cluster& cluster, const perf::Workload& w,
         o.add("simulation_wall_s", wall);
         std::printf("%s\n", o.str().c_str());
       } else {
-        std::printf("  %5d %-10s %-14s %12.4f %12.4f %12.1f %10.2f\n", p, m.name().c_str(),
+        std::printf("  %5d %-10s %-18s %12.4f %12.4f %12.1f %10.2f\n", p, m.name().c_str(),
                     routes_taken(alone).c_str(), x.seconds, iteration, ips,
                     static_cast<double>(alone.sent_max) / 1e6);
       }

@@ -48,6 +48,59 @@ int64_t node_fold_lanes(const comm::NodeLayout& nodes, int64_t p, int64_t w, int
   return fold < flat ? g : 0;
 }
 
+int64_t fold_pieces(int64_t lane, int64_t e, int64_t n, int64_t chunk_bytes) {
+  if (chunk_bytes <= 0) return 1;
+  return std::clamp<int64_t>((n * e + chunk_bytes - 1) / chunk_bytes, 1,
+                             std::max<int64_t>(lane, 1));
+}
+
+std::vector<Message> elementwise_messages(const comm::NodeLayout& nodes, int64_t p, int64_t w,
+                                          int64_t e, int64_t n, int64_t chunk_bytes) {
+  std::vector<Message> out;
+  auto add = [&](int64_t src, int64_t dst, int64_t bytes, int phase) {
+    if (bytes > 0 && src != dst)
+      out.push_back({static_cast<int>(src), static_cast<int>(dst), bytes, phase});
+  };
+  if (p <= 1 || n == 0) return out;
+  if (const int64_t g = node_fold_lanes(nodes, p, w, e, n); g > 0) {
+    // node_fold_path's rounds: 1. lanes inside the node; 2, 3. round t: node h sends piece t - h
+    // of its partial sums to node h + 1, the last node piece t - (M - 1) of the averages to
+    // every other node; 4. the lanes' averages inside the node.
+    const int64_t m = p / g, lane = (n + g - 1) / g;
+    const int64_t pieces = fold_pieces(lane, e, n, chunk_bytes);
+    const int64_t piece = (lane + pieces - 1) / pieces;
+    auto bytes_of = [&](int64_t c) {
+      return (std::min((c + 1) * piece, lane) - std::min(c * piece, lane)) * 4;
+    };
+    for (int64_t r = 0; r < p; ++r)
+      for (int64_t q = 0; q < g; ++q) add(r, r / g * g + q, w * lane * e, 0);
+    for (int64_t t = 0; t + 1 < pieces + m; ++t)
+      for (int64_t r = 0; r < p; ++r) {
+        const int64_t node = r / g, l = r % g;
+        if (const int64_t c = t - node; node + 1 < m && c >= 0 && c < pieces)
+          add(r, (node + 1) * g + l, bytes_of(c), static_cast<int>(1 + t));
+        if (const int64_t c = t - (m - 1); node == m - 1 && c >= 0 && c < pieces)
+          for (int64_t k = 0; k + 1 < m; ++k)
+            add(r, k * g + l, bytes_of(c), static_cast<int>(1 + t));
+      }
+    const int last = static_cast<int>(pieces + m);
+    for (int64_t r = 0; r < p; ++r)
+      for (int64_t q = 0; q < g; ++q) add(r, r / g * g + q, 4 * lane, last);
+    return out;
+  }
+  if (gathers_values(p, w, e, n)) {
+    for (int64_t r = 0; r < p; ++r)
+      for (int64_t q = 0; q < p; ++q) add(r, q, w * e * n, 0);
+    return out;
+  }
+  const int64_t range = (n + p - 1) / p;
+  for (int64_t r = 0; r < p; ++r)
+    for (int64_t q = 0; q < p; ++q) add(r, q, w * e * range, 0);
+  for (int64_t r = 0; r < p; ++r)
+    for (int64_t q = 0; q < p; ++q) add(r, q, 4 * range, 1);
+  return out;
+}
+
 namespace {
 
 comm::WireBytes delta(const comm::WireBytes& before, const comm::WireBytes& after) {
@@ -482,10 +535,7 @@ class BucketExchange {
     // one come back (on a link both ways at once). After round t node h > 0 folds piece
     // t - h + 1; the last node averages it and sends it in round t + 1.
     const int64_t len = span_of(lane);
-    const int64_t pieces = o_.chunk_bytes <= 0
-                               ? 1
-                               : std::clamp<int64_t>((n * e + o_.chunk_bytes - 1) / o_.chunk_bytes,
-                                                     1, std::max<int64_t>(range, 1));
+    const int64_t pieces = fold_pieces(range, e, n, o_.chunk_bytes);
     const int64_t piece = (range + pieces - 1) / pieces;
     auto lo = [&](int64_t c) { return std::min(c * piece, range); };
     auto hi = [&](int64_t c) { return std::min((c + 1) * piece, range); };

@@ -161,6 +161,19 @@ bool gathers_values(int64_t p, int64_t w, int64_t e, int64_t n);
 // (M >= 2 nodes of G >= 2 consecutive ranks each) because that sends fewer bytes out of the
 // busiest node than the flat reduce-scatter + allgather, else 0.
 int64_t node_fold_lanes(const comm::NodeLayout& nodes, int64_t p, int64_t w, int64_t e, int64_t n);
+
+// The pieces the node fold cuts each lane of `lane` elements into (n elements of e bytes,
+// chunk_bytes as AggregateOptions::chunk_bytes, 0 = one piece): as many as the bucket has chunks,
+// at most one per element.
+int64_t fold_pieces(int64_t lane, int64_t e, int64_t n, int64_t chunk_bytes);
+
+// Every message the elementwise path sends for n elements of e bytes (W per rank, P ranks, the
+// node layout `nodes`, chunk_bytes as above), with its phase (a phase's messages are in flight
+// together, as one comm::Communicator::exchange): the allgather (one phase), the reduce-scatter
+// and allgather (two), or the fold along the nodes (the lanes inside the node; the rounds of
+// partial sums and averages; the lanes back). What a simulator replays (terngrad/sim/).
+std::vector<Message> elementwise_messages(const comm::NodeLayout& nodes, int64_t p, int64_t w,
+                                          int64_t e, int64_t n, int64_t chunk_bytes);
 inline std::string describe(const AggregateStats& s) {
   return describe(std::span<const AggregateStats>(&s, 1));
 }

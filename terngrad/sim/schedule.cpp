@@ -6,17 +6,21 @@
 #include "comm/buckets.h"
 #include "comm/gloo_wire.h"
 #include "nn/core/error.h"
+#include "terngrad/exchange/aggregate.h"
 
 namespace tg::sim {
 
 Method Method::parse(std::string_view text) {
   Method m;
-  if (text == "fp32" || text == "fp16") {
-    m.gradients = text == "fp32" ? Gradients::fp32 : Gradients::fp16;
-    m.route = tern::Route::ring;
+  const std::string_view head = text.substr(0, text.find(':'));
+  if (head == "fp32" || head == "fp16") {
+    m.gradients = head == "fp32" ? Gradients::fp32 : Gradients::fp16;
+    const std::string_view r = text.substr(std::min(text.size(), head.size() + 1));
+    TG_CHECK(text.size() == head.size() || r == "ring" || r == "auto", "method '", text,
+             "': unknown route for ", head, " (known: auto, our exact path; ring)");
+    m.route = r == "ring" ? tern::Route::ring : tern::Route::automatic;
     return m;
   }
-  const std::string_view head = text.substr(0, text.find(':'));
   if (head == "terngrad") {
     m.gradients = Gradients::terngrad;
     m.route = tern::Route::automatic;
@@ -33,8 +37,8 @@ Method Method::parse(std::string_view text) {
     return m;
   }
   TG_THROW("method '", text,
-           "': unknown (known: fp32, fp16, terngrad, terngrad:ROUTE with ROUTE one of auto, ps, "
-           "allgather, packed-allreduce, sharded, hierarchical)");
+           "': unknown (known: fp32, fp16, fp32:ring, fp16:ring, terngrad, terngrad:ROUTE with "
+           "ROUTE one of auto, ps, allgather, packed-allreduce, sharded, hierarchical)");
 }
 
 std::string Method::name() const {
@@ -128,9 +132,26 @@ Schedule build_schedule(const std::vector<int64_t>& tensor_numel, const Method& 
       b.ready_s = std::max(b.ready_s, done[i]);
     }
     if (method.gradients != Gradients::terngrad) {
-      b.route = tern::Route::ring;
-      const uint64_t e = method.gradients == Gradients::fp32 ? 4 : 2;
-      b.chunks.push_back({ring_phases(static_cast<uint64_t>(b.elements) * e, e, p)});
+      const int64_t e = method.gradients == Gradients::fp32 ? 4 : 2;
+      if (method.route == tern::Route::ring) {
+        b.route = tern::Route::ring;
+        b.chunks.push_back(
+            {ring_phases(static_cast<uint64_t>(b.elements * e), static_cast<uint64_t>(e), p)});
+      } else {
+        b.route = tern::node_fold_lanes(o.nodes, p, 1, e, b.elements) > 0
+                      ? tern::Route::hierarchical
+                  : tern::gathers_values(p, 1, e, b.elements) ? tern::Route::allgather
+                                                              : tern::Route::reduce_scatter;
+        Chunk ch;
+        for (const tern::Message& m :
+             tern::elementwise_messages(o.nodes, p, 1, e, b.elements, o.chunk_bytes)) {
+          const auto k = static_cast<size_t>(m.phase);
+          if (ch.phases.size() <= k) ch.phases.resize(k + 1);
+          ch.phases[k].push_back(m);
+        }
+        std::erase_if(ch.phases, [](const Phase& ph) { return ph.empty(); });
+        b.chunks.push_back(std::move(ch));
+      }
     } else {
       tern::TernaryBucketShape shape;
       shape.numel = numel;

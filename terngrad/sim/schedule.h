@@ -9,8 +9,11 @@
 //               share_meta, terngrad/exchange/aggregate.cpp), then the chosen route's plan:
 //               tern::plan_bucket and tern::chunk_messages (terngrad/exchange/plan.h), chunk by
 //               chunk; `auto` asks tern::choose_bucket_route per bucket, as aggregate does;
-//   fp32, fp16  the ring allreduce every DDP-like system runs (Gloo's ring, NCCL's ring): 2 (P - 1)
-//               steps, each rank sending one of the P segments of the bucket to its neighbour per
+//   fp32, fp16  our exact elementwise path (tern::elementwise_messages, aggregate.h): the
+//               allgather, the reduce-scatter + allgather, or the fold along the nodes, as that
+//               path picks per bucket;
+//   fp32:ring,  the ring allreduce every DDP-like system runs (Gloo's ring, NCCL's ring): 2 (P - 1)
+//   fp16:ring   steps, each rank sending one of the P segments of the bucket to its neighbour per
 //               step, the segments cut as comm/gloo_wire.h counts them.
 // Phases: a phase's messages are in flight together; a rank starts its phase k + 1 once it has
 // sent and received all of its phase-k messages (the data dependency of every route here).
@@ -38,12 +41,14 @@ enum class Gradients : uint8_t { fp32, fp16, terngrad };
 
 struct Method {
   Gradients gradients = Gradients::fp32;
-  tern::Route route = tern::Route::ring;  // terngrad: a bucket route or automatic
-  // "fp32", "fp16", "terngrad" (= terngrad:auto), "terngrad:ROUTE" (ps, allgather,
-  // packed-allreduce, sharded, hierarchical, auto). Throws listing the known names.
+  // fp32, fp16: automatic (our exact path) or ring; terngrad: a bucket route or automatic
+  tern::Route route = tern::Route::automatic;
+  // "fp32", "fp16" (our exact path), "fp32:ring", "fp16:ring", "terngrad" (= terngrad:auto),
+  // "terngrad:ROUTE" (ps, allgather, packed-allreduce, sharded, hierarchical, auto). Throws
+  // listing the known names.
   static Method parse(std::string_view text);
   std::string name() const;        // "fp32", "fp16", "terngrad"
-  std::string route_name() const;  // "ring", or the TernGrad route asked for
+  std::string route_name() const;  // "auto", "ring", or the TernGrad route asked for
 };
 
 struct ScheduleOptions {

@@ -58,7 +58,7 @@ TEST(PerfModelCli, SimulateJsonLines) {
       "--networks", "lenet",      "--batch",
       "64",         "--cluster",  "ethernet",
       "--gpus",     "2,8",        "--compute-time",
-      "0.01",       "--methods",  "fp32,terngrad:sharded,terngrad"};
+      "0.01",       "--methods",  "fp32:ring,terngrad:sharded,terngrad"};
   const CliResult r = run_cli(args);
   if (!sim::simulator_available()) {
     EXPECT_EQ(r.exit_code, 1);

@@ -151,8 +151,21 @@ std::vector<std::vector<float>> emulated(const Method& m, int n,
   return emulated_outputs(m.o, slots, n, kSteps, worker_grad);
 }
 
+// One rank's bytes in the elementwise path's plan (elementwise_messages, what the simulator
+// replays).
+WireBytes planned_wire(const comm::NodeLayout& nodes, int p, int w, int64_t e, int64_t n,
+                       int64_t chunk_bytes, int rank) {
+  WireBytes t;
+  for (const tern::Message& m : elementwise_messages(nodes, p, w, e, n, chunk_bytes)) {
+    if (m.src == rank) t.sent += static_cast<uint64_t>(m.bytes);
+    if (m.dst == rank) t.received += static_cast<uint64_t>(m.bytes);
+  }
+  return t;
+}
+
 // What one rank's call should move, from the documented paths (terngrad/exchange/aggregate.h) and
-// the wire figures of the backend ("local": comm/wire_model.h, "gloo": comm/gloo_comm.h).
+// the wire figures of the backend ("local": comm/wire_model.h, "gloo": comm/gloo_comm.h). The
+// elementwise path's figures are checked against its message plan on the way.
 WireBytes expected_wire(const Method& m, const AggregateOptions& opt, const std::string& backend,
                         int p, int w, int rank, int64_t step,
                         const std::vector<GradSlot>& slots = test_layout()) {
@@ -178,6 +191,14 @@ WireBytes expected_wire(const Method& m, const AggregateOptions& opt, const std:
     const auto n = static_cast<uint64_t>(c->total()), pu = static_cast<uint64_t>(p),
                wu = static_cast<uint64_t>(w);
     const uint64_t range = (n + pu - 1) / pu;
+    const WireBytes planned =
+        planned_wire(opt.nodes, p, w, static_cast<int64_t>(e), c->total(), opt.chunk_bytes, rank);
+    const WireBytes before = total;
+    auto check_plan = [&] {
+      EXPECT_EQ(total.sent - before.sent, planned.sent) << "elementwise_messages, rank " << rank;
+      EXPECT_EQ(total.received - before.received, planned.received)
+          << "elementwise_messages, rank " << rank;
+    };
     if (const int64_t g = node_fold_lanes(opt.nodes, p, w, static_cast<int64_t>(e), c->total());
         g > 0) {
       // The fold along M nodes of G: W lanes to each other rank of the node and back; a partial
@@ -196,15 +217,18 @@ WireBytes expected_wire(const Method& m, const AggregateOptions& opt, const std:
       t.sent += (gu - 1) * 4 * lane;
       t.received += (gu - 1) * 4 * lane;
       wire_model::add(total, t);
+      check_plan();
       return total;
     }
     if ((pu - 1) * wu * e * n <= (pu - 1) * (wu * e + 4) * range) {
       wire_model::add(total, allgather(wu * e * n));
+      check_plan();
       return total;
     }
     wire_model::add(total, gloo ? gloo_wire::alltoall(wu * e * range, p)
                                 : wire_model::alltoall(wu * e * range, p));
     wire_model::add(total, allgather(4 * range));
+    check_plan();
     return total;
   }
   if (!ternary_path) {

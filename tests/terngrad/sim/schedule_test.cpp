@@ -7,6 +7,7 @@
 #include "comm/buckets.h"
 #include "comm/gloo_wire.h"
 #include "nn/core/error.h"
+#include "terngrad/exchange/aggregate.h"
 
 namespace tg::sim {
 namespace {
@@ -41,11 +42,11 @@ std::vector<comm::SlotRange> buckets_of(const std::vector<int64_t>& numel) {
 
 TEST(SimSchedule, RingIsGlooRingPerBucket) {
   for (int p : {2, 3, 4, 7}) {
-    for (const char* name : {"fp32", "fp16"}) {
+    for (const char* name : {"fp32:ring", "fp16:ring"}) {
       ScheduleOptions o;
       o.ranks = p;
       const Schedule s = build_schedule(kLayout, Method::parse(name), o);
-      const uint64_t e = std::string(name) == "fp32" ? 4 : 2;
+      const uint64_t e = std::string(name) == "fp32:ring" ? 4 : 2;
       const auto buckets = buckets_of(kLayout);
       ASSERT_EQ(s.buckets.size(), buckets.size());
       std::vector<uint64_t> want(static_cast<size_t>(p), 0);
@@ -59,6 +60,45 @@ TEST(SimSchedule, RingIsGlooRingPerBucket) {
       EXPECT_EQ(sent_per_rank(s, false), want) << name << " P = " << p;
     }
   }
+}
+
+// Our exact fp32/fp16: per bucket the path aggregate.h takes (allgather at P = 2, reduce-scatter
+// + allgather, the fold along the nodes), its messages elementwise_messages' (which the
+// aggregate tests check against the communicators' counters).
+TEST(SimSchedule, ExactFloatsTakeTheElementwisePath) {
+  struct Case {
+    int p;
+    comm::NodeLayout nodes;
+    tern::Route route;  // of the big bucket
+  };
+  for (const Case& c :
+       {Case{2, {}, tern::Route::allgather}, Case{4, {}, tern::Route::reduce_scatter},
+        Case{8, comm::NodeLayout::blocks(8, 4), tern::Route::hierarchical}}) {
+    for (const char* name : {"fp32", "fp16"}) {
+      ScheduleOptions o;
+      o.ranks = c.p;
+      o.nodes = c.nodes;
+      o.chunk_bytes = 100000;
+      const Schedule s = build_schedule(kLayout, Method::parse(name), o);
+      const int64_t e = std::string(name) == "fp32" ? 4 : 2;
+      std::vector<uint64_t> want(static_cast<size_t>(c.p), 0);
+      bool saw = false;
+      for (const Bucket& b : s.buckets) {
+        if (b.elements >= 400000) {
+          EXPECT_EQ(b.route, c.route) << name << " P = " << c.p;
+          saw = true;
+        }
+        for (const tern::Message& m :
+             tern::elementwise_messages(c.nodes, c.p, 1, e, b.elements, o.chunk_bytes))
+          want[static_cast<size_t>(m.src)] += static_cast<uint64_t>(m.bytes);
+      }
+      EXPECT_TRUE(saw);
+      EXPECT_EQ(sent_per_rank(s, false), want) << name << " P = " << c.p;
+    }
+  }
+  EXPECT_EQ(Method::parse("fp32").route_name(), "auto");
+  EXPECT_EQ(Method::parse("fp16:ring").route_name(), "ring");
+  EXPECT_THROW(Method::parse("fp32:sharded"), Error);
 }
 
 TEST(SimSchedule, TernGradRoutesAreTheirPlansPlusTheScalers) {
@@ -117,7 +157,7 @@ TEST(SimSchedule, BucketsBecomeReadyDuringBackward) {
   o.ranks = 2;
   o.forward_s = 0.1;
   o.backward_s = 0.2;
-  const Schedule s = build_schedule(kLayout, Method::parse("fp32"), o);
+  const Schedule s = build_schedule(kLayout, Method::parse("fp32:ring"), o);
   ASSERT_GE(s.buckets.size(), 2u);
   double last = 0;
   for (const Bucket& b : s.buckets) {

@@ -39,7 +39,7 @@ TEST(Simulate, RingTakesItsBytesOverTheLink) {
   for (int p : {2, 4}) {
     ScheduleOptions o;
     o.ranks = p;
-    const Schedule s = build_schedule(kLayout, Method::parse("fp32"), o);
+    const Schedule s = build_schedule(kLayout, Method::parse("fp32:ring"), o);
     const Result r = simulate(s, flat(1), Costs{});
     // Every ring step moves one chunk over disjoint links; a rank's sends follow each other, so
     // the busiest rank's bytes over the link, within 2% (uneven chunks, rounding).
@@ -53,7 +53,7 @@ TEST(Simulate, TernGradShardedIsFasterByAboutItsBytes) {
   SKIP_WITHOUT_SIMGRID();
   ScheduleOptions o;
   o.ranks = 4;
-  const Schedule fp32 = build_schedule(kLayout, Method::parse("fp32"), o);
+  const Schedule fp32 = build_schedule(kLayout, Method::parse("fp32:ring"), o);
   const Schedule tern = build_schedule(kLayout, Method::parse("terngrad:sharded"), o);
   const double t32 = simulate(fp32, flat(1), Costs{}).seconds;
   const double tt = simulate(tern, flat(1), Costs{}).seconds;
@@ -86,11 +86,11 @@ TEST(Simulate, BackwardOverlapsTheExchange) {
   SKIP_WITHOUT_SIMGRID();
   ScheduleOptions o;
   o.ranks = 4;
-  const Schedule alone = build_schedule(kLayout, Method::parse("fp32"), o);
+  const Schedule alone = build_schedule(kLayout, Method::parse("fp32:ring"), o);
   const double x = simulate(alone, flat(1), Costs{}).seconds;
   o.forward_s = 0.01;
   o.backward_s = 0.02;
-  const Schedule iter = build_schedule(kLayout, Method::parse("fp32"), o);
+  const Schedule iter = build_schedule(kLayout, Method::parse("fp32:ring"), o);
   const double t = simulate(iter, flat(1), Costs{}).seconds;
   // Not later than compute then the whole exchange; not earlier than the last bucket's ready.
   EXPECT_LE(t, 0.03 + x + 1e-9);
@@ -102,7 +102,7 @@ TEST(Simulate, TimelineHasEveryRanksPhases) {
   SKIP_WITHOUT_SIMGRID();
   ScheduleOptions o;
   o.ranks = 3;
-  const Schedule s = build_schedule(kLayout, Method::parse("fp32"), o);
+  const Schedule s = build_schedule(kLayout, Method::parse("fp32:ring"), o);
   const std::string path = testing::TempDir() + "/timeline_" + std::to_string(getpid()) + ".csv";
   simulate(s, flat(10), Costs{}, path);
   std::ifstream f(path);
@@ -136,12 +136,12 @@ TEST(Simulate, PlatformFileNeedsAHostPerRank) {
   pf.file = path;
   ScheduleOptions o;
   o.ranks = 2;
-  const Schedule two = build_schedule({100000}, Method::parse("fp32"), o);
+  const Schedule two = build_schedule({100000}, Method::parse("fp32:ring"), o);
   const double t = simulate(two, pf, Costs{}).seconds;
   // One shared 1 Gbit/s link for both directions: each rank's 400 KB through it at once.
   EXPECT_NEAR(t, kAcks * 2 * 400000 * 8 / (kBandwidthFactor * 1e9), 0.02 * t);
   o.ranks = 3;
-  const Schedule three = build_schedule({100000}, Method::parse("fp32"), o);
+  const Schedule three = build_schedule({100000}, Method::parse("fp32:ring"), o);
   try {
     simulate(three, pf, Costs{});
     ADD_FAILURE() << "three ranks on a two-host platform";
