@@ -158,7 +158,7 @@ double parse_rate_bps(const std::string& s) {
 }
 
 constexpr const char* kUsage =
-    "usage: bench_comm [--nets lenet,alexnet,vgg_a] [--procs 2,4,8]\n"
+    "usage: bench_comm [--nets lenet,alexnet,vgg_a,tensor:N] [--procs 2,4,8]\n"
     "                  [--methods none,terngrad,fp16,qsgd,onebit,ring]\n"
     "                  [--algos ps,allgather,packed-allreduce,sharded,hierarchical,auto]\n"
     "                  [--reps 5] [--warmup 2] [--format two_bit|base3]\n"
@@ -801,9 +801,14 @@ int launch(const Options& o, const std::vector<std::string>& argv) {
   if (o.plan_only) return plan_only(o);
   install_signal_handlers();
   const auto names = net_names();
-  for (const auto& name : o.nets)  // fail fast on an unknown net
+  for (const auto& name : o.nets) {  // fail fast on an unknown net
+    if (name.rfind("tensor:", 0) == 0) {
+      parse_int("--nets", name.substr(7), 1, 1 << 30);
+      continue;
+    }
     TG_CHECK(std::find(names.begin(), names.end(), name) != names.end(), "--nets: unknown net '",
-             name, "'; known: ", join(names, ','));
+             name, "'; known: ", join(names, ','), ", tensor:N");
+  }
   std::unique_ptr<NetLab> lab;
   if (o.link != "loopback") lab = std::make_unique<NetLab>(lab_hosts(o), o.link);
   char tmpl[] = "/tmp/bench_comm.XXXXXX";
@@ -824,11 +829,19 @@ int launch(const Options& o, const std::vector<std::string>& argv) {
     check_signal();
     std::string layout;
     int64_t params = 0, tensors = 0;
-    const std::unique_ptr<Net> model = make_net(net, NetOptions{}, Device::cpu());
-    for (const auto& e : model->arena().entries()) {
-      layout += e.name + ' ' + std::to_string(e.offset) + ' ' + std::to_string(e.numel) + '\n';
-      params += e.numel;
-      ++tensors;
+    if (net.rfind("tensor:", 0) == 0) {
+      // One tensor of N elements: the fixed cost of a call (a phase's messages and handshakes),
+      // for the simulator's per-message constant (bench/sim_check.py).
+      params = parse_int("--nets", net.substr(7), 1, 1 << 30);
+      tensors = 1;
+      layout = "t 0 " + std::to_string(params) + "\n";
+    } else {
+      const std::unique_ptr<Net> model = make_net(net, NetOptions{}, Device::cpu());
+      for (const auto& e : model->arena().entries()) {
+        layout += e.name + ' ' + std::to_string(e.offset) + ' ' + std::to_string(e.numel) + '\n';
+        params += e.numel;
+        ++tensors;
+      }
     }
     std::fprintf(stderr, "%s: %lld parameters in %lld tensors\n", net.c_str(),
                  static_cast<long long>(params), static_cast<long long>(tensors));

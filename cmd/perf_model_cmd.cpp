@@ -160,11 +160,32 @@ CLI::App* add_perf_model_command(CLI::App& app, PerfModelArgs& a) {
   cmd->add_option("--per-message-us", a.sim.per_message_us,
                   "--simulate: sender CPU per message, microseconds (default 0)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--per-phase-us", a.sim.per_phase_us,
+                  "--simulate: a wait per phase with messages, microseconds (round trips, "
+                  "scheduling; default 0)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--encode-ns", a.sim.encode_ns,
                   "--simulate: TernGrad encode per element, ns (default half of T_enc / params)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--decode-ns", a.sim.decode_ns,
                   "--simulate: TernGrad decode per element, ns (default half of T_enc / params)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--bucket-mb", a.sim.bucket_mb,
+                  "--simulate: the Reducer's bucket cap in MB (default 25; 0: the whole gradient "
+                  "in one call, as bench_comm times it)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--first-bucket-mb", a.sim.first_bucket_mb,
+                  "--simulate: the first bucket's cap in MB (default 1; 0: no first bucket)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--chunk-mb", a.sim.chunk_mb,
+                  "--simulate: TernGrad chunk of one worker's bucket, MB (default 2)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--shared-cores", a.sim.shared_cores,
+                  "--simulate: every rank shares this many cores (the one-machine validation "
+                  "lab): CPU costs stretched by GPUs / cores (default 0: a core per rank)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--parallel", a.sim.parallel,
+                  "--simulate: simulations at once (default: one per core)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--timeline", a.sim.timeline,
                   "--simulate: write the per-rank timeline (CSV: rank, bucket, chunk, phase, "

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <thread>
 
 #include "nn/core/error.h"
 #include "nn/core/json.h"
@@ -62,24 +63,46 @@ void print_simulation(const perf::Cluster& cluster, const perf::Workload& w,
                   .c_str()
             : "",
         w.compute_s, "GPUs", "method", "route", "exchange s", "iteration s", "img/s", "sent MB");
+  costs.shared_cores = a.shared_cores;
+  TG_CHECK(a.per_phase_us >= 0, "--per-phase-us ", a.per_phase_us, ": expected >= 0");
+  costs.per_phase_s = a.per_phase_us * 1e-6;
+  auto bytes_of = [](double mb, const char* flag) {
+    TG_CHECK(mb >= 0, flag, " ", mb, ": expected >= 0");
+    return mb == 0 ? int64_t{1} << 62 : std::max<int64_t>(1, static_cast<int64_t>(mb * (1 << 20)));
+  };
+  const int parallel = a.parallel > 0
+                           ? a.parallel
+                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   for (const int p : gpus) {
     sim::ScheduleOptions so;
     so.ranks = p;
     so.nodes = comm::NodeLayout::blocks(p, cluster.gpus_per_node);
+    so.bucket_bytes = bytes_of(a.bucket_mb, "--bucket-mb");
+    so.first_bucket_bytes = bytes_of(a.first_bucket_mb, "--first-bucket-mb");
+    so.chunk_bytes = a.chunk_mb == 0 ? 0 : bytes_of(a.chunk_mb, "--chunk-mb");
+    // Per method: the exchange alone (every bucket ready at once, as bench_comm times it) and
+    // the iteration (buckets ready during backward: a third of T_c forward, two thirds
+    // backward), all of this GPU count's simulations at once.
+    sim::ScheduleOptions it = so;
+    it.forward_s = w.compute_s / 3;
+    it.backward_s = w.compute_s - it.forward_s;
+    std::vector<sim::Schedule> schedules;
     for (const sim::Method& m : methods) {
-      const auto t0 = std::chrono::steady_clock::now();
-      // The exchange alone (every bucket ready at once, as bench_comm times it), then the
-      // iteration (buckets ready during backward: a third of T_c forward, two thirds backward).
-      const sim::Schedule alone = sim::build_schedule(w.tensor_numel, m, so);
-      const sim::Result x = sim::simulate(alone, pf, costs);
-      sim::ScheduleOptions it = so;
-      it.forward_s = w.compute_s / 3;
-      it.backward_s = w.compute_s - it.forward_s;
-      const sim::Schedule iter = sim::build_schedule(w.tensor_numel, m, it);
-      const sim::Result r = sim::simulate(iter, pf, costs, a.timeline);
-      const double iteration = std::max(w.compute_s, r.seconds);
-      const double wall =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      schedules.push_back(sim::build_schedule(w.tensor_numel, m, so));
+      schedules.push_back(sim::build_schedule(w.tensor_numel, m, it));
+    }
+    std::vector<sim::Job> jobs;
+    for (size_t i = 0; i < schedules.size(); ++i)
+      jobs.push_back({&schedules[i], pf, costs, i % 2 == 1 ? a.timeline : ""});
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::vector<sim::Result> res = sim::simulate_all(jobs, parallel);
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (size_t k = 0; k < methods.size(); ++k) {
+      const sim::Method& m = methods[k];
+      const sim::Schedule& alone = schedules[2 * k];
+      const double exchange = res[2 * k].seconds;
+      const double iteration = std::max(w.compute_s, res[2 * k + 1].seconds);
       const double ips = static_cast<double>(p * w.batch_per_gpu) / iteration;
       if (json) {
         json::Object o;
@@ -88,23 +111,26 @@ void print_simulation(const perf::Cluster& cluster, const perf::Workload& w,
         o.add("oversubscription", a.oversubscription);
         if (!a.platform.empty()) o.add("platform", a.platform);
         o.add("method", m.name()).add("route", m.route_name()).add("routes", routes_taken(alone));
-        o.add("exchange_seconds", x.seconds).add("iteration_seconds", iteration);
+        o.add("exchange_seconds", exchange).add("iteration_seconds", iteration);
         o.add("images_per_sec", ips).add("compute_s", w.compute_s);
         o.add("batch_per_gpu", w.batch_per_gpu).add("params", params);
         o.add("buckets", static_cast<int64_t>(alone.buckets.size()));
         o.add("messages", alone.messages).add("sent_max_bytes", alone.sent_max);
         o.add("per_message_s", costs.per_message_s)
             .add("encode_s_per_element", costs.encode_s_per_element)
-            .add("decode_s_per_element", costs.decode_s_per_element);
+            .add("decode_s_per_element", costs.decode_s_per_element)
+            .add("shared_cores", costs.shared_cores)
+            .add("per_phase_s", costs.per_phase_s);
+        // Wall time of this GPU count's simulations (every method, both schedules, in parallel).
         o.add("simulation_wall_s", wall);
         std::printf("%s\n", o.str().c_str());
       } else {
         std::printf("  %5d %-10s %-18s %12.4f %12.4f %12.1f %10.2f\n", p, m.name().c_str(),
-                    routes_taken(alone).c_str(), x.seconds, iteration, ips,
+                    routes_taken(alone).c_str(), exchange, iteration, ips,
                     static_cast<double>(alone.sent_max) / 1e6);
       }
-      std::fflush(stdout);
     }
+    std::fflush(stdout);
   }
 }
 

@@ -14,8 +14,13 @@ struct PerfSimArgs {
   double oversubscription = 1;            // the core of a two-level tree; 1 = non-blocking
   std::string platform;                   // a SimGrid platform file (hosts rank-0 ..) instead
   double per_message_us = 0;              // sender CPU per message
+  double per_phase_us = 0;                // a wait per phase (round trips, scheduling)
   double encode_ns = -1, decode_ns = -1;  // per element; < 0: half of the workload's T_enc each
   std::string timeline;                   // CSV per-rank timeline (one simulation only)
+  double bucket_mb = 25, first_bucket_mb = 1;  // the Reducer's caps; 0: one bucket (bench_comm)
+  double chunk_mb = 2;                         // TernGrad: AggregateOptions::chunk_bytes
+  int shared_cores = 0;  // > 0: all ranks share this many cores (the validation lab)
+  int parallel = 0;      // simulations at once; 0: one per core
 };
 
 // Prints one line per (GPU count, method): a table, or JSON objects with `json`. Throws

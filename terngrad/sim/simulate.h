@@ -33,10 +33,17 @@ struct Platform {
 };
 
 // The constants that connect the simulation to a machine (measured once, bench/README).
+// CPU costs (per message, encode, decode) are one rank's on a core of its own; with
+// `shared_cores` C > 0 every rank of the run shares C cores (the validation lab: P processes on
+// one 2-core machine) and each CPU cost is stretched by max(1, P / C).
 struct Costs {
   double per_message_s = 0;         // sender's CPU per message (the transport's handshakes)
   double encode_s_per_element = 0;  // TernGrad: statistics + ternarize + pack, per element
   double decode_s_per_element = 0;  // TernGrad: owner sums + decode + scale, per element
+  int shared_cores = 0;             // 0: every rank has its own core
+  // A wait per phase in which a rank has messages (not CPU: the transport's round trips before a
+  // payload moves, the scheduling of P ranks on shared cores); measured with a one-tensor call.
+  double per_phase_s = 0;
 };
 
 struct Result {
@@ -55,5 +62,14 @@ std::string simulator_missing();
 // the simulator is not built in.
 Result simulate(const Schedule& schedule, const Platform& platform, const Costs& costs,
                 const std::string& timeline_csv = "");
+
+// Several simulations, up to `parallel` at once (each in its own process), results in order.
+struct Job {
+  const Schedule* schedule = nullptr;
+  Platform platform;
+  Costs costs;
+  std::string timeline_csv;
+};
+std::vector<Result> simulate_all(const std::vector<Job>& jobs, int parallel);
 
 }  // namespace tg::sim

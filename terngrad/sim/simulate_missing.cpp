@@ -17,4 +17,8 @@ Result simulate(const Schedule&, const Platform&, const Costs&, const std::strin
   TG_THROW(simulator_missing());
 }
 
+std::vector<Result> simulate_all(const std::vector<Job>&, int) {
+  TG_THROW(simulator_missing());
+}
+
 }  // namespace tg::sim

@@ -133,6 +133,9 @@ Result run_engine(const Schedule& s, const Platform& pf, const Costs& costs,
   }
   const Index idx(s);
   const bool tern = s.method.gradients == Gradients::terngrad;
+  const double stretch = costs.shared_cores > 0
+                             ? std::max(1.0, static_cast<double>(s.ranks) / costs.shared_cores)
+                             : 1.0;
   std::vector<double> end(static_cast<size_t>(s.ranks), 0);
   std::vector<std::vector<Line>> lines(static_cast<size_t>(s.ranks));
   const bool keep = !timeline_csv.empty();
@@ -147,14 +150,16 @@ Result run_engine(const Schedule& s, const Platform& pf, const Costs& costs,
         const Bucket& bk = s.buckets[b];
         if (bk.ready_s > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(bk.ready_s);
         if (tern && costs.encode_s_per_element > 0)
-          sg4::this_actor::sleep_for(costs.encode_s_per_element * static_cast<double>(bk.elements));
+          sg4::this_actor::sleep_for(stretch * costs.encode_s_per_element *
+                                     static_cast<double>(bk.elements));
         for (size_t c = 0; c < idx.steps[b].size(); ++c)
           for (size_t k = 0; k < idx.steps[b][c].size(); ++k) {
             const RankPhase& mine = idx.steps[b][c][k][static_cast<size_t>(r)];
             if (mine.sends.empty() && mine.recvs.empty()) continue;
             const double t0 = sg4::Engine::get_clock();
+            if (costs.per_phase_s > 0) sg4::this_actor::sleep_for(costs.per_phase_s);
             if (costs.per_message_s > 0 && !mine.sends.empty())
-              sg4::this_actor::sleep_for(costs.per_message_s *
+              sg4::this_actor::sleep_for(stretch * costs.per_message_s *
                                          static_cast<double>(mine.sends.size()));
             std::vector<sg4::CommPtr> comms;
             std::vector<char*> got(mine.recvs.size());
@@ -171,7 +176,8 @@ Result run_engine(const Schedule& s, const Platform& pf, const Costs& costs,
                   {r, b, c, k, t0, sg4::Engine::get_clock(), mine.sends.size(), bytes});
           }
         if (tern && costs.decode_s_per_element > 0)
-          sg4::this_actor::sleep_for(costs.decode_s_per_element * static_cast<double>(bk.elements));
+          sg4::this_actor::sleep_for(stretch * costs.decode_s_per_element *
+                                     static_cast<double>(bk.elements));
       }
       end[static_cast<size_t>(r)] = sg4::Engine::get_clock();
     });
@@ -206,24 +212,34 @@ bool write_all(int fd, const void* p, size_t n) {
   return true;
 }
 
-}  // namespace
+// A simulation running in a child process: its pid and the read end of its result pipe.
+struct Child {
+  pid_t pid = -1;
+  int fd = -1;
+};
 
-Result simulate(const Schedule& schedule, const Platform& platform, const Costs& costs,
-                const std::string& timeline_csv) {
-  TG_CHECK(costs.per_message_s >= 0 && costs.encode_s_per_element >= 0 &&
-               costs.decode_s_per_element >= 0,
+Child start(const Job& job) {
+  TG_CHECK(job.schedule != nullptr, "simulate: no schedule");
+  const Costs& c = job.costs;
+  TG_CHECK(c.per_message_s >= 0 && c.encode_s_per_element >= 0 && c.decode_s_per_element >= 0 &&
+               c.shared_cores >= 0 && c.per_phase_s >= 0,
            "simulate: negative cost");
   int fds[2];
   TG_CHECK(::pipe(fds) == 0, "simulate: pipe: ", std::strerror(errno));
   std::fflush(nullptr);
   const pid_t pid = ::fork();
-  TG_CHECK(pid >= 0, "simulate: fork: ", std::strerror(errno));
+  if (pid < 0) {
+    const int err = errno;
+    ::close(fds[0]);
+    ::close(fds[1]);
+    TG_THROW("simulate: fork: ", std::strerror(err));
+  }
   if (pid == 0) {
     ::close(fds[0]);
     std::string out;
     char status = 0;
     try {
-      const Result r = run_engine(schedule, platform, costs, timeline_csv);
+      const Result r = run_engine(*job.schedule, job.platform, job.costs, job.timeline_csv);
       out.assign(reinterpret_cast<const char*>(r.rank_end.data()),
                  r.rank_end.size() * sizeof(double));
     } catch (const std::exception& e) {
@@ -234,17 +250,21 @@ Result simulate(const Schedule& schedule, const Platform& platform, const Costs&
     ::_exit(ok ? 0 : 2);
   }
   ::close(fds[1]);
+  return {pid, fds[0]};
+}
+
+Result finish(const Child& child, const Schedule& schedule) {
   std::string got;
   char buf[1 << 16];
   for (;;) {
-    const ssize_t k = ::read(fds[0], buf, sizeof buf);
+    const ssize_t k = ::read(child.fd, buf, sizeof buf);
     if (k < 0 && errno == EINTR) continue;
     if (k <= 0) break;
     got.append(buf, static_cast<size_t>(k));
   }
-  ::close(fds[0]);
+  ::close(child.fd);
   int wstatus = 0;
-  while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  while (::waitpid(child.pid, &wstatus, 0) < 0 && errno == EINTR) {
   }
   TG_CHECK(!got.empty() && WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0,
            "simulate: the simulation process ended without a result (",
@@ -261,6 +281,42 @@ Result simulate(const Schedule& schedule, const Platform& platform, const Costs&
   for (double t : r.rank_end) r.seconds = std::max(r.seconds, t);
   r.messages = schedule.messages;
   return r;
+}
+
+}  // namespace
+
+std::vector<Result> simulate_all(const std::vector<Job>& jobs, int parallel) {
+  TG_CHECK(parallel >= 1, "simulate_all: ", parallel, " at once (expected >= 1)");
+  std::vector<Result> out(jobs.size());
+  std::vector<std::pair<size_t, Child>> running;
+  std::string error;
+  size_t next = 0;
+  // Every started child is waited for, even after one failed; the first error is thrown after.
+  while (next < jobs.size() || !running.empty()) {
+    while (error.empty() && next < jobs.size() && running.size() < static_cast<size_t>(parallel)) {
+      try {
+        running.push_back({next, start(jobs[next])});
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      ++next;
+    }
+    if (running.empty()) break;
+    const auto [i, child] = running.front();
+    running.erase(running.begin());
+    try {
+      out[i] = finish(child, *jobs[i].schedule);
+    } catch (const std::exception& e) {
+      if (error.empty()) error = e.what();
+    }
+  }
+  if (!error.empty()) TG_THROW(error);
+  return out;
+}
+
+Result simulate(const Schedule& schedule, const Platform& platform, const Costs& costs,
+                const std::string& timeline_csv) {
+  return simulate_all({Job{&schedule, platform, costs, timeline_csv}}, 1)[0];
 }
 
 }  // namespace tg::sim

@@ -82,6 +82,52 @@ TEST(Simulate, CostsAndLatencyAddUp) {
   EXPECT_NEAR(with - base, 2e-3 + 1e-3 + 2e-3, 1e-6);
 }
 
+TEST(Simulate, PhaseWaitsAndSharedCoresAddUp) {
+  SKIP_WITHOUT_SIMGRID();
+  ScheduleOptions o;
+  o.ranks = 4;
+  const Schedule s = build_schedule({1000}, Method::parse("terngrad:sharded"), o);
+  ASSERT_EQ(s.buckets.size(), 1u);
+  size_t phases = 0;
+  for (const Chunk& c : s.buckets[0].chunks) phases += c.phases.size();
+  EXPECT_EQ(phases, 3u);  // scalers, codes to the owners, sums back
+  const double base = simulate(s, flat(1), Costs{}).seconds;
+  Costs wait;
+  wait.per_phase_s = 1e-3;
+  EXPECT_NEAR(simulate(s, flat(1), wait).seconds - base, 3e-3, 1e-6);
+  // Four ranks on two cores: every CPU cost twice as long; the phase wait is not CPU.
+  Costs cpu;
+  cpu.encode_s_per_element = 1e-6;
+  cpu.per_phase_s = 1e-3;
+  const double own = simulate(s, flat(1), cpu).seconds;
+  cpu.shared_cores = 2;
+  EXPECT_NEAR(simulate(s, flat(1), cpu).seconds - own, 1e-3, 1e-6);
+}
+
+TEST(Simulate, ManyAtOnceGiveTheResultsOfOneAtATime) {
+  SKIP_WITHOUT_SIMGRID();
+  std::vector<Schedule> schedules;
+  for (int p : {2, 3, 4})
+    for (const char* m : {"fp32", "fp32:ring", "terngrad"}) {
+      ScheduleOptions o;
+      o.ranks = p;
+      schedules.push_back(build_schedule(kLayout, Method::parse(m), o));
+    }
+  std::vector<Job> jobs;
+  for (const Schedule& s : schedules) jobs.push_back({&s, flat(1), Costs{}, ""});
+  const std::vector<Result> all = simulate_all(jobs, 3);
+  ASSERT_EQ(all.size(), schedules.size());
+  for (size_t i = 0; i < schedules.size(); ++i) {
+    EXPECT_EQ(all[i].seconds, simulate(schedules[i], flat(1), Costs{}).seconds) << i;
+    EXPECT_EQ(all[i].rank_end.size(), static_cast<size_t>(schedules[i].ranks));
+  }
+  // A failing job (a platform file that does not exist) fails the batch, naming it.
+  Platform missing;
+  missing.file = "/nonexistent/platform.xml";
+  jobs[1].platform = missing;
+  EXPECT_THROW(simulate_all(jobs, 2), Error);
+}
+
 TEST(Simulate, BackwardOverlapsTheExchange) {
   SKIP_WITHOUT_SIMGRID();
   ScheduleOptions o;
