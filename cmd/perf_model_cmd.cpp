@@ -188,7 +188,7 @@ CLI::App* add_perf_model_command(CLI::App& app, PerfModelArgs& a) {
                   "--simulate: simulations at once (default: one per core)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--timeline", a.sim.timeline,
-                  "--simulate: write the per-rank timeline (CSV: rank, bucket, chunk, phase, "
+                  "--simulate: write the per-node timeline (CSV: node, bucket, chunk, phase, "
                   "start, end) of the one simulated iteration here");
   cmd->add_option("--calibrate-steps", a.calibrate_steps,
                   "--calibrate: timed training steps per net, after one warm-up (default 2)")

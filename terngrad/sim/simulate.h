@@ -2,11 +2,17 @@
 // platform (flow-level network model, SimGrid's default LV08, validated against TCP), message by
 // message, from the schedule the communicators execute (terngrad/sim/schedule.h).
 //
-// Every rank is a SimGrid actor on its own host. For each bucket, in launch order, it waits until
-// the bucket is ready, spends the encode time, then runs the bucket's chunks phase by phase: it
-// pays the per-message overhead for its sends, puts its messages and gets its peers', and starts
-// the next phase once all of them have completed; after the bucket it spends the decode time.
-//
+// Every node is a SimGrid actor on its first rank's host. For each bucket, in launch order, it
+// waits until the bucket is ready, spends the encode time, then runs the bucket's chunks phase by
+// phase: it waits the per-phase time, pays the per-message CPU of its busiest rank, starts its
+// flows and counts each one into its destination's arrivals as it completes, and starts the
+// next phase once its flows are done and all flows to it have arrived; after the bucket it spends
+// the decode time. A phase's messages inside a node are flows of their own, host to host; its
+// messages from one node to another travel as one flow between the nodes' first hosts (they
+// share both node links, which bound them): a thousand ranks in 256 nodes start 65 thousand
+// flows in an all-to-all phase instead of a million. With one rank per node (a platform file,
+// or gpus_per_node = 1) every message is its own flow.
+
 // Platforms: a cluster (perf::Cluster: G GPUs per node, each on its own intra-node link to the
 // node's switch; each node on one link to the core), optionally with an oversubscribed core (a
 // shared link of M * inter bandwidth / oversubscription that every inter-node message crosses:
@@ -56,8 +62,8 @@ bool simulator_available();
 // The line that says how to get the simulator ("" when it is available).
 std::string simulator_missing();
 
-// Simulates `schedule` on `platform`. timeline_csv: when not empty, one line per rank, bucket,
-// chunk and phase (rank,bucket,chunk,phase,start_s,end_s,sends,bytes_sent) written there.
+// Simulates `schedule` on `platform`. timeline_csv: when not empty, one line per node, bucket,
+// chunk and phase (node,bucket,chunk,phase,start_s,end_s,flows,bytes_sent) written there.
 // Throws on a platform that cannot hold the ranks, a missing host in a platform file, or when
 // the simulator is not built in.
 Result simulate(const Schedule& schedule, const Platform& platform, const Costs& costs,

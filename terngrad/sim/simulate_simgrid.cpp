@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <simgrid/s4u.hpp>
+#include <sstream>
 
 #include "nn/core/error.h"
 #include "terngrad/sim/simulate.h"
@@ -26,41 +27,83 @@ namespace {
 
 using Dir = sg4::LinkInRoute::Direction;
 
-// What rank r does in one phase: its sends (peer, bytes) and the peers it receives from.
-struct RankPhase {
-  std::vector<std::pair<int, int64_t>> sends;
-  std::vector<int> recvs;
+// One step (a phase of a chunk of a bucket) of one node: the flows it starts and how many it
+// receives. Messages inside the node are flows of their own, host to host; the messages of a
+// step from this node to another node travel as one flow between the two nodes' first hosts (they
+// share both node links, which bound them; their different intra-node hops do not).
+struct Flow {
+  int src = 0, dst = 0;  // ranks (their hosts)
+  int dst_node = 0;
+  int64_t bytes = 0;
+};
+struct NodeStep {
+  std::vector<Flow> flows;
+  int expected = 0;      // flows to this node in this step
+  size_t max_sends = 0;  // the most messages one of the node's ranks sends (its CPU cost)
+  int64_t bytes = 0;     // sent by the node
 };
 
-// Per bucket, chunk, phase: every rank's part (an empty part: nothing to do in that phase).
+// The schedule by node: steps in order (bucket, chunk, phase), each with every node's part.
 struct Index {
-  // steps[b][c][k][r]
-  std::vector<std::vector<std::vector<std::vector<RankPhase>>>> steps;
-  explicit Index(const Schedule& s) {
-    steps.resize(s.buckets.size());
+  struct Step {
+    size_t bucket, chunk, phase;
+    std::vector<NodeStep> nodes;
+  };
+  std::vector<Step> steps;
+  std::vector<size_t> first_step;  // per bucket: its first step (and steps.size() at the end)
+
+  Index(const Schedule& s, const std::vector<int>& node_of, const std::vector<int>& first_rank) {
+    const size_t nodes = first_rank.size();
+    std::vector<int64_t> to_node(nodes, 0);
+    std::vector<size_t> sends(static_cast<size_t>(s.ranks), 0);
     for (size_t b = 0; b < s.buckets.size(); ++b) {
+      first_step.push_back(steps.size());
       const Bucket& bk = s.buckets[b];
-      steps[b].resize(bk.chunks.size());
-      for (size_t c = 0; c < bk.chunks.size(); ++c) {
-        auto& ck = steps[b][c];
-        ck.resize(bk.chunks[c].phases.size());
-        for (size_t k = 0; k < ck.size(); ++k) {
-          ck[k].resize(static_cast<size_t>(s.ranks));
-          for (const tern::Message& m : bk.chunks[c].phases[k]) {
-            ck[k][static_cast<size_t>(m.src)].sends.push_back({m.dst, m.bytes});
-            ck[k][static_cast<size_t>(m.dst)].recvs.push_back(m.src);
+      for (size_t c = 0; c < bk.chunks.size(); ++c)
+        for (size_t k = 0; k < bk.chunks[c].phases.size(); ++k) {
+          const Phase& ph = bk.chunks[c].phases[k];
+          Step st{b, c, k, std::vector<NodeStep>(nodes)};
+          // Messages grouped by source node: intra flows as they are, the rest summed per
+          // destination node.
+          std::vector<std::vector<const tern::Message*>> by_src(nodes);
+          for (const tern::Message& m : ph) {
+            by_src[static_cast<size_t>(node_of[static_cast<size_t>(m.src)])].push_back(&m);
+            ++sends[static_cast<size_t>(m.src)];
           }
+          for (size_t n = 0; n < nodes; ++n) {
+            NodeStep& ns = st.nodes[n];
+            std::vector<int> touched;
+            for (const tern::Message* m : by_src[n]) {
+              const int dn = node_of[static_cast<size_t>(m->dst)];
+              ns.bytes += m->bytes;
+              ns.max_sends = std::max(ns.max_sends, sends[static_cast<size_t>(m->src)]);
+              if (dn == static_cast<int>(n)) {
+                ns.flows.push_back({m->src, m->dst, dn, m->bytes});
+                continue;
+              }
+              if (to_node[static_cast<size_t>(dn)] == 0) touched.push_back(dn);
+              to_node[static_cast<size_t>(dn)] += m->bytes;
+            }
+            for (int dn : touched) {
+              ns.flows.push_back({first_rank[n], first_rank[static_cast<size_t>(dn)], dn,
+                                  to_node[static_cast<size_t>(dn)]});
+              to_node[static_cast<size_t>(dn)] = 0;
+            }
+            for (const Flow& f : ns.flows) ++st.nodes[static_cast<size_t>(f.dst_node)].expected;
+          }
+          for (const tern::Message& m : ph) sends[static_cast<size_t>(m.src)] = 0;
+          steps.push_back(std::move(st));
         }
-      }
     }
+    first_step.push_back(steps.size());
   }
 };
 
 struct Line {
-  int rank;
+  int node;
   size_t bucket, chunk, phase;
   double start, end;
-  size_t sends;
+  size_t flows;
   int64_t bytes;
 };
 
@@ -114,11 +157,17 @@ std::vector<sg4::Host*> build_cluster(const Platform& pf, int ranks) {
 
 Result run_engine(const Schedule& s, const Platform& pf, const Costs& costs,
                   const std::string& timeline_csv) {
-  int argc = 2;
-  char arg0[] = "terngrad-sim";
-  char arg1[] = "--log=root.thres:critical";
-  char* argv[] = {arg0, arg1, nullptr};
-  sg4::Engine e(&argc, argv);
+  // SimGrid's own options (--cfg=...) from TG_SIMGRID_ARGS, for experiments.
+  std::vector<std::string> args = {"terngrad-sim", "--log=root.thres:critical"};
+  if (const char* extra = std::getenv("TG_SIMGRID_ARGS")) {
+    std::istringstream in(extra);
+    for (std::string w; in >> w;) args.push_back(w);
+  }
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int argc = static_cast<int>(args.size());
+  sg4::Engine e(&argc, argv.data());
   std::vector<sg4::Host*> hosts;
   if (!pf.file.empty()) {
     e.load_platform(pf.file);
@@ -131,70 +180,98 @@ Result run_engine(const Schedule& s, const Platform& pf, const Costs& costs,
   } else {
     hosts = build_cluster(pf, s.ranks);
   }
-  const Index idx(s);
+  // Nodes: the cluster's (G consecutive ranks), or every rank its own with a platform file.
+  const int g = pf.file.empty() ? std::max(1, pf.cluster.gpus_per_node) : 1;
+  std::vector<int> node_of(static_cast<size_t>(s.ranks)), first_rank;
+  for (int r = 0; r < s.ranks; ++r) {
+    node_of[static_cast<size_t>(r)] = r / g;
+    if (r % g == 0) first_rank.push_back(r);
+  }
+  const size_t nodes = first_rank.size();
+  const Index idx(s, node_of, first_rank);
   const bool tern = s.method.gradients == Gradients::terngrad;
   const double stretch = costs.shared_cores > 0
                              ? std::max(1.0, static_cast<double>(s.ranks) / costs.shared_cores)
                              : 1.0;
-  std::vector<double> end(static_cast<size_t>(s.ranks), 0);
-  std::vector<std::vector<Line>> lines(static_cast<size_t>(s.ranks));
+  std::vector<double> end(nodes, 0);
+  std::vector<std::vector<Line>> lines(nodes);
   const bool keep = !timeline_csv.empty();
-  // Mailboxes by pair, made once (by name: "src>dst").
-  auto box = [](int a, int b) {
-    return sg4::Mailbox::by_name(std::to_string(a) + ">" + std::to_string(b));
+  // Arrivals per node and step, counted by the senders as their flows complete.
+  struct Inbox {
+    sg4::MutexPtr mu = sg4::Mutex::create();
+    sg4::ConditionVariablePtr cv = sg4::ConditionVariable::create();
+    std::vector<int> arrived;
   };
-  static char token = 0;
-  for (int r = 0; r < s.ranks; ++r) {
-    sg4::Actor::create("rank-" + std::to_string(r), hosts[static_cast<size_t>(r)], [&, r] {
-      for (size_t b = 0; b < s.buckets.size(); ++b) {
-        const Bucket& bk = s.buckets[b];
-        if (bk.ready_s > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(bk.ready_s);
-        if (tern && costs.encode_s_per_element > 0)
-          sg4::this_actor::sleep_for(stretch * costs.encode_s_per_element *
-                                     static_cast<double>(bk.elements));
-        for (size_t c = 0; c < idx.steps[b].size(); ++c)
-          for (size_t k = 0; k < idx.steps[b][c].size(); ++k) {
-            const RankPhase& mine = idx.steps[b][c][k][static_cast<size_t>(r)];
-            if (mine.sends.empty() && mine.recvs.empty()) continue;
-            const double t0 = sg4::Engine::get_clock();
-            if (costs.per_phase_s > 0) sg4::this_actor::sleep_for(costs.per_phase_s);
-            if (costs.per_message_s > 0 && !mine.sends.empty())
-              sg4::this_actor::sleep_for(stretch * costs.per_message_s *
-                                         static_cast<double>(mine.sends.size()));
-            std::vector<sg4::CommPtr> comms;
-            std::vector<char*> got(mine.recvs.size());
-            for (size_t i = 0; i < mine.recvs.size(); ++i)
-              comms.push_back(box(mine.recvs[i], r)->get_async<char>(&got[i]));
-            int64_t bytes = 0;
-            for (const auto& [peer, n] : mine.sends) {
-              comms.push_back(box(r, peer)->put_async(&token, static_cast<uint64_t>(n)));
-              bytes += n;
+  std::vector<Inbox> inbox(nodes);
+  for (Inbox& in : inbox) in.arrived.assign(idx.steps.size(), 0);
+  for (size_t n = 0; n < nodes; ++n) {
+    sg4::Actor::create(
+        "node-" + std::to_string(n), hosts[static_cast<size_t>(first_rank[n])], [&, n] {
+          for (size_t b = 0; b < s.buckets.size(); ++b) {
+            const Bucket& bk = s.buckets[b];
+            if (bk.ready_s > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(bk.ready_s);
+            if (tern && costs.encode_s_per_element > 0)
+              sg4::this_actor::sleep_for(stretch * costs.encode_s_per_element *
+                                         static_cast<double>(bk.elements));
+            for (size_t t = idx.first_step[b]; t < idx.first_step[b + 1]; ++t) {
+              const NodeStep& mine = idx.steps[t].nodes[n];
+              if (mine.flows.empty() && mine.expected == 0) continue;
+              const double t0 = sg4::Engine::get_clock();
+              if (costs.per_phase_s > 0) sg4::this_actor::sleep_for(costs.per_phase_s);
+              if (costs.per_message_s > 0 && mine.max_sends > 0)
+                sg4::this_actor::sleep_for(stretch * costs.per_message_s *
+                                           static_cast<double>(mine.max_sends));
+              std::vector<sg4::CommPtr> comms;
+              for (const Flow& f : mine.flows)
+                comms.push_back(sg4::Comm::sendto_async(hosts[static_cast<size_t>(f.src)],
+                                                        hosts[static_cast<size_t>(f.dst)],
+                                                        static_cast<uint64_t>(f.bytes)));
+              std::vector<size_t> which(comms.size());
+              for (size_t i = 0; i < which.size(); ++i) which[i] = i;
+              while (!comms.empty()) {
+                const auto i = static_cast<size_t>(sg4::Comm::wait_any(comms));
+                Inbox& to = inbox[static_cast<size_t>(mine.flows[which[i]].dst_node)];
+                {
+                  std::unique_lock<sg4::Mutex> lock(*to.mu);
+                  ++to.arrived[t];
+                }
+                to.cv->notify_all();
+                comms.erase(comms.begin() + static_cast<std::ptrdiff_t>(i));
+                which.erase(which.begin() + static_cast<std::ptrdiff_t>(i));
+              }
+              {
+                Inbox& in = inbox[n];
+                std::unique_lock<sg4::Mutex> lock(*in.mu);
+                in.cv->wait(lock, [&] { return in.arrived[t] >= mine.expected; });
+              }
+              if (keep)
+                lines[n].push_back({static_cast<int>(n), idx.steps[t].bucket, idx.steps[t].chunk,
+                                    idx.steps[t].phase, t0, sg4::Engine::get_clock(),
+                                    mine.flows.size(), mine.bytes});
             }
-            sg4::Comm::wait_all(comms);
-            if (keep)
-              lines[static_cast<size_t>(r)].push_back(
-                  {r, b, c, k, t0, sg4::Engine::get_clock(), mine.sends.size(), bytes});
+            if (tern && costs.decode_s_per_element > 0)
+              sg4::this_actor::sleep_for(stretch * costs.decode_s_per_element *
+                                         static_cast<double>(bk.elements));
           }
-        if (tern && costs.decode_s_per_element > 0)
-          sg4::this_actor::sleep_for(stretch * costs.decode_s_per_element *
-                                     static_cast<double>(bk.elements));
-      }
-      end[static_cast<size_t>(r)] = sg4::Engine::get_clock();
-    });
+          end[n] = sg4::Engine::get_clock();
+        });
   }
   e.run();
   if (keep) {
     std::ofstream f(timeline_csv);
     TG_CHECK(f.good(), "cannot write the timeline to ", timeline_csv, ": ", std::strerror(errno));
-    f << "rank,bucket,chunk,phase,start_s,end_s,sends,bytes_sent\n";
-    for (const auto& per_rank : lines)
-      for (const Line& l : per_rank)
-        f << l.rank << ',' << l.bucket << ',' << l.chunk << ',' << l.phase << ',' << l.start << ','
-          << l.end << ',' << l.sends << ',' << l.bytes << '\n';
+    f << "node,bucket,chunk,phase,start_s,end_s,flows,bytes_sent\n";
+    for (const auto& per_node : lines)
+      for (const Line& l : per_node)
+        f << l.node << ',' << l.bucket << ',' << l.chunk << ',' << l.phase << ',' << l.start << ','
+          << l.end << ',' << l.flows << ',' << l.bytes << '\n';
     TG_CHECK(f.good(), "cannot write the timeline to ", timeline_csv);
   }
   Result res;
-  res.rank_end = end;
+  res.rank_end.resize(static_cast<size_t>(s.ranks));
+  for (int r = 0; r < s.ranks; ++r)
+    res.rank_end[static_cast<size_t>(r)] =
+        end[static_cast<size_t>(node_of[static_cast<size_t>(r)])];
   for (double t : end) res.seconds = std::max(res.seconds, t);
   res.messages = s.messages;
   return res;

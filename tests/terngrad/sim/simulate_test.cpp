@@ -154,10 +154,11 @@ TEST(Simulate, TimelineHasEveryRanksPhases) {
   std::ifstream f(path);
   std::string line;
   ASSERT_TRUE(std::getline(f, line));
-  EXPECT_EQ(line, "rank,bucket,chunk,phase,start_s,end_s,sends,bytes_sent");
+  EXPECT_EQ(line, "node,bucket,chunk,phase,start_s,end_s,flows,bytes_sent");
   size_t lines = 0;
   while (std::getline(f, line)) ++lines;
-  // Every rank takes part in each of the ring's 2 (P - 1) steps of every bucket.
+  // One rank per node: every node takes part in each of the ring's 2 (P - 1) steps of every
+  // bucket.
   EXPECT_EQ(lines, s.buckets.size() * 3 * 4);
   std::remove(path.c_str());
 }
