@@ -5,10 +5,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include "nn/core/error.h"
+#include "nn/core/json.h"
+#include "nn/nets/net.h"
 
 namespace tg::sim {
 namespace {
@@ -196,6 +200,50 @@ TEST(Simulate, PlatformFileNeedsAHostPerRank) {
     EXPECT_NE(std::string(e.what()).find("no host named rank-2"), std::string::npos) << e.what();
   }
   std::remove(path.c_str());
+}
+
+// The validated points of bench/README ("The simulator against measurement"): each recorded
+// pair within 15% of its measurement is simulated again from its recorded constants and must
+// give the recorded figure (the simulation is deterministic; 0.1% for the platform's rounding).
+TEST(Simulate, ReproducesTheRecordedValidation) {
+  SKIP_WITHOUT_SIMGRID();
+  std::ifstream f(std::string(TG_SOURCE_DIR) + "/bench/results/2026-11-29-sim-check.jsonl");
+  ASSERT_TRUE(f.good());
+  const std::map<std::string, std::string> methods = {
+      {"fp32", "fp32"},
+      {"fp32-ring", "fp32:ring"},
+      {"ps", "terngrad:ps"},
+      {"allgather", "terngrad:allgather"},
+      {"packed-allreduce", "terngrad:packed-allreduce"},
+      {"sharded", "terngrad:sharded"},
+      {"auto", "terngrad"}};
+  const auto lenet = make_net("lenet", NetOptions{}, Device::cpu());
+  std::vector<int64_t> numel;
+  for (const auto& e : lenet->arena().entries()) numel.push_back(e.numel);
+  int checked = 0;
+  for (std::string line; std::getline(f, line);) {
+    const json::Value r = json::parse(line);
+    if (std::abs(r["error"].as_number()) > 0.15) continue;
+    ScheduleOptions o;
+    o.ranks = static_cast<int>(r["procs"].as_number());
+    o.bucket_bytes = o.first_bucket_bytes = int64_t{1} << 62;  // one call, as bench_comm
+    const Schedule s = build_schedule(numel, Method::parse(methods.at(r["case"].as_string())), o);
+    EXPECT_EQ(static_cast<double>(s.sent_max), r["sent_max_measured"].as_number());
+    Platform pf;
+    pf.cluster.name = "netns";
+    pf.cluster.gpus_per_node = 1;
+    pf.cluster.intra = pf.cluster.inter = {r["link_gbit"].as_number(), 3e-6};
+    Costs c;
+    c.per_phase_s = 1e-3 * r["per_phase_ms"].as_number();
+    c.encode_s_per_element = 1e-9 * r["encode_ns"].as_number();
+    c.decode_s_per_element = 1e-9 * r["decode_ns"].as_number();
+    c.shared_cores = 2;
+    const double ms = 1e3 * simulate(s, pf, c).seconds;
+    EXPECT_NEAR(ms, r["simulated_ms"].as_number(), 1e-3 * ms) << line;
+    EXPECT_NEAR(ms, r["measured_ms"].as_number(), 0.15 * r["measured_ms"].as_number()) << line;
+    ++checked;
+  }
+  EXPECT_GE(checked, 13);
 }
 
 }  // namespace
