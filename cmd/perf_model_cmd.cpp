@@ -184,6 +184,10 @@ CLI::App* add_perf_model_command(CLI::App& app, PerfModelArgs& a) {
                   "--simulate: every rank shares this many cores (the one-machine validation "
                   "lab): CPU costs stretched by GPUs / cores (default 0: a core per rank)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--sim-model", a.sim.model,
+                  "--simulate: flow (every flow its own), phase (each phase one parallel task: "
+                  "thousands of ranks), auto (phase above 128 GPUs; default)")
+      ->check(CLI::IsMember({"flow", "phase", "auto"}));
   cmd->add_option("--parallel", a.sim.parallel,
                   "--simulate: simulations at once (default: one per core)")
       ->check(CLI::NonNegativeNumber);

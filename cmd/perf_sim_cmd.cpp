@@ -48,6 +48,7 @@ void print_simulation(const perf::Cluster& cluster, const perf::Workload& w,
   pf.cluster = cluster;
   pf.oversubscription = a.oversubscription;
   pf.file = a.platform;
+  pf.model = a.model;
   sim::Costs costs;
   costs.per_message_s = a.per_message_us * 1e-6;
   const double half_enc = w.encode_s / 2 / static_cast<double>(params);
@@ -109,6 +110,7 @@ void print_simulation(const perf::Cluster& cluster, const perf::Workload& w,
         o.add("network", w.network).add("cluster", cluster.name).add("gpus", p);
         o.add("gpus_per_node", cluster.gpus_per_node);
         o.add("oversubscription", a.oversubscription);
+        o.add("model", pf.model == "auto" ? (p > 128 ? "phase" : "flow") : pf.model);
         if (!a.platform.empty()) o.add("platform", a.platform);
         o.add("method", m.name()).add("route", m.route_name()).add("routes", routes_taken(alone));
         o.add("exchange_seconds", exchange).add("iteration_seconds", iteration);

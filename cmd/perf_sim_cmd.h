@@ -19,8 +19,9 @@ struct PerfSimArgs {
   std::string timeline;                   // CSV per-rank timeline (one simulation only)
   double bucket_mb = 25, first_bucket_mb = 1;  // the Reducer's caps; 0: one bucket (bench_comm)
   double chunk_mb = 2;                         // TernGrad: AggregateOptions::chunk_bytes
-  int shared_cores = 0;  // > 0: all ranks share this many cores (the validation lab)
-  int parallel = 0;      // simulations at once; 0: one per core
+  int shared_cores = 0;        // > 0: all ranks share this many cores (the validation lab)
+  std::string model = "auto";  // flow | phase | auto (terngrad/sim/simulate.h)
+  int parallel = 0;            // simulations at once; 0: one per core
 };
 
 // Prints one line per (GPU count, method): a table, or JSON objects with `json`. Throws

@@ -36,6 +36,11 @@ struct Platform {
   perf::Cluster cluster;        // gpus_per_node, intra and inter links, duplex
   double oversubscription = 1;  // >= 1; 1: a non-blocking core (no core link)
   std::string file;             // a SimGrid platform file instead of the cluster (hosts rank-R)
+  // "flow": every flow its own (SimGrid's LV08, the default); "phase": each phase of the whole
+  // schedule one parallel task (SimGrid's ptask_L07: the phase's flows share the links by
+  // max-min and end together, then the next phase starts on every rank), for thousands of
+  // ranks; "auto": phase above 128 ranks.
+  std::string model = "flow";
 };
 
 // The constants that connect the simulation to a machine (measured once, bench/README).

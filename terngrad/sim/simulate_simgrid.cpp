@@ -159,6 +159,10 @@ Result run_engine(const Schedule& s, const Platform& pf, const Costs& costs,
                   const std::string& timeline_csv) {
   // SimGrid's own options (--cfg=...) from TG_SIMGRID_ARGS, for experiments.
   std::vector<std::string> args = {"terngrad-sim", "--log=root.thres:critical"};
+  TG_CHECK(pf.model == "flow" || pf.model == "phase" || pf.model == "auto", "simulation model '",
+           pf.model, "': expected flow, phase or auto");
+  const bool phases = pf.model == "phase" || (pf.model == "auto" && s.ranks > 128);
+  if (phases) args.push_back("--cfg=host/model:ptask_L07");
   if (const char* extra = std::getenv("TG_SIMGRID_ARGS")) {
     std::istringstream in(extra);
     for (std::string w; in >> w;) args.push_back(w);
@@ -204,7 +208,48 @@ Result run_engine(const Schedule& s, const Platform& pf, const Costs& costs,
   };
   std::vector<Inbox> inbox(nodes);
   for (Inbox& in : inbox) in.arrived.assign(idx.steps.size(), 0);
-  for (size_t n = 0; n < nodes; ++n) {
+  if (phases) {
+    // One actor runs the schedule phase by phase, each phase one parallel task over every host.
+    sg4::Actor::create("phases", hosts[0], [&] {
+      const size_t h = hosts.size();
+      for (size_t b = 0; b < s.buckets.size(); ++b) {
+        const Bucket& bk = s.buckets[b];
+        if (bk.ready_s > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(bk.ready_s);
+        if (tern && costs.encode_s_per_element > 0)
+          sg4::this_actor::sleep_for(stretch * costs.encode_s_per_element *
+                                     static_cast<double>(bk.elements));
+        for (size_t t = idx.first_step[b]; t < idx.first_step[b + 1]; ++t) {
+          std::vector<double> bytes(h * h, 0.0);
+          size_t max_sends = 0, flows = 0;
+          int64_t sent = 0;
+          for (const NodeStep& ns : idx.steps[t].nodes) {
+            max_sends = std::max(max_sends, ns.max_sends);
+            for (const Flow& f : ns.flows) {
+              bytes[static_cast<size_t>(f.src) * h + static_cast<size_t>(f.dst)] +=
+                  static_cast<double>(f.bytes);
+              ++flows;
+              sent += f.bytes;
+            }
+          }
+          if (flows == 0) continue;
+          const double t0 = sg4::Engine::get_clock();
+          if (costs.per_phase_s > 0) sg4::this_actor::sleep_for(costs.per_phase_s);
+          if (costs.per_message_s > 0)
+            sg4::this_actor::sleep_for(stretch * costs.per_message_s *
+                                       static_cast<double>(max_sends));
+          sg4::this_actor::parallel_execute(hosts, std::vector<double>(h, 0.0), bytes);
+          if (keep)
+            lines[0].push_back({-1, idx.steps[t].bucket, idx.steps[t].chunk, idx.steps[t].phase, t0,
+                                sg4::Engine::get_clock(), flows, sent});
+        }
+        if (tern && costs.decode_s_per_element > 0)
+          sg4::this_actor::sleep_for(stretch * costs.decode_s_per_element *
+                                     static_cast<double>(bk.elements));
+      }
+      std::fill(end.begin(), end.end(), sg4::Engine::get_clock());
+    });
+  }
+  for (size_t n = 0; n < nodes && !phases; ++n) {
     sg4::Actor::create(
         "node-" + std::to_string(n), hosts[static_cast<size_t>(first_rank[n])], [&, n] {
           for (size_t b = 0; b < s.buckets.size(); ++b) {

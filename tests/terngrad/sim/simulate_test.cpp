@@ -53,6 +53,29 @@ TEST(Simulate, RingTakesItsBytesOverTheLink) {
   }
 }
 
+// The phase model (each phase one parallel task, SimGrid's ptask_L07) has no TCP factors: a
+// ring's phases take exactly their bytes over the link; and it stays near the flow model.
+TEST(Simulate, PhaseModelTakesTheBytesOverTheLink) {
+  SKIP_WITHOUT_SIMGRID();
+  for (int p : {2, 4}) {
+    ScheduleOptions o;
+    o.ranks = p;
+    const Schedule s = build_schedule(kLayout, Method::parse("fp32:ring"), o);
+    Platform pf = flat(1);
+    pf.model = "phase";
+    const double phase = simulate(s, pf, Costs{}).seconds;
+    const double want = static_cast<double>(s.sent_max) * 8 / 1e9;
+    EXPECT_NEAR(phase, want, 0.01 * want) << "P = " << p;
+    const double flow = simulate(s, flat(1), Costs{}).seconds;
+    EXPECT_NEAR(phase / flow, kBandwidthFactor / kAcks, 0.02) << "P = " << p;
+  }
+  Platform bad = flat(1);
+  bad.model = "packet";
+  EXPECT_THROW(
+      simulate(build_schedule(kLayout, Method::parse("fp32"), ScheduleOptions{2}), bad, Costs{}),
+      Error);
+}
+
 TEST(Simulate, TernGradShardedIsFasterByAboutItsBytes) {
   SKIP_WITHOUT_SIMGRID();
   ScheduleOptions o;
