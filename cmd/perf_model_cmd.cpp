@@ -15,6 +15,7 @@
 #include "nn/core/json.h"
 #include "nn/nets/net.h"
 #include "terngrad/perf_model.h"
+#include "terngrad/sim/simulate.h"
 
 namespace tg::cli {
 
@@ -141,59 +142,7 @@ CLI::App* add_perf_model_command(CLI::App& app, PerfModelArgs& a) {
                   "--calibrate: model this link (Gbit/s, e.g. 0.957 for the emulated 1 Gbit/s "
                   "netns link) instead of measuring loopback TCP")
       ->check(CLI::PositiveNumber);
-  cmd->add_flag("--simulate", a.simulate,
-                "Replay one iteration's exchange, message by message, on SimGrid (the schedule "
-                "the communicators run; exchange and iteration seconds per method and route)");
-  cmd->add_option("--methods", a.sim.methods,
-                  "--simulate: fp32, fp16 (our exact path), fp32:ring, fp16:ring (DDP's ring "
-                  "allreduce), terngrad[:ROUTE] with ROUTE auto, ps, allgather, packed-allreduce, "
-                  "sharded, hierarchical (default fp32,terngrad)")
-      ->delimiter(',');
-  cmd->add_option("--oversubscription", a.sim.oversubscription,
-                  "--simulate: the core of a two-level tree carries 1/S of what the nodes can "
-                  "send at once (default 1: non-blocking)")
-      ->check(CLI::Range(1.0, 1e6));
-  cmd->add_option("--platform", a.sim.platform,
-                  "--simulate: a SimGrid platform file (hosts named rank-0, rank-1, ...) instead "
-                  "of the cluster's links")
-      ->check(CLI::ExistingFile);
-  cmd->add_option("--per-message-us", a.sim.per_message_us,
-                  "--simulate: sender CPU per message, microseconds (default 0)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--per-phase-us", a.sim.per_phase_us,
-                  "--simulate: a wait per phase with messages, microseconds (round trips, "
-                  "scheduling; default 0)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--encode-ns", a.sim.encode_ns,
-                  "--simulate: TernGrad encode per element, ns (default half of T_enc / params)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--decode-ns", a.sim.decode_ns,
-                  "--simulate: TernGrad decode per element, ns (default half of T_enc / params)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--bucket-mb", a.sim.bucket_mb,
-                  "--simulate: the Reducer's bucket cap in MB (default 25; 0: the whole gradient "
-                  "in one call, as bench_comm times it)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--first-bucket-mb", a.sim.first_bucket_mb,
-                  "--simulate: the first bucket's cap in MB (default 1; 0: no first bucket)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--chunk-mb", a.sim.chunk_mb,
-                  "--simulate: TernGrad chunk of one worker's bucket, MB (default 2)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--shared-cores", a.sim.shared_cores,
-                  "--simulate: every rank shares this many cores (the one-machine validation "
-                  "lab): CPU costs stretched by GPUs / cores (default 0: a core per rank)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--sim-model", a.sim.model,
-                  "--simulate: flow (every flow its own), phase (each phase one parallel task: "
-                  "thousands of ranks), auto (phase above 128 GPUs; default)")
-      ->check(CLI::IsMember({"flow", "phase", "auto"}));
-  cmd->add_option("--parallel", a.sim.parallel,
-                  "--simulate: simulations at once (default: one per core)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--timeline", a.sim.timeline,
-                  "--simulate: write the per-node timeline (CSV: node, bucket, chunk, phase, "
-                  "start, end) of the one simulated iteration here");
+  add_simulate_options(cmd, a.simulate, a.sim);
   cmd->add_option("--calibrate-steps", a.calibrate_steps,
                   "--calibrate: timed training steps per net, after one warm-up (default 2)")
       ->check(CLI::Range(1, 1000));
@@ -264,7 +213,15 @@ class PerfModelRun {
 
   void print(const Cluster& c) {
     const char* down = mo_.down_bits == perf::DownBits::ceil ? "ceil(log2(2N+1))" : "log2(2N+1)";
-    if (!a_.json) print_cluster_header(c, mo_, down);
+    if (!a_.json && a_.simulate)
+      std::printf(
+          "cluster %s: %s\n  %d GPU%s per node; intra-node %g Gbit/s, %g us; inter-node %g "
+          "Gbit/s, %g us; %s duplex\n",
+          c.name.c_str(), c.description.c_str(), c.gpus_per_node, c.gpus_per_node == 1 ? "" : "s",
+          c.intra.gbit_per_s, c.intra.latency_s * 1e6, c.inter.gbit_per_s, c.inter.latency_s * 1e6,
+          c.full_duplex ? "full" : "half");
+    else if (!a_.json)
+      print_cluster_header(c, mo_, down);
     for (const auto& net : networks_) print_network(c, net);
     if (!a_.json) std::printf("\n");
   }
@@ -402,6 +359,8 @@ class PerfModelRun {
 }  // namespace
 
 int run_perf_model(const PerfModelArgs& a) {
+  TG_CHECK(!a.simulate || sim::simulator_available(), sim::simulator_missing());
+  TG_CHECK(!a.simulate || !a.calibrate, "--simulate and --calibrate cannot be combined");
   PerfModelRun run(a);
   for (const Cluster& c : run.clusters()) run.print(c);
   std::fflush(stdout);

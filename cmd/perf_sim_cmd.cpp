@@ -31,6 +31,62 @@ std::string routes_taken(const sim::Schedule& s) {
 
 }  // namespace
 
+void add_simulate_options(CLI::App* cmd, bool& simulate, PerfSimArgs& a) {
+  cmd->add_flag("--simulate", simulate,
+                "Replay one iteration's exchange, message by message, on SimGrid (the schedule "
+                "the communicators run; exchange and iteration seconds per method and route)");
+  cmd->add_option("--methods", a.methods,
+                  "--simulate: fp32, fp16 (our exact path), fp32:ring, fp16:ring (DDP's ring "
+                  "allreduce), terngrad[:ROUTE] with ROUTE auto, ps, allgather, packed-allreduce, "
+                  "sharded, hierarchical (default fp32,terngrad)")
+      ->delimiter(',');
+  cmd->add_option("--oversubscription", a.oversubscription,
+                  "--simulate: the core of a two-level tree carries 1/S of what the nodes can "
+                  "send at once (default 1: non-blocking)")
+      ->check(CLI::Range(1.0, 1e6));
+  cmd->add_option("--platform", a.platform,
+                  "--simulate: a SimGrid platform file (hosts named rank-0, rank-1, ...) instead "
+                  "of the cluster's links")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--per-message-us", a.per_message_us,
+                  "--simulate: sender CPU per message, microseconds (default 0)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--per-phase-us", a.per_phase_us,
+                  "--simulate: a wait per phase with messages, microseconds (round trips, "
+                  "scheduling; default 0)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--encode-ns", a.encode_ns,
+                  "--simulate: TernGrad encode per element, ns (default half of T_enc / params)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--decode-ns", a.decode_ns,
+                  "--simulate: TernGrad decode per element, ns (default half of T_enc / params)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--bucket-mb", a.bucket_mb,
+                  "--simulate: the Reducer's bucket cap in MB (default 25; 0: the whole gradient "
+                  "in one call, as bench_comm times it)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--first-bucket-mb", a.first_bucket_mb,
+                  "--simulate: the first bucket's cap in MB (default 1; 0: no first bucket)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--chunk-mb", a.chunk_mb,
+                  "--simulate: TernGrad chunk of one worker's bucket, MB (default 2)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--shared-cores", a.shared_cores,
+                  "--simulate: every rank shares this many cores (the one-machine validation "
+                  "lab): CPU costs stretched by GPUs / cores (default 0: a core per rank)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--sim-model", a.model,
+                  "--simulate: flow (every flow its own), phase (each phase one parallel task: "
+                  "thousands of ranks), auto (phase above 128 GPUs; default)")
+      ->check(CLI::IsMember({"flow", "phase", "auto"}));
+  cmd->add_option("--parallel", a.parallel,
+                  "--simulate: simulations at once (default: one per core)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--timeline", a.timeline,
+                  "--simulate: write the per-node timeline (CSV: node, bucket, chunk, phase, "
+                  "start, end) of the one simulated iteration here");
+}
+
 void print_simulation(const perf::Cluster& cluster, const perf::Workload& w,
                       const std::vector<int>& gpus, const PerfSimArgs& a, bool json) {
   TG_CHECK(sim::simulator_available(), sim::simulator_missing());

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "terngrad/perf_model.h"
 
 namespace tg::cli {
@@ -23,6 +25,9 @@ struct PerfSimArgs {
   std::string model = "auto";  // flow | phase | auto (terngrad/sim/simulate.h)
   int parallel = 0;            // simulations at once; 0: one per core
 };
+
+// Adds --simulate and its options to the perf-model subcommand.
+void add_simulate_options(CLI::App* cmd, bool& simulate, PerfSimArgs& args);
 
 // Prints one line per (GPU count, method): a table, or JSON objects with `json`. Throws
 // tg::Error on bad input or when SimGrid is not built in (the line says how to get it).

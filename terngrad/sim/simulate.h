@@ -19,7 +19,8 @@
 // a two-level tree whose spine carries 1 / oversubscription of what the nodes can send at once);
 // or a SimGrid XML platform file whose hosts are named rank-0, rank-1, ...
 //
-// SimGrid is optional (Debian's libsimgrid-dev): without it simulator_available() is false and
+// SimGrid is optional (Debian's libsimgrid-dev), and opened only here: the replay is a module
+// (simgrid_module.cpp, loaded with dlopen). Without it simulator_available() is false and
 // simulate() throws the one line that says how to get it. Each call runs the simulation in a child
 // process (a SimGrid engine can be created once per process).
 #pragma once

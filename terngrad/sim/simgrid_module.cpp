@@ -1,7 +1,8 @@
-// simulate() on SimGrid (see simulate.h). Built only when CMake finds SimGrid (TG_HAVE_SIMGRID).
-#include <sys/wait.h>
-#include <unistd.h>
-
+// The SimGrid side of simulate() (terngrad/sim/simulate.h), built as a module that the CLI opens
+// only for --simulate, so that the `terngrad` binary, its start-up and the GPU bundle carry no
+// SimGrid (Debian's brings ns-3 and Boost along: 32 MB of libraries). Its one entry point,
+// tg_sim_run, runs a simulation in the calling process (simulate.cpp calls it in a child).
+// Header-only use of the library's types: the module links SimGrid and nothing of ours.
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -15,13 +16,6 @@
 namespace sg4 = simgrid::s4u;
 
 namespace tg::sim {
-
-bool simulator_available() {
-  return true;
-}
-std::string simulator_missing() {
-  return "";
-}
 
 namespace {
 
@@ -111,7 +105,6 @@ struct Line {
 // whose arms are the nodes' inter links, through one shared core link when oversubscribed.
 std::vector<sg4::Host*> build_cluster(const Platform& pf, int ranks) {
   const perf::Cluster& c = pf.cluster;
-  perf::validate(c);
   TG_CHECK(pf.oversubscription >= 1, "platform: oversubscription ", pf.oversubscription,
            " (expected >= 1)");
   const int g = c.gpus_per_node;
@@ -322,123 +315,26 @@ Result run_engine(const Schedule& s, const Platform& pf, const Costs& costs,
   return res;
 }
 
-bool write_all(int fd, const void* p, size_t n) {
-  const auto* c = static_cast<const char*>(p);
-  while (n > 0) {
-    const ssize_t k = ::write(fd, c, n);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return false;
-    c += k;
-    n -= static_cast<size_t>(k);
-  }
-  return true;
-}
-
-// A simulation running in a child process: its pid and the read end of its result pipe.
-struct Child {
-  pid_t pid = -1;
-  int fd = -1;
-};
-
-Child start(const Job& job) {
-  TG_CHECK(job.schedule != nullptr, "simulate: no schedule");
-  const Costs& c = job.costs;
-  TG_CHECK(c.per_message_s >= 0 && c.encode_s_per_element >= 0 && c.decode_s_per_element >= 0 &&
-               c.shared_cores >= 0 && c.per_phase_s >= 0,
-           "simulate: negative cost");
-  int fds[2];
-  TG_CHECK(::pipe(fds) == 0, "simulate: pipe: ", std::strerror(errno));
-  std::fflush(nullptr);
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    const int err = errno;
-    ::close(fds[0]);
-    ::close(fds[1]);
-    TG_THROW("simulate: fork: ", std::strerror(err));
-  }
-  if (pid == 0) {
-    ::close(fds[0]);
-    std::string out;
-    char status = 0;
-    try {
-      const Result r = run_engine(*job.schedule, job.platform, job.costs, job.timeline_csv);
-      out.assign(reinterpret_cast<const char*>(r.rank_end.data()),
-                 r.rank_end.size() * sizeof(double));
-    } catch (const std::exception& e) {
-      status = 1;
-      out = e.what();
-    }
-    const bool ok = write_all(fds[1], &status, 1) && write_all(fds[1], out.data(), out.size());
-    ::_exit(ok ? 0 : 2);
-  }
-  ::close(fds[1]);
-  return {pid, fds[0]};
-}
-
-Result finish(const Child& child, const Schedule& schedule) {
-  std::string got;
-  char buf[1 << 16];
-  for (;;) {
-    const ssize_t k = ::read(child.fd, buf, sizeof buf);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) break;
-    got.append(buf, static_cast<size_t>(k));
-  }
-  ::close(child.fd);
-  int wstatus = 0;
-  while (::waitpid(child.pid, &wstatus, 0) < 0 && errno == EINTR) {
-  }
-  TG_CHECK(!got.empty() && WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0,
-           "simulate: the simulation process ended without a result (",
-           WIFSIGNALED(wstatus) ? "killed by signal " + std::to_string(WTERMSIG(wstatus))
-                                : "exit status " + std::to_string(WEXITSTATUS(wstatus)),
-           ")");
-  if (got[0] != 0) TG_THROW(got.substr(1));
-  const size_t n = (got.size() - 1) / sizeof(double);
-  TG_CHECK(n == static_cast<size_t>(schedule.ranks), "simulate: ", n, " rank results for ",
-           schedule.ranks, " ranks");
-  Result r;
-  r.rank_end.resize(n);
-  std::memcpy(r.rank_end.data(), got.data() + 1, n * sizeof(double));
-  for (double t : r.rank_end) r.seconds = std::max(r.seconds, t);
-  r.messages = schedule.messages;
-  return r;
-}
-
 }  // namespace
 
-std::vector<Result> simulate_all(const std::vector<Job>& jobs, int parallel) {
-  TG_CHECK(parallel >= 1, "simulate_all: ", parallel, " at once (expected >= 1)");
-  std::vector<Result> out(jobs.size());
-  std::vector<std::pair<size_t, Child>> running;
-  std::string error;
-  size_t next = 0;
-  // Every started child is waited for, even after one failed; the first error is thrown after.
-  while (next < jobs.size() || !running.empty()) {
-    while (error.empty() && next < jobs.size() && running.size() < static_cast<size_t>(parallel)) {
-      try {
-        running.push_back({next, start(jobs[next])});
-      } catch (const std::exception& e) {
-        error = e.what();
-      }
-      ++next;
-    }
-    if (running.empty()) break;
-    const auto [i, child] = running.front();
-    running.erase(running.begin());
-    try {
-      out[i] = finish(child, *jobs[i].schedule);
-    } catch (const std::exception& e) {
-      if (error.empty()) error = e.what();
-    }
-  }
-  if (!error.empty()) TG_THROW(error);
-  return out;
-}
-
-Result simulate(const Schedule& schedule, const Platform& platform, const Costs& costs,
-                const std::string& timeline_csv) {
-  return simulate_all({Job{&schedule, platform, costs, timeline_csv}}, 1)[0];
-}
-
 }  // namespace tg::sim
+
+// Runs `schedule` on `platform` with `costs` (the types of terngrad/sim/simulate.h); writes
+// schedule->ranks end times to rank_end and returns 0, or returns 1 with a one-line message in
+// error (NUL-terminated, cut to error_len).
+extern "C" __attribute__((visibility("default"))) int tg_sim_run(const tg::sim::Schedule* schedule,
+                                                                 const tg::sim::Platform* platform,
+                                                                 const tg::sim::Costs* costs,
+                                                                 const char* timeline_csv,
+                                                                 double* rank_end, char* error,
+                                                                 size_t error_len) {
+  try {
+    const tg::sim::Result r =
+        tg::sim::run_engine(*schedule, *platform, *costs, timeline_csv ? timeline_csv : "");
+    std::memcpy(rank_end, r.rank_end.data(), r.rank_end.size() * sizeof(double));
+    return 0;
+  } catch (const std::exception& e) {
+    std::snprintf(error, error_len, "%s", e.what());
+    return 1;
+  }
+}
