@@ -201,96 +201,90 @@ Result run_engine(const Schedule& s, const Platform& pf, const Costs& costs,
   };
   std::vector<Inbox> inbox(nodes);
   for (Inbox& in : inbox) in.arrived.assign(idx.steps.size(), 0);
+  // Every actor's walk over the buckets: wait until the bucket is ready, encode, its steps,
+  // decode (the CPU costs stretched when ranks share cores).
+  const auto cpu = [&](double per_element, int64_t elements) {
+    if (tern && per_element > 0)
+      sg4::this_actor::sleep_for(stretch * per_element * static_cast<double>(elements));
+  };
+  const auto walk = [&](const auto& step) {
+    for (size_t b = 0; b < s.buckets.size(); ++b) {
+      const Bucket& bk = s.buckets[b];
+      if (bk.ready_s > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(bk.ready_s);
+      cpu(costs.encode_s_per_element, bk.elements);
+      for (size_t t = idx.first_step[b]; t < idx.first_step[b + 1]; ++t) step(t);
+      cpu(costs.decode_s_per_element, bk.elements);
+    }
+  };
+  // The waits a step starts with: the per-phase wait, then the busiest rank's per-message CPU.
+  const auto step_costs = [&](size_t max_sends) {
+    if (costs.per_phase_s > 0) sg4::this_actor::sleep_for(costs.per_phase_s);
+    if (costs.per_message_s > 0 && max_sends > 0)
+      sg4::this_actor::sleep_for(stretch * costs.per_message_s * static_cast<double>(max_sends));
+  };
   if (phases) {
     // One actor runs the schedule phase by phase, each phase one parallel task over every host.
     sg4::Actor::create("phases", hosts[0], [&] {
       const size_t h = hosts.size();
-      for (size_t b = 0; b < s.buckets.size(); ++b) {
-        const Bucket& bk = s.buckets[b];
-        if (bk.ready_s > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(bk.ready_s);
-        if (tern && costs.encode_s_per_element > 0)
-          sg4::this_actor::sleep_for(stretch * costs.encode_s_per_element *
-                                     static_cast<double>(bk.elements));
-        for (size_t t = idx.first_step[b]; t < idx.first_step[b + 1]; ++t) {
-          std::vector<double> bytes(h * h, 0.0);
-          size_t max_sends = 0, flows = 0;
-          int64_t sent = 0;
-          for (const NodeStep& ns : idx.steps[t].nodes) {
-            max_sends = std::max(max_sends, ns.max_sends);
-            for (const Flow& f : ns.flows) {
-              bytes[static_cast<size_t>(f.src) * h + static_cast<size_t>(f.dst)] +=
-                  static_cast<double>(f.bytes);
-              ++flows;
-              sent += f.bytes;
-            }
+      walk([&](size_t t) {
+        std::vector<double> bytes(h * h, 0.0);
+        size_t max_sends = 0, flows = 0;
+        int64_t sent = 0;
+        for (const NodeStep& ns : idx.steps[t].nodes) {
+          max_sends = std::max(max_sends, ns.max_sends);
+          for (const Flow& f : ns.flows) {
+            bytes[static_cast<size_t>(f.src) * h + static_cast<size_t>(f.dst)] +=
+                static_cast<double>(f.bytes);
+            ++flows;
+            sent += f.bytes;
           }
-          if (flows == 0) continue;
-          const double t0 = sg4::Engine::get_clock();
-          if (costs.per_phase_s > 0) sg4::this_actor::sleep_for(costs.per_phase_s);
-          if (costs.per_message_s > 0)
-            sg4::this_actor::sleep_for(stretch * costs.per_message_s *
-                                       static_cast<double>(max_sends));
-          sg4::this_actor::parallel_execute(hosts, std::vector<double>(h, 0.0), bytes);
-          if (keep)
-            lines[0].push_back({-1, idx.steps[t].bucket, idx.steps[t].chunk, idx.steps[t].phase, t0,
-                                sg4::Engine::get_clock(), flows, sent});
         }
-        if (tern && costs.decode_s_per_element > 0)
-          sg4::this_actor::sleep_for(stretch * costs.decode_s_per_element *
-                                     static_cast<double>(bk.elements));
-      }
+        if (flows == 0) return;
+        const double t0 = sg4::Engine::get_clock();
+        step_costs(max_sends);
+        sg4::this_actor::parallel_execute(hosts, std::vector<double>(h, 0.0), bytes);
+        if (keep)
+          lines[0].push_back({-1, idx.steps[t].bucket, idx.steps[t].chunk, idx.steps[t].phase, t0,
+                              sg4::Engine::get_clock(), flows, sent});
+      });
       std::fill(end.begin(), end.end(), sg4::Engine::get_clock());
     });
   }
   for (size_t n = 0; n < nodes && !phases; ++n) {
     sg4::Actor::create(
         "node-" + std::to_string(n), hosts[static_cast<size_t>(first_rank[n])], [&, n] {
-          for (size_t b = 0; b < s.buckets.size(); ++b) {
-            const Bucket& bk = s.buckets[b];
-            if (bk.ready_s > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(bk.ready_s);
-            if (tern && costs.encode_s_per_element > 0)
-              sg4::this_actor::sleep_for(stretch * costs.encode_s_per_element *
-                                         static_cast<double>(bk.elements));
-            for (size_t t = idx.first_step[b]; t < idx.first_step[b + 1]; ++t) {
-              const NodeStep& mine = idx.steps[t].nodes[n];
-              if (mine.flows.empty() && mine.expected == 0) continue;
-              const double t0 = sg4::Engine::get_clock();
-              if (costs.per_phase_s > 0) sg4::this_actor::sleep_for(costs.per_phase_s);
-              if (costs.per_message_s > 0 && mine.max_sends > 0)
-                sg4::this_actor::sleep_for(stretch * costs.per_message_s *
-                                           static_cast<double>(mine.max_sends));
-              std::vector<sg4::CommPtr> comms;
-              for (const Flow& f : mine.flows)
-                comms.push_back(sg4::Comm::sendto_async(hosts[static_cast<size_t>(f.src)],
-                                                        hosts[static_cast<size_t>(f.dst)],
-                                                        static_cast<uint64_t>(f.bytes)));
-              std::vector<size_t> which(comms.size());
-              for (size_t i = 0; i < which.size(); ++i) which[i] = i;
-              while (!comms.empty()) {
-                const auto i = static_cast<size_t>(sg4::Comm::wait_any(comms));
-                Inbox& to = inbox[static_cast<size_t>(mine.flows[which[i]].dst_node)];
-                {
-                  std::unique_lock<sg4::Mutex> lock(*to.mu);
-                  ++to.arrived[t];
-                }
-                to.cv->notify_all();
-                comms.erase(comms.begin() + static_cast<std::ptrdiff_t>(i));
-                which.erase(which.begin() + static_cast<std::ptrdiff_t>(i));
-              }
+          walk([&](size_t t) {
+            const NodeStep& mine = idx.steps[t].nodes[n];
+            if (mine.flows.empty() && mine.expected == 0) return;
+            const double t0 = sg4::Engine::get_clock();
+            step_costs(mine.max_sends);
+            // The flows at once; each counted into its destination's arrivals as it completes.
+            std::vector<sg4::CommPtr> comms;
+            for (const Flow& f : mine.flows)
+              comms.push_back(sg4::Comm::sendto_async(hosts[static_cast<size_t>(f.src)],
+                                                      hosts[static_cast<size_t>(f.dst)],
+                                                      static_cast<uint64_t>(f.bytes)));
+            std::vector<size_t> which(comms.size());
+            for (size_t i = 0; i < which.size(); ++i) which[i] = i;
+            while (!comms.empty()) {
+              const auto i = static_cast<size_t>(sg4::Comm::wait_any(comms));
+              Inbox& to = inbox[static_cast<size_t>(mine.flows[which[i]].dst_node)];
               {
-                Inbox& in = inbox[n];
-                std::unique_lock<sg4::Mutex> lock(*in.mu);
-                in.cv->wait(lock, [&] { return in.arrived[t] >= mine.expected; });
+                std::unique_lock<sg4::Mutex> lock(*to.mu);
+                ++to.arrived[t];
               }
-              if (keep)
-                lines[n].push_back({static_cast<int>(n), idx.steps[t].bucket, idx.steps[t].chunk,
-                                    idx.steps[t].phase, t0, sg4::Engine::get_clock(),
-                                    mine.flows.size(), mine.bytes});
+              to.cv->notify_all();
+              comms.erase(comms.begin() + static_cast<std::ptrdiff_t>(i));
+              which.erase(which.begin() + static_cast<std::ptrdiff_t>(i));
             }
-            if (tern && costs.decode_s_per_element > 0)
-              sg4::this_actor::sleep_for(stretch * costs.decode_s_per_element *
-                                         static_cast<double>(bk.elements));
-          }
+            Inbox& in = inbox[n];
+            std::unique_lock<sg4::Mutex> lock(*in.mu);
+            in.cv->wait(lock, [&] { return in.arrived[t] >= mine.expected; });
+            if (keep)
+              lines[n].push_back({static_cast<int>(n), idx.steps[t].bucket, idx.steps[t].chunk,
+                                  idx.steps[t].phase, t0, sg4::Engine::get_clock(),
+                                  mine.flows.size(), mine.bytes});
+          });
           end[n] = sg4::Engine::get_clock();
         });
   }
