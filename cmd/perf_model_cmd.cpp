@@ -360,7 +360,6 @@ class PerfModelRun {
 
 int run_perf_model(const PerfModelArgs& a) {
   TG_CHECK(!a.simulate || sim::simulator_available(), sim::simulator_missing());
-  TG_CHECK(!a.simulate || !a.calibrate, "--simulate and --calibrate cannot be combined");
   PerfModelRun run(a);
   for (const Cluster& c : run.clusters()) run.print(c);
   std::fflush(stdout);
