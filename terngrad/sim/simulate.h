@@ -11,8 +11,9 @@
 // messages from one node to another travel as one flow between the nodes' first hosts (they
 // share both node links, which bound them): a thousand ranks in 256 nodes start 65 thousand
 // flows in an all-to-all phase instead of a million. With one rank per node (a platform file,
-// or gpus_per_node = 1) every message is its own flow.
-
+// or gpus_per_node = 1) every message is its own flow. For thousands of ranks, Platform::model
+// "phase" runs each phase as one parallel task instead (below).
+//
 // Platforms: a cluster (perf::Cluster: G GPUs per node, each on its own intra-node link to the
 // node's switch; each node on one link to the core), optionally with an oversubscribed core (a
 // shared link of M * inter bandwidth / oversubscription that every inter-node message crosses:
