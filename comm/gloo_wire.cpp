@@ -5,8 +5,8 @@
 
 namespace tg::comm::gloo_wire {
 
-WireBytes allreduce(uint64_t bytes, size_t element_size, int p, int rank) {
-  if (p <= 1 || bytes == 0) return {};
+std::vector<uint64_t> allreduce_chunks(uint64_t bytes, size_t element_size, int p) {
+  if (p <= 1) return {};
   const uint64_t P = static_cast<uint64_t>(p), e = element_size;
   // Gloo's ring (gloo/allreduce.cc): segments of at most kMaxSegmentBytes rounded down to whole
   // elements; a multiple of P segments, at least 2P; segment size rounded up to whole elements.
@@ -15,13 +15,18 @@ WireBytes allreduce(uint64_t bytes, size_t element_size, int p, int rank) {
   const uint64_t segments = (min_segments + P - 1) / P * P;
   const uint64_t per_chunk = segments / P;
   const uint64_t segment = ((bytes + segments - 1) / segments + e - 1) / e * e;
-  auto chunk = [&](uint64_t c) -> uint64_t {  // bytes of chunk c, the last ones short or empty
-    const uint64_t begin = std::min(bytes, c * per_chunk * segment);
-    const uint64_t end = std::min(bytes, (c + 1) * per_chunk * segment);
-    return end - begin;
-  };
-  const uint64_t r = static_cast<uint64_t>(rank);
-  const uint64_t own = chunk(r), prev = chunk((r + P - 1) % P), next = chunk((r + 1) % P);
+  std::vector<uint64_t> out(P);
+  for (uint64_t c = 0; c < P; ++c)
+    out[c] =
+        std::min(bytes, (c + 1) * per_chunk * segment) - std::min(bytes, c * per_chunk * segment);
+  return out;
+}
+
+WireBytes allreduce(uint64_t bytes, size_t element_size, int p, int rank) {
+  if (p <= 1 || bytes == 0) return {};
+  const std::vector<uint64_t> chunk = allreduce_chunks(bytes, element_size, p);
+  const auto P = static_cast<size_t>(p), r = static_cast<size_t>(rank);
+  const uint64_t own = chunk[r], prev = chunk[(r + P - 1) % P], next = chunk[(r + 1) % P];
   return {2 * bytes - own - prev, 2 * bytes - next - own};
 }
 

@@ -29,6 +29,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "comm/communicator.h"
 
@@ -37,6 +38,11 @@ namespace tg::comm::gloo_wire {
 // Gloo's largest allreduce segment (gloo::detail::AllreduceOptionsImpl::kMaxSegmentSize in
 // gloo/allreduce.h; comm/gloo_comm.cpp asserts at compile time that the two agree).
 inline constexpr uint64_t kMaxSegmentBytes = 1024 * 1024;
+
+// The bytes of each of the P chunks Gloo's ring allreduce cuts B bytes (elements of `element_size`
+// bytes) into: chunk c is reduced by rank c's neighbours and passed on whole, the last ones short
+// or empty. Empty for P <= 1.
+std::vector<uint64_t> allreduce_chunks(uint64_t bytes, size_t element_size, int p);
 
 // All are {0, 0} for P = 1 (and allreduce for B = 0).
 WireBytes allreduce(uint64_t bytes, size_t element_size, int p, int rank);

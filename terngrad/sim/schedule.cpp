@@ -66,22 +66,13 @@ std::vector<Phase> ring_phases(uint64_t bytes, uint64_t e, int p) {
   std::vector<Phase> out;
   if (p <= 1 || bytes == 0) return out;
   const uint64_t P = static_cast<uint64_t>(p);
-  const uint64_t max_segment = e * std::max<uint64_t>(1, comm::gloo_wire::kMaxSegmentBytes / e);
-  const uint64_t min_segments = std::max<uint64_t>((bytes + max_segment - 1) / max_segment, 2 * P);
-  const uint64_t segments = (min_segments + P - 1) / P * P;
-  const uint64_t per_chunk = segments / P;
-  const uint64_t segment = ((bytes + segments - 1) / segments + e - 1) / e * e;
-  auto chunk = [&](uint64_t c) -> int64_t {
-    const uint64_t begin = std::min(bytes, c * per_chunk * segment);
-    const uint64_t end = std::min(bytes, (c + 1) * per_chunk * segment);
-    return static_cast<int64_t>(end - begin);
-  };
+  const std::vector<uint64_t> chunk = comm::gloo_wire::allreduce_chunks(bytes, e, p);
   for (int half = 0; half < 2; ++half)
     for (int s = 0; s + 1 < p; ++s) {
       Phase ph;
       for (int r = 0; r < p; ++r) {
         const uint64_t c = (static_cast<uint64_t>(r) + (half == 0 ? 1 : 0) + s) % P;
-        const int64_t b = chunk(c);
+        const auto b = static_cast<int64_t>(chunk[c]);
         if (b > 0) ph.push_back({r, (r + p - 1) % p, b, static_cast<int>(out.size())});
       }
       out.push_back(std::move(ph));
