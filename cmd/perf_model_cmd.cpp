@@ -103,8 +103,8 @@ CLI::App* add_perf_model_command(CLI::App& app, PerfModelArgs& a) {
       "Images/s of fp32 and TernGrad training on 1-512 GPUs, from our nets' parameter counts, "
       "beside the paper's Figure 5 readings.");
   cmd->add_option("--cluster", a.clusters,
-                  "ethernet | infiniband | a TOML cluster file (repeatable; default both "
-                  "presets)")
+                  "ethernet | infiniband | ethernet10g | a TOML cluster file (repeatable; "
+                  "default the paper's two, ethernet and infiniband)")
       ->delimiter(',');
   cmd->add_option("--networks", a.networks,
                   "Comma-separated nets (default alexnet,googlenet,vgg_a; any of lenet, cifarnet, "
@@ -206,7 +206,7 @@ class PerfModelRun {
       return {this_machine(a_)};
     }
     std::vector<Cluster> out;
-    for (const auto& n : a_.clusters.empty() ? perf::cluster_preset_names() : a_.clusters)
+    for (const auto& n : a_.clusters.empty() ? perf::paper_cluster_names() : a_.clusters)
       out.push_back(resolve_cluster(n));
     return out;
   }
@@ -298,7 +298,7 @@ class PerfModelRun {
     for (const int n : gpus_) {
       const perf::Comparison r = perf::compare(w, c, n, mo_);
       std::optional<perf::PaperReading> paper;
-      if (paper_inputs) paper = perf::paper_reading(net, c.gpu, n);
+      if (paper_inputs && c.paper_readings) paper = perf::paper_reading(net, c.gpu, n);
       if (a_.json)
         print_json_row(c, w, n, r, paper);
       else

@@ -27,6 +27,11 @@ const std::vector<PresetRow>& presets() {
       {"infiniband",
        {"infiniband", "100 Gbit/s InfiniBand between nodes; 4 Tesla P100 per node on NVLink", 4,
         Link{320.0, 5e-6}, Link{100.0, 2e-6}, true, "p100"}},
+      {"ethernet10g",
+       {"ethernet10g",
+        "10 Gbit/s Ethernet between nodes; 4 GTX 1080 per node behind a PCIe switch (not in the "
+        "paper)",
+        4, Link{96.0, 10e-6}, Link{10.0, 50e-6}, true, "gtx1080", false}},
   };
   return rows;
 }
@@ -126,6 +131,10 @@ Cluster cluster_preset(std::string_view name) {
   for (const auto& p : presets()) known += (known.empty() ? "" : ", ") + std::string(p.name);
   TG_THROW("unknown cluster '", name, "'; known clusters: ", known,
            " (or the path of a TOML cluster file)");
+}
+
+std::vector<std::string> paper_cluster_names() {
+  return {"ethernet", "infiniband"};
 }
 
 std::vector<std::string> cluster_preset_names() {

@@ -89,6 +89,9 @@ struct Cluster {
   // Whose 1-GPU readings of the paper (Figure 5) give the default T_c and T_enc: "gtx1080" (cluster
   // (a)) or "p100" (cluster (b)); empty: none (compute times must then be given).
   std::string gpu;
+  // Whether the paper's Figure 5 readings for `gpu` were measured on this cluster (false for a
+  // preset that is not one of the paper's, so no reading is printed beside it).
+  bool paper_readings = true;
 };
 
 // Throws unless G >= 1, both bandwidths > 0 and both latencies >= 0 (the message names the
@@ -100,9 +103,13 @@ void validate(const Cluster& c);
 //               1 Gbit/s Ethernet between nodes (50 us), full duplex;
 //   infiniband  128 nodes x 4 Tesla P100 on NVLink (40 GB/s = 320 Gbit/s, 5 us), 100 Gbit/s
 //               InfiniBand EDR between nodes (2 us; our assumption, not 56 Gbit/s FDR).
+// And one that is not the paper's (no readings; compute times from the GTX 1080's):
+//   ethernet10g the ethernet cluster with 10 Gbit/s Ethernet between nodes (50 us).
 // Throws on an unknown name, listing the known ones.
 Cluster cluster_preset(std::string_view name);
 std::vector<std::string> cluster_preset_names();
+// The paper's two (ethernet, infiniband): perf-model's default.
+std::vector<std::string> paper_cluster_names();
 
 // What one network needs, besides a cluster.
 struct Workload {

@@ -49,6 +49,27 @@ TEST(PerfModelCli, JsonLinesWithThePapersReadings) {
   EXPECT_FALSE(lines[5].has("paper_fp32_images_per_sec"));  // Figure 5 has no 32-GPU reading on (b)
 }
 
+// The 10 Gbit/s Ethernet preset is not one of the paper's: our model with the GTX 1080's compute
+// times, no readings beside it, faster than the 1 Gbit/s cluster across nodes and the same
+// inside one node; it is not in the default list.
+TEST(PerfModelCli, TenGigabitPresetHasNoPaperReadings) {
+  const CliResult r = run_cli({"perf-model", "--json", "--networks", "googlenet", "--cluster",
+                               "ethernet,ethernet10g", "--gpus", "4,64"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), 4u) << r.out;
+  EXPECT_EQ(lines[2]["cluster"].as_string(), "ethernet10g");
+  EXPECT_TRUE(lines[1].has("paper_fp32_images_per_sec"));
+  for (size_t i : {2, 3}) EXPECT_FALSE(lines[i].has("paper_fp32_images_per_sec")) << i;
+  EXPECT_NEAR(lines[2]["fp32_images_per_sec"].as_number(),
+              lines[0]["fp32_images_per_sec"].as_number(), 1e-9);
+  EXPECT_GT(lines[3]["fp32_images_per_sec"].as_number(),
+            1.3 * lines[1]["fp32_images_per_sec"].as_number());  // 1.45x, compute-bound
+  const CliResult d = run_cli({"perf-model", "--json", "--networks", "googlenet", "--gpus", "8"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  EXPECT_FALSE(contains(d.out, "ethernet10g"));
+}
+
 // --simulate: one JSON object per (GPU count, method) with the fields; TernGrad's
 // exchange takes less time than fp32's across 1 Gbit/s nodes. Without SimGrid: one line saying
 // how to get it, exit 1.
