@@ -4,8 +4,9 @@
 #
 # Usage: bash scripts/gpu-bundle.sh [--out DIR] [--build-dir DIR] [--max-mib N]
 #   --out DIR        the bundle folder (default gpu-bundle/, ignored by git); replaced if present
-#   --build-dir DIR  the CUDA build to take the programs from (default build/); configured and
-#                    built (just the targets needed) if it is missing or stale
+#   --build-dir DIR  the CUDA build to take the programs from (default build-cuda/); configured
+#                    with -DTG_ENABLE_CUDA=ON if it is missing, built (just the targets needed)
+#                    if stale (setup.sh's build/ compiles no CUDA on a machine without a GPU)
 #   --max-mib N      refuse a bundle larger than N MiB (default 56: what travels to the GPU
 #                    machine is 64 MiB in all, the bundle and the ~5 MiB tracked tree with it)
 #
@@ -33,7 +34,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT_DIR=$ROOT/gpu-bundle
-BUILD_DIR=$ROOT/build
+BUILD_DIR=$ROOT/build-cuda
 MAX_MIB=56
 die() { echo "gpu-bundle: $*" >&2; exit 1; }
 while [ $# -gt 0 ]; do
@@ -58,7 +59,7 @@ done
 
 # ---- build (only the targets the bundle holds) -------------------------------------------
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
-  cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release
+  cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DTG_ENABLE_CUDA=ON >&2
 fi
 grep -q '^TG_ENABLE_CUDA:BOOL=ON' "$BUILD_DIR/CMakeCache.txt" ||
   die "$BUILD_DIR is a CPU-only build (TG_ENABLE_CUDA=OFF): a GPU bundle needs the CUDA toolkit here"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs every Debian package terngrad needs, then configures and builds it in ./build.
+# Installs every Debian package terngrad needs, then configures ./build and builds the `terngrad`
+# command in it (README command 1 needs nothing else; scripts/test.sh builds the tests and benches).
 # Usage: bash scripts/setup.sh [--test-tools]   (as root, or with sudo available)
 #   --test-tools  also the tools scripts/test.sh needs beyond the build: clang with libFuzzer and
 #                 its sanitizer runtimes, LLVM's OpenMP, Ninja (scripts/sanitize.sh, scripts/fuzz.sh),
@@ -8,9 +9,10 @@
 #                 libtorch-dev, pybind11-dev, python3-setuptools), so python/terngrad_torch, the DDP
 #                 hook, is built, pip-installed
 #                 and tested (the core never needs PyTorch)
-# Environment: BUILD_DIR (default build), TG_CMAKE_ARGS (extra cmake flags, e.g. -DTG_ENABLE_CUDA=OFF)
-# The CUDA toolkit is optional: when /usr/local/cuda (or nvcc on PATH) exists, the CUDA backend
-# is built too; a GPU is never needed to build.
+# Environment: BUILD_DIR (default build), TG_CMAKE_ARGS (extra cmake flags, e.g. -DTG_ENABLE_CUDA=OFF),
+#   TG_BUILD_CUDA=1 (compile the CUDA backend on a machine without a GPU; see below)
+# The CUDA toolkit is optional: when /usr/local/cuda (or nvcc on PATH) exists and this machine has
+# an NVIDIA GPU, the CUDA backend is built too (CMakeLists.txt, TG_ENABLE_CUDA).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -75,4 +77,4 @@ fi
 BUILD_DIR=${BUILD_DIR:-build}
 # shellcheck disable=SC2086
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release ${TG_CMAKE_ARGS:-}
-cmake --build "$BUILD_DIR" -j "$(nproc)"
+cmake --build "$BUILD_DIR" -j "$(nproc)" --target terngrad

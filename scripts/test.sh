@@ -4,8 +4,24 @@
 # for a few seconds).
 # Tests labelled `cuda` (CUDA-vs-CPU parity) skip themselves when no GPU is present;
 # on a GPU machine `ctest --test-dir build -L cuda` runs just them.
+# Each phase ends with a line "test: PHASE took M min S s (total ...)", so a slow machine's
+# minutes can be read off the log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+t0=$(date +%s)
+phase_start=$t0
+phase() {  # name: report the phase that just ended
+  local now
+  now=$(date +%s)
+  printf 'test: %s took %d min %02d s (total %d min %02d s)\n' "$1" $(((now - phase_start) / 60)) \
+    $(((now - phase_start) % 60)) $(((now - t0) / 60)) $(((now - t0) % 60))
+  phase_start=$now
+}
 bash scripts/setup.sh --test-tools
+phase "set-up (packages, configure, the terngrad command)"
+cmake --build "${BUILD_DIR:-build}" -j "$(nproc)"  # the tests and benches setup.sh leaves out
+phase "build (tests, benches)"
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)"
+phase "ctest"
 bash scripts/sanitize.sh all --fuzz-seconds "${TG_FUZZ_SECONDS:-3}"
+phase "sanitizers and fuzzing"

@@ -2,21 +2,23 @@
 // real data, with the paper recipe (paper/configs/lenet_mnist.toml and lenet_fashion_mnist.toml:
 // momentum 0.9, LR 0.01 polynomial power 0.5 to zero, weight decay 5e-4, global batch 64, 10,000
 // iterations, EMA evaluation on the whole test set):
-//   MNIST: fp32 and TernGrad at N = 2 and TernGrad at N = 8 emulated workers each >= 99.0%, and
-//     TernGrad within 0.25 points of fp32 (the paper's range is -0.22 ... +0.15);
+//   MNIST: TernGrad at N = 2 and at N = 8 emulated workers each >= 99.0% and within 0.25 points
+//     of fp32 (the paper's range is -0.22 ... +0.15);
 //   Fashion-MNIST, N = 4: TernGrad with error feedback within 0.5 points of fp32's recorded
 //     accuracy (past the paper: paper/beyond.md; TernGrad as published is about a point below).
-// fp32 runs once, at N = 2, and is the baseline of both TernGrad points: N workers averaging exact
-// fp32 gradients of equal shards of the global batch take the same steps as one worker on the
-// whole batch, up to rounding (LeNet has no batch norm), so fp32's accuracy does not depend on N.
-// The recorded runs agree: 99.21, 99.24, 99.23 and 99.27% at N = 2, 4, 8 and 16
-// (paper/figure3.md). Running it at N = 2 still takes the multi-worker fp32 path (the exact
-// reduce-scatter + allgather).
-// The four trainings share the two cores as a pool of two one-thread slots, the longest first
+// fp32 is the recorded baseline, not re-run (issue 44 item 7: the test command must fit a 2x
+// slower machine, and this test is most of its time): N workers averaging exact fp32 gradients
+// of equal shards of the global batch take the same steps as one worker on the whole batch, up
+// to rounding (LeNet has no batch norm), so fp32's accuracy does not depend on N, and the
+// recorded runs agree: 99.21, 99.24, 99.23, 99.27, 99.28 and 99.25% at N = 2 ... 64
+// (paper/figure3.md; 99.28% at N = 2 in this test's last live fp32 run, 2026-11-29). The bar is
+// the lowest of them. fp32 training itself is checked bit for bit against one process by the
+// distributed tests, and the engine both methods share is the one trained here.
+// The three trainings share the two cores as a pool of two one-thread slots, the longest first
 // (ctest gives this test both cores: PROCESSORS 2 in tests/CMakeLists.txt). The runs are
 // deterministic and their bits do not depend on the thread count, so a failure here is a real
 // change in what the engine computes, not noise. Label `accuracy`: `ctest -L accuracy` runs just
-// this (29 minutes on the 2-core Intel Xeon VM, 2026-11-26), `-LE accuracy` skips it.
+// this (11 min on the 2-core Intel Xeon VM, 2026-11-29), `-LE accuracy` skips it.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -40,6 +42,8 @@ const std::string kFashion = "/usr/share/datasets/fashion-mnist";
 // spread between machines (fp32 at this seed: 92.70% on the Intel Xeon VM, 92.47% on the AMD
 // EPYC VM).
 constexpr double kFashionFp32Seed123N4 = 0.9270;
+// MNIST fp32, the lowest of the recorded runs at N = 2 ... 64 (paper/figure3.md, above).
+constexpr double kMnistFp32Lowest = 0.9921;
 
 struct Job {
   std::string name, config, data;
@@ -105,8 +109,8 @@ std::map<std::string, TrainingRun> run_pool(const std::vector<Job>& jobs, const 
 
 TEST(PaperAccuracy, LenetMnistAndFashionMnistRecipes) {
   TempDir dir;
-  // Longest first (one thread each, two at a time on the 2-core Intel Xeon VM: the first two took
-  // 1,160 and 968 s, and all four were done after 1,758 s).
+  // Longest first (one thread each, two at a time; on the 2-core Intel Xeon VM, 2026-11-29: 643,
+  // 506 and 375 s, all three done after about 880 s).
   const std::vector<Job> jobs = {
       {"mnist_n8_terngrad", "lenet_mnist.toml", kMnist, 8, {"compression.method=terngrad"}},
       {"fashion_n4_terngrad_ef",
@@ -115,18 +119,14 @@ TEST(PaperAccuracy, LenetMnistAndFashionMnistRecipes) {
        4,
        {"compression.method=terngrad", "compression.error_feedback=true"}},
       {"mnist_n2_terngrad", "lenet_mnist.toml", kMnist, 2, {"compression.method=terngrad"}},
-      {"mnist_n2_fp32", "lenet_mnist.toml", kMnist, 2, {"compression.method=none"}},
   };
   auto runs = run_pool(jobs, dir);
-  const TrainingRun& fp32 = runs["mnist_n2_fp32"];
-  for (const char* name : {"mnist_n2_fp32", "mnist_n2_terngrad", "mnist_n8_terngrad"}) {
+  for (const char* name : {"mnist_n2_terngrad", "mnist_n8_terngrad"}) {
     const TrainingRun& r = runs[name];
     if (!r.ok) continue;
     EXPECT_GE(r.accuracy, 0.990) << name << " below 99.0%";
-    if (fp32.ok && std::string(name) != "mnist_n2_fp32") {
-      EXPECT_GE(r.accuracy, fp32.accuracy - 0.0025)
-          << name << " more than 0.25 points below fp32 (" << 100 * fp32.accuracy << "%)";
-    }
+    EXPECT_GE(r.accuracy, kMnistFp32Lowest - 0.0025)
+        << name << " more than 0.25 points below fp32's recorded " << 100 * kMnistFp32Lowest << "%";
   }
   const TrainingRun& ef = runs["fashion_n4_terngrad_ef"];
   if (ef.ok) {

@@ -83,7 +83,9 @@ if "no CUDA device" not in steps["a"]["note"]:
 PY
 
 # 3. The rehearsal: steps c-i with the CPU standing in (i: its training-step part, LeNet), each
-#    must pass.
+#    must pass. A slow machine may spend gpu-check's time budget before a step or a run: what the
+#    budget cut is recorded as skipped and not checked (a budget shortens the rehearsal, it never
+#    fails it); everything that ran is.
 (cd "$T/clean" && env -i PATH=/usr/bin:/bin HOME="$T" TMPDIR="$T" OMP_NUM_THREADS=1 bash gpu-bundle/gpu-check.sh \
     --results "$T/rehearsal" --rehearse-on-cpu --iterations 20 --only a,c,e,f,g,h,i > "$T/rh.out" 2> "$T/rh.err")
 rc=$?
@@ -94,45 +96,57 @@ recs = [json.loads(l) for l in open(sys.argv[1])]
 def fail(m):
     print("FAIL:", m, file=sys.stderr); sys.exit(1)
 steps = {r["step"]: r for r in recs if "status" in r and r.get("step") in "abcdefghi"}
+ran = set()
 for s in "cefghi":
-    if steps.get(s, {}).get("status") != "pass":
-        fail(f"rehearsal step {s}: {steps.get(s)}")
+    st = steps.get(s, {})
+    if st.get("status") == "skipped" and "budget" in st.get("why", ""):
+        print(f"rehearsal step {s}: skipped, the time budget was spent (not checked)")
+        continue
+    if st.get("status") != "pass":
+        fail(f"rehearsal step {s}: {st or 'no record'}")
+    ran.add(s)
 train = [r for r in recs if r.get("kind") == "train"]
-if len(train) != 2 or not all(r["cuda"]["ok"] and r["cpu"]["ok"] and r["gpu_deterministic"] for r in train):
+if "c" in ran and (len(train) != 2 or not all(r["cuda"]["ok"] and r["cpu"]["ok"] and r["gpu_deterministic"] for r in train)):
     fail(f"rehearsal training records: {train}")
 one = [r for r in recs if r.get("kind") == "nccl_train"]
-if len(one) != 2 or one[0]["params_sha256"] != one[1]["params_sha256"] or one[1]["comm_backend"] != "gloo":
+if "f" in ran and (len(one) != 2 or one[0]["params_sha256"] != one[1]["params_sha256"] or one[1]["comm_backend"] != "gloo"):
     fail(f"rehearsal one-rank runs: {one}")
 loader = [r for r in recs if r.get("source") == "bench_data"]
 alex = [r for r in recs if r.get("kind") == "alexnet_input"]
-if len(loader) != 3 or not all(r["images_per_sec"] > 0 for r in loader) or len(alex) != 2:
+if "g" in ran and (len(loader) != 3 or not all(r["images_per_sec"] > 0 for r in loader) or len(alex) != 2):
     fail(f"rehearsal JPEG input records: {loader} {alex}")
 build = [r for r in recs if r.get("kind") == "extension_build"]
-if len(build) != 1 or not build[0]["ok"] or build[0]["cuda"] != "OFF" or \
-        "third_party" not in build[0]["found"].get("nlohmann_json_DIR", ""):
+if "h" in ran and (len(build) != 1 or not build[0]["ok"] or build[0]["cuda"] != "OFF" or
+                  "third_party" not in build[0]["found"].get("nlohmann_json_DIR", "")):
     fail(f"rehearsal extension build (CPU-only, the bundle's nlohmann-json): {build}")
 cases = {r["case"]: r for r in recs if r.get("step") == "h" and "case" in r}
-for c in ("one_rank", "two_ranks_gloo"):
+for c in ("one_rank", "two_ranks_gloo") if "h" in ran else ():
     if cases.get(c, {}).get("status") != "pass" or cases[c]["bit_identical"] != cases[c]["of"]:
         fail(f"rehearsal hook case {c}: {cases.get(c)}")
 # Debian's torch 1.13 Gloo has no bf16 broadcast: unsupported there, pass on a newer torch.
-if cases.get("bf16_autocast", {}).get("status") not in ("pass", "unsupported"):
+if "h" in ran and cases.get("bf16_autocast", {}).get("status") not in ("pass", "unsupported"):
     fail(f"rehearsal hook case bf16_autocast: {cases.get('bf16_autocast')}")
+if "i" not in ran:
+    sys.exit(0)
 # Step i: the comparison lines, as bench/gpu-results/ keeps them (LeNet, both precisions; torch
 # eager where a torch is found).
 import os
 lines = [json.loads(l) for l in open(os.path.join(os.path.dirname(sys.argv[1]), "gpu-compare.jsonl"))]
 need = {"net", "batch", "precision", "terngrad_ms", "pytorch_eager_ms", "pytorch_compile_ms", "gpu",
         "commit"}
-if sorted(l["precision"] for l in lines) != ["fp32", "tf32"] or \
+# Step i's runs go in a fixed order and stop where the budget is spent: what ran is a prefix.
+if not set(l["precision"] for l in lines) <= {"fp32", "tf32"} or \
         not all(need <= set(l) and l["net"] == "lenet" and l["terngrad_ms"] > 0 and l["rehearsal"]
                 for l in lines):
     fail(f"rehearsal gpu-compare.jsonl: {lines}")
+order = ["fp32", "tf32", "tf32_igemm", "igemm", "igemm_rerun"]
 prec = [r for r in recs if r.get("kind") == "lenet_precision"]
-if len(prec) != 1 or \
-        sorted(prec[0]["accuracy"]) != ["fp32", "igemm", "igemm_rerun", "tf32", "tf32_igemm"] or \
-        not prec[0].get("igemm_deterministic"):
+if len(prec) != 1 or list(prec[0]["accuracy"]) != order[:len(prec[0]["accuracy"])] or \
+        ("igemm_rerun" in prec[0]["accuracy"] and not prec[0].get("igemm_deterministic")):
     fail(f"rehearsal LeNet precision runs: {prec}")
+if len(prec[0]["accuracy"]) < len(order) or len(lines) < 2:
+    print(f"rehearsal step i: {list(prec[0]['accuracy'])} and {len(lines)} comparison lines ran "
+          "before the time budget was spent")
 PY
 [ -f "$T/rehearsal/runs.tar.gz" ] || fail "the rehearsal wrote no runs.tar.gz"
 
