@@ -441,9 +441,9 @@ void Trainer::State::check_resume_config() {
 
 // Model, data, optimizer, schedule, compressor, EMA.
 void Trainer::State::build() {
-  net = make_net(cfg.model.name, net_options(cfg), device);
   // Without data.path the files are looked for (data/<name>, then an installed package): the log
-  // says which copy the run reads.
+  // says which copy the run reads. The data first: a batch it cannot fill is refused before the
+  // net is built.
   data::DataOptions dopts = data_options(cfg);
   const data::DataLocation where = data::locate_dataset(dopts);
   if (dopts.path.empty() && !where.path.empty()) {
@@ -453,9 +453,13 @@ void Trainer::State::build() {
   }
   train_ds = data::open_dataset(dopts, data::Split::train);
   test_ds = data::open_dataset(dopts, data::Split::test);
+  const int64_t train_size = train_ds->info().size;
+  TG_CHECK(cfg.train.batch_size <= train_size, "train.batch_size = ", cfg.train.batch_size,
+           " is larger than the training split of ", dopts.name, " (", train_size,
+           " examples): a batch would hold examples twice; use at most ", train_size);
+  net = make_net(cfg.model.name, net_options(cfg), device);
   check_compatible(*net, *train_ds);
   check_compatible(*net, *test_ds);
-  const int64_t train_size = train_ds->info().size;
   sampler.emplace(train_size, cfg.train.batch_size, seed, /*shuffle=*/true);
   optimizer = make_optimizer(cfg.train.optimizer);
   schedule.emplace(lr_schedule_options(cfg, train_size));

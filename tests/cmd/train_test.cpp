@@ -4,6 +4,7 @@
 // checkpoint, bad config, missing data).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -281,6 +282,18 @@ TEST(TrainCli, ConfigAndDataErrorsNameTheCulprit) {
   r = run_cli({"train", "--set", "train.batch_size=0"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("train.batch_size"), std::string::npos) << r.err;
+
+  // A batch larger than the training split: one line naming both numbers, before any step (and
+  // before the net is built: no checkpoint, no metrics).
+  r = run_cli({"train", "--set", "data.name=synthetic", "--set", "data.synthetic_size=512", "--set",
+               "train.batch_size=65535", "--out", dir / "big_batch"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("train.batch_size = 65535 is larger than the training split of synthetic "
+                       "(512 examples)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "big_batch/metrics.jsonl"));
 
   r = run_cli({"train", "--set", "data.path=" + dir / "no_such_dir", "--out", dir / "never"});
   EXPECT_EQ(r.exit_code, 1);
