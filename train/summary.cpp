@@ -79,6 +79,11 @@ std::string to_json(const TrainSummary& s) {
     o.add_raw("conv_algorithms", algos.str());
     o.add("conv_algorithms_pins", conv2d_pins_string(s.conv_algorithms));
   }
+  json::Object cpu;
+  cpu.add("model", s.cpu.model).add("compiled_isa", s.cpu.compiled_isa);
+  cpu.add("avx512", s.cpu.avx512).add("openblas_core", s.cpu.openblas_core);
+  cpu.add("openblas_config", s.cpu.openblas_config);
+  o.add_raw("cpu", cpu.str());
   o.add("model", s.model).add("num_params", s.num_params);
   o.add("peak_rss_mb", s.peak_rss_mb);
   o.add("params_sha256", s.params_sha256);

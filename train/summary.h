@@ -10,6 +10,7 @@
 
 #include "comm/topology.h"
 #include "config/config.h"
+#include "nn/core/cpu_env.h"
 #include "nn/core/json.h"
 #include "train/evaluate.h"
 
@@ -60,6 +61,7 @@ struct TrainSummary {
   uint64_t payload_bytes_per_worker_per_iter = 0, fp32_bytes_per_worker_per_iter = 0;
   IterationCost per_iter;
   std::string device, device_name, model;
+  CpuNumerics cpu;  // what decides a CPU run's bits beyond the config (nn/core/cpu_env.h)
   // On a GPU: each convolution pass's algorithm (pass key, name), in first-use order.
   std::vector<std::pair<std::string, std::string>> conv_algorithms;
   int64_t num_params = 0;

@@ -892,6 +892,7 @@ TrainSummary Trainer::run() {
     sum.per_iter = s.run_totals.per_iter(s.group.get(), s.workers);
     sum.device = s.device.str();
     sum.device_name = s.device.is_cuda() ? cuda::device_name(s.device.index) : cpu_model_name();
+    sum.cpu = cpu_numerics();
     if (s.device.is_cuda()) sum.conv_algorithms = conv2d_choices();
     sum.model = s.cfg.model.name;
     sum.num_params = s.net->arena().total_numel();

@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "nn/core/device.h"  // cpu_model_name
+
 namespace tg {
 
 void apply_cpu_defaults(char** argv) {
@@ -25,6 +27,26 @@ void apply_cpu_defaults(char** argv) {
   if (!changed) return;
   ::execv("/proc/self/exe", argv);
   // execv failed (no /proc): carry on with the libraries' defaults.
+}
+
+CpuNumerics cpu_numerics() {
+  CpuNumerics n;
+  n.model = cpu_model_name();
+#if defined(__AVX2__) && defined(__FMA__)
+  n.compiled_isa = "x86-64-v3";
+#else
+  n.compiled_isa = "x86-64";
+#endif
+  n.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  const char* core = openblas_get_corename();
+  n.openblas_core = core != nullptr ? core : "unknown";
+  const char* config = openblas_get_config();
+  n.openblas_config = config != nullptr ? config : "unknown";
+  // openblas_get_config() ends with a space on Debian's build
+  while (!n.openblas_config.empty() && n.openblas_config.back() == ' ')
+    n.openblas_config.pop_back();
+  return n;
 }
 
 std::vector<int> affinity_cpu_list() {

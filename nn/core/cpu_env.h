@@ -24,6 +24,24 @@ namespace tg {
 // impossible (then the libraries' own defaults stay).
 void apply_cpu_defaults(char** argv);
 
+// What decides the bits of a CPU run beyond the config (summary.json's "cpu"): the same config
+// gives the same params_sha256 for any thread count, launcher and process count on one machine,
+// but two x86-64 CPUs may differ where a library picks its code path by the CPU it finds.
+//   model            /proc/cpuinfo's model name
+//   compiled_isa     what our own kernels were compiled for ("x86-64-v3" with AVX2/FMA/F16C/BMI2,
+//                    TG_ENABLE_AVX2; else "x86-64"): fixed at build time, the same on every CPU
+//   avx512           whether this CPU has AVX-512 F/BW/DQ/VL (apply_cpu_defaults then pins
+//                    OpenBLAS's SkylakeX kernels)
+//   openblas_core    the kernel set OpenBLAS runs (openblas_get_corename: "Haswell", "SkylakeX",
+//                    "Zen", ...): its GEMM kernels and blocking, so the order of the sums in every
+//                    convolution and linear layer
+//   openblas_config  openblas_get_config(): version, DYNAMIC_ARCH, threading
+struct CpuNumerics {
+  std::string model, compiled_isa, openblas_core, openblas_config;
+  bool avx512 = false;
+};
+CpuNumerics cpu_numerics();
+
 // The CPUs this process may run on (sched_getaffinity: a launcher's binding shows here), at
 // least 1, and their ids.
 std::vector<int> affinity_cpu_list();

@@ -57,6 +57,15 @@ TEST(TrainCli, WritesSummaryMetricsCheckpointAndLearns) {
                           "wall_seconds", "peak_rss_mb"})
     EXPECT_TRUE(s[key].type == json::Value::Type::number) << key;
   EXPECT_EQ(s["device"].as_string(), "cpu");
+  // What decides the bits beyond the config (issue 44 item 5): the CPU, our kernels' ISA and the
+  // kernel set OpenBLAS runs, as OpenBLAS itself reports it.
+  EXPECT_EQ(s["cpu"]["model"].as_string(), s["device_name"].as_string());
+  EXPECT_EQ(s["cpu"]["compiled_isa"].as_string(), "x86-64-v3");
+  EXPECT_EQ(s["cpu"]["avx512"].type, json::Value::Type::boolean);
+  EXPECT_FALSE(s["cpu"]["openblas_core"].as_string().empty());
+  EXPECT_NE(s["cpu"]["openblas_config"].as_string().find(s["cpu"]["openblas_core"].as_string()),
+            std::string::npos)
+      << s["cpu"]["openblas_config"].as_string();
   EXPECT_EQ(s["iterations"].as_number(), 40);
   EXPECT_EQ(s["params_sha256"].as_string().size(), 64u);
   EXPECT_EQ(s["config"]["train"]["batch_size"].as_number(), 16);
