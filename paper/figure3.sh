@@ -13,7 +13,7 @@ CONFIG="$PAPER_DIR/configs/lenet_mnist.toml"
 DATA_DEFAULT="data/mnist"
 USAGE_TEXT="Figure 3: LeNet/MNIST test accuracy vs workers N, FP32 vs TernGrad, momentum (a) and
 vanilla SGD (b); rows <opt>_<grad>_n<N>, opt = mom | sgd, grad = fp32 | tern.
-MNIST here: DATA=/work/shared/data/mnist (or terngrad data fetch mnist)."
+MNIST: DATA=data/mnist (the default; terngrad data fetch mnist puts it there)."
 
 for opt in mom sgd; do
   if [[ $opt == mom ]]; then
