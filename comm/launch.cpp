@@ -19,6 +19,7 @@
 #include <optional>
 #include <sstream>
 
+#include "comm/store.h"
 #include "nn/core/clock.h"
 #include "nn/core/error.h"
 
@@ -87,7 +88,7 @@ void check_url(const std::string& url, const std::string& what) {
     const char c = url[i];
     ok = std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '-' || c == '.';
   }
-  TG_CHECK(ok, what, " '", url,
+  TG_CHECK(ok, what, " '", redact_store_url(url),
            "' is not a store URL: expected file:///shared/dir or redis://host:port");
 }
 
@@ -116,7 +117,7 @@ std::optional<std::string> mpi_job_id(const EnvMap& env) {
 
 constexpr const char* kRendezvousHint =
     "pass --rendezvous file:///shared/dir (a directory every rank can reach) or "
-    "--rendezvous redis://host:port, or set TG_RENDEZVOUS";
+    "--rendezvous redis://[:password@]host:port, or set TG_RENDEZVOUS";
 
 }  // namespace
 
@@ -215,7 +216,7 @@ RankEnv discover_rank(const RankFlags& flags) {
 std::string describe(const RankEnv& r) {
   std::string s = "rank " + std::to_string(r.rank) + " of " + std::to_string(r.world_size) +
                   " (from " + r.source + ")";
-  if (!r.rendezvous.empty()) s += ", rendezvous " + r.rendezvous;
+  if (!r.rendezvous.empty()) s += ", rendezvous " + redact_store_url(r.rendezvous);
   return s;
 }
 

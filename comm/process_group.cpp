@@ -167,9 +167,9 @@ ProcessGroup::ProcessGroup(const RankEnv& env, const std::string& job_id,
   std::vector<std::string> keys;
   for (int r = 0; r < env.world_size; ++r) keys.push_back(key("hello", r));
   const std::vector<int> missing = missing_after_wait(*store_, keys, timeout_);
-  TG_CHECK(missing.empty(), "rendezvous at ", env.rendezvous, " (job '", job_id, "'): rank(s) ",
-           join_ranks(missing), " of ", env.world_size, " did not arrive within ", options.timeout,
-           " s (not started, failed before joining, given another rendezvous ",
+  TG_CHECK(missing.empty(), "rendezvous at ", redact_store_url(env.rendezvous), " (job '", job_id,
+           "'): rank(s) ", join_ranks(missing), " of ", env.world_size, " did not arrive within ",
+           options.timeout, " s (not started, failed before joining, given another rendezvous ",
            "or --job-id, or another world size?)");
   bool shared_gpu = false;
   local_sharing_ = 1;
@@ -284,7 +284,8 @@ std::string ProcessGroup::key(const std::string& what, int rank) const {
 
 std::string ProcessGroup::describe() const {
   return "rank " + std::to_string(env_.rank) + " of " + std::to_string(env_.world_size) + ", " +
-         comm_->backend() + ", rendezvous " + env_.rendezvous + " (" + env_.source + ")";
+         comm_->backend() + ", rendezvous " + redact_store_url(env_.rendezvous) + " (" +
+         env_.source + ")";
 }
 
 bool ProcessGroup::any(bool flag) {

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <exception>
@@ -19,6 +20,7 @@
 #define HIREDIS_NESTED_INCLUDE 1
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/redis_store.h>
+#include <hiredis/hiredis.h>
 
 #include "nn/core/clock.h"
 #include "nn/core/error.h"
@@ -62,11 +64,14 @@ class CheckedFileStore : public gloo::rendezvous::FileStore {
 };
 
 // RedisStore whose socket has a send/receive timeout, so a Redis server that stops answering
-// (network partition, SIGSTOP) makes the command fail instead of blocking forever. The same as
-// hiredis's redisSetTimeout, done on the descriptor so we need not link hiredis ourselves.
+// (network partition, SIGSTOP) makes the command fail instead of blocking forever (the same as
+// hiredis's redisSetTimeout, done on the descriptor), and that authenticates first when the URL
+// carries a password: AUTH password (requirepass), or AUTH user password (Redis 6 ACL users).
+// Errors never contain the password.
 class TimedRedisStore : public gloo::rendezvous::RedisStore {
  public:
-  TimedRedisStore(const std::string& host, int port, std::chrono::milliseconds timeout)
+  TimedRedisStore(const std::string& host, int port, std::chrono::milliseconds timeout,
+                  const std::string& user, const std::string& password)
       : RedisStore(host, port) {
     timeval tv{};
     tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);
@@ -75,6 +80,17 @@ class TimedRedisStore : public gloo::rendezvous::RedisStore {
         ::setsockopt(redis_->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0) {
       TG_THROW("cannot set a timeout on the Redis socket: ", std::strerror(errno));
     }
+    if (password.empty()) return;
+    auto* reply = static_cast<redisReply*>(
+        user.empty() ? redisCommand(redis_, "AUTH %b", password.data(), password.size())
+                     : redisCommand(redis_, "AUTH %b %b", user.data(), user.size(), password.data(),
+                                    password.size()));
+    TG_CHECK(reply != nullptr, "no answer to AUTH (", redis_->errstr, ")");
+    const bool ok = reply->type == REDIS_REPLY_STATUS;
+    std::string why = reply->type == REDIS_REPLY_ERROR ? std::string(reply->str, reply->len) : "";
+    freeReplyObject(reply);
+    TG_CHECK(ok, "the server refused the password",
+             user.empty() ? std::string() : " of user '" + user + "'", ": ", why);
   }
 };
 
@@ -185,57 +201,117 @@ std::unique_ptr<Store> open_file_store(const std::string& url, const std::string
   }
 }
 
-std::unique_ptr<Store> open_redis_store(const std::string& url, const std::string& rest,
+// redis://[[USER]:PASSWORD@]HOST[:PORT]: the userinfo split off, %XX escapes decoded (a password
+// with ':' '@' or '/' in it is written %3A %40 %2F). `shown` is the URL to print: the password
+// replaced by ***.
+struct RedisUserinfo {
+  std::string user, password, rest, shown;
+};
+
+RedisUserinfo split_userinfo(const std::string& url, const std::string& rest,
+                             const char* expected) {
+  RedisUserinfo u;
+  u.rest = rest;
+  u.shown = url;
+  const size_t at = rest.rfind('@');
+  if (at == std::string::npos) return u;
+  const std::string info = rest.substr(0, at);
+  u.rest = rest.substr(at + 1);
+  u.shown = "redis://" + redact_userinfo(info) + "@" + u.rest;
+  const size_t colon = info.find(':');
+  TG_CHECK(colon != std::string::npos, "rendezvous store URL '", u.shown,
+           "': a user without a password (", expected, ")");
+  auto decode = [&](const std::string& s, const char* what) {
+    std::string out;
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (s[i] != '%') {
+        out += s[i];
+        continue;
+      }
+      const bool ok = i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
+                      std::isxdigit(static_cast<unsigned char>(s[i + 2]));
+      TG_CHECK(ok, "rendezvous store URL '", u.shown, "': a bad %-escape in the ", what);
+      out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    }
+    return out;
+  };
+  u.user = decode(info.substr(0, colon), "user");
+  u.password = decode(info.substr(colon + 1), "password");
+  TG_CHECK(!u.password.empty(), "rendezvous store URL '", u.shown, "': an empty password (",
+           expected, ")");
+  return u;
+}
+
+std::unique_ptr<Store> open_redis_store(const std::string& url, const std::string& full_rest,
                                         std::chrono::milliseconds timeout) {
-  const char* expected = "expected redis://HOST:PORT, e.g. redis://127.0.0.1:6379";
-  TG_CHECK(rest.find_first_of("/@?#") == std::string::npos, "rendezvous store URL '", url,
-           "' is not supported: Redis databases, passwords and options are not (", expected, ")");
+  const char* expected =
+      "expected redis://[[USER]:PASSWORD@]HOST[:PORT], e.g. redis://:secret@10.0.0.1:6379";
+  const RedisUserinfo auth = split_userinfo(url, full_rest, expected);
+  const std::string& rest = auth.rest;
+  TG_CHECK(rest.find_first_of("/?#@") == std::string::npos, "rendezvous store URL '", auth.shown,
+           "' is not supported: Redis databases and options are not (", expected, ")");
   std::string host = rest, port_text;
   if (!rest.empty() && rest[0] == '[') {  // [IPv6]:PORT
     const size_t close = rest.find(']');
-    TG_CHECK(close != std::string::npos, "rendezvous store URL '", url,
+    TG_CHECK(close != std::string::npos, "rendezvous store URL '", auth.shown,
              "': unterminated '[' in the host (", expected, ")");
     host = rest.substr(1, close - 1);
     const std::string after = rest.substr(close + 1);
-    TG_CHECK(after.empty() || after[0] == ':', "rendezvous store URL '", url,
+    TG_CHECK(after.empty() || after[0] == ':', "rendezvous store URL '", auth.shown,
              "': unexpected text after the host (", expected, ")");
     if (!after.empty()) port_text = after.substr(1);
   } else if (const size_t colon = rest.rfind(':'); colon != std::string::npos) {
     host = rest.substr(0, colon);
     port_text = rest.substr(colon + 1);
-    TG_CHECK(host.find(':') == std::string::npos, "rendezvous store URL '", url,
+    TG_CHECK(host.find(':') == std::string::npos, "rendezvous store URL '", auth.shown,
              "': an IPv6 host must be in brackets (", expected, ")");
   }
-  TG_CHECK(!host.empty(), "rendezvous store URL '", url, "' names no host (", expected, ")");
+  TG_CHECK(!host.empty(), "rendezvous store URL '", auth.shown, "' names no host (", expected, ")");
   int port = 6379;
   if (!port_text.empty() || rest.find(':') != std::string::npos) {
     bool ok = !port_text.empty() && port_text.size() <= 5 &&
               port_text.find_first_not_of("0123456789") == std::string::npos;
     if (ok) port = std::stoi(port_text);
-    TG_CHECK(ok && port >= 1 && port <= 65535, "rendezvous store URL '", url, "': bad port '",
-             port_text, "' (", expected, ", port 1..65535)");
+    TG_CHECK(ok && port >= 1 && port <= 65535, "rendezvous store URL '", auth.shown,
+             "': bad port '", port_text, "' (", expected, ", port 1..65535)");
   }
   std::unique_ptr<TimedRedisStore> inner;
   try {
-    inner = std::make_unique<TimedRedisStore>(host, port, timeout);
+    inner = std::make_unique<TimedRedisStore>(host, port, timeout, auth.user, auth.password);
     inner->check({"tg-rendezvous-ping"});  // a round trip: the server answers Redis commands
   } catch (const std::exception& e) {
-    TG_THROW("rendezvous store ", url, ": cannot reach a Redis server at ", host, ":", port,
-             " (is redis-server running there and reachable?): ", e.what());
+    TG_THROW("rendezvous store ", auth.shown, ": cannot reach a Redis server at ", host, ":", port,
+             " (is redis-server running there and reachable, and the password right?): ", e.what());
   }
-  return std::make_unique<WrappedStore<TimedRedisStore>>(url, std::move(inner), timeout, false);
+  return std::make_unique<WrappedStore<TimedRedisStore>>(auth.shown, std::move(inner), timeout,
+                                                         false);
 }
 
 }  // namespace
 
+std::string redact_userinfo(const std::string& info) {
+  const size_t colon = info.find(':');
+  return colon == std::string::npos ? info : info.substr(0, colon) + ":***";
+}
+
+std::string redact_store_url(const std::string& url) {
+  const std::string redis = "redis://";
+  if (url.rfind(redis, 0) != 0) return url;
+  const size_t at = url.rfind('@');
+  if (at == std::string::npos || at < redis.size()) return url;
+  return redis + redact_userinfo(url.substr(redis.size(), at - redis.size())) + url.substr(at);
+}
+
 std::unique_ptr<Store> open_store(const std::string& url, std::chrono::milliseconds timeout) {
-  TG_CHECK(timeout.count() > 0, "rendezvous store ", url, ": timeout must be positive, got ",
-           timeout.count(), " ms");
+  TG_CHECK(timeout.count() > 0, "rendezvous store ", redact_store_url(url),
+           ": timeout must be positive, got ", timeout.count(), " ms");
   const std::string file = "file://", redis = "redis://";
   if (url.rfind(file, 0) == 0) return open_file_store(url, url.substr(file.size()), timeout);
   if (url.rfind(redis, 0) == 0) return open_redis_store(url, url.substr(redis.size()), timeout);
-  TG_THROW("unknown rendezvous store URL '", url,
-           "': expected file://DIR (a directory every rank can reach) or redis://HOST:PORT");
+  TG_THROW("unknown rendezvous store URL '", redact_store_url(url),
+           "': expected file://DIR (a directory every rank can reach) or "
+           "redis://[[USER]:PASSWORD@]HOST[:PORT]");
 }
 
 }  // namespace tg::comm

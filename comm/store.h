@@ -3,6 +3,10 @@
 //
 //   file://DIR            a directory on a filesystem all ranks share (Gloo FileStore)
 //   redis://HOST:PORT     a Redis server (Gloo RedisStore, hiredis)
+//   redis://:PASSWORD@HOST:PORT, redis://USER:PASSWORD@HOST:PORT
+//                         ... that asks for a password (requirepass), or a Redis 6 ACL user;
+//                         %XX escapes in USER and PASSWORD. The password is sent once (AUTH) and
+//                         never printed: every message and url() show it as ***.
 //
 // get() and wait() block up to the store's timeout, then throw naming the missing keys and the URL.
 // Keys are any non-empty strings, values non-empty byte strings; keys are written once per job:
@@ -40,5 +44,11 @@ class Store {
 // by default, connects now, and each Redis command is bounded by `timeout` too). Throws naming
 // the URL on a malformed URL, a non-positive timeout or an unreachable server.
 std::unique_ptr<Store> open_store(const std::string& url, std::chrono::milliseconds timeout);
+
+// The URL as it may be printed or recorded: a redis:// password replaced by ***
+// (redis://user:***@host:port); any other URL unchanged.
+std::string redact_store_url(const std::string& url);
+// "user:password" -> "user:***" ("user" alone unchanged).
+std::string redact_userinfo(const std::string& info);
 
 }  // namespace tg::comm

@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "comm/process_group.h"
+#include "comm/store.h"
 #include "datasets/device_stager.h"
 #include "datasets/sampler.h"
 #include "nn/autograd/tape.h"
@@ -579,7 +580,7 @@ void Trainer::State::join_group() {
     say(plural(threads.count, "CPU thread") + " per process (" + threads.why + ")");
   if (group) {
     say(std::to_string(world) + " processes (" + group->comm().backend() + ", rendezvous " +
-        opt.rank.rendezvous + ", from " + opt.rank.source + "), " +
+        comm::redact_store_url(opt.rank.rendezvous) + ", from " + opt.rank.source + "), " +
         plural(local_workers, "worker") + " each");
     say("nodes: " + group->nodes().str() + " (from " + group->nodes_from() + ")");
   }
@@ -878,7 +879,7 @@ TrainSummary Trainer::run() {
         sum.bucket_routes.emplace_back(b.ternary_path     ? tern::name(b.bucket_route)
                                        : b.routes.empty() ? "none"
                                                           : tern::name(b.routes.front()));
-      sum.rendezvous = s.opt.rank.rendezvous;
+      sum.rendezvous = comm::redact_store_url(s.opt.rank.rendezvous);
       sum.buckets = static_cast<int64_t>(s.train_step->buckets().size());
       sum.overlap = s.train_step->overlapped();
     }

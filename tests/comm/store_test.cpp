@@ -133,14 +133,17 @@ TEST(StoreUrl, MalformedUrlsAreRejectedByName) {
       {"redis://host:0", "bad port '0'"},
       {"redis://host:65536", "bad port '65536'"},
       {"redis://host:6379/0", "not supported"},
-      {"redis://user@host:6379", "not supported"},
+      {"redis://user@host:6379", "a user without a password"},
+      {"redis://:@host:6379", "an empty password"},
+      {"redis://:pw%zz@host:6379", "a bad %-escape in the password"},
       {"redis://::1:6379", "IPv6 host must be in brackets"},
       {"redis://[::1", "unterminated '['"},
   };
   for (const auto& c : cases) {
     const std::string msg = error_of([&] { open_store(c.url, 1s); });
     EXPECT_NE(msg.find(c.expect), std::string::npos) << c.url << ": " << msg;
-    EXPECT_NE(msg.find(c.url), std::string::npos) << c.url << ": " << msg;
+    EXPECT_NE(msg.find(redact_store_url(c.url)), std::string::npos) << c.url << ": " << msg;
+    EXPECT_EQ(msg.find("pw%zz"), std::string::npos) << msg;  // passwords are never printed
   }
   tg::testing::TempDir dir;
   const std::string msg = error_of([&] { open_store("file://" + dir.str(), 0ms); });
@@ -148,6 +151,14 @@ TEST(StoreUrl, MalformedUrlsAreRejectedByName) {
 }
 
 using tg::testing::free_port;
+
+TEST(StoreUrl, PasswordsAreRedactedForPrinting) {
+  EXPECT_EQ(redact_store_url("redis://:s3cret@10.0.0.1:6379"), "redis://:***@10.0.0.1:6379");
+  EXPECT_EQ(redact_store_url("redis://alice:s3cret@host"), "redis://alice:***@host");
+  EXPECT_EQ(redact_store_url("redis://alice:a@b@host:1"), "redis://alice:***@host:1");
+  EXPECT_EQ(redact_store_url("redis://host:6379"), "redis://host:6379");
+  EXPECT_EQ(redact_store_url("file:///shared/a:b@c"), "file:///shared/a:b@c");
+}
 
 TEST(RedisStore, UnreachableServerIsNamed) {
   const std::string url = "redis://127.0.0.1:" + std::to_string(free_port());
@@ -196,6 +207,50 @@ TEST_F(RedisStoreTest, DeadServerThrowsInsteadOfHanging) {
   stop_server(SIGKILL);
   const std::string msg = error_of([&] { s->get("k2"); });
   EXPECT_NE(msg.find(url_), std::string::npos) << msg;
+}
+
+// A server that asks for a password (requirepass) or an ACL user's: the right one opens the store
+// (url() shows it as ***), a wrong or missing one is refused in a message that names the server
+// but never the password.
+class RedisAuthTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!tg::testing::have_redis_server()) GTEST_SKIP() << "redis-server is not installed";
+  }
+  static std::string at(const tg::testing::RedisServer& s, const std::string& userinfo) {
+    return "redis://" + userinfo + (userinfo.empty() ? "" : "@") +
+           "127.0.0.1:" + std::to_string(s.port());
+  }
+};
+
+TEST_F(RedisAuthTest, RequirepassServer) {
+  const tg::testing::RedisServer server({"--requirepass", "pa:ss@w/rd"}, ":pa%3Ass%40w%2Frd");
+  auto a = open_store(server.url(), 10s);
+  auto b = open_store(server.url(), 10s);
+  EXPECT_EQ(a->url(), at(server, ":***"));
+  check_set_get_wait(*a, *b);
+  for (const std::string& userinfo : {std::string(":wrong-pass"), std::string()}) {
+    const std::string msg = error_of([&] { open_store(at(server, userinfo), 2s); });
+    EXPECT_NE(msg.find("127.0.0.1:" + std::to_string(server.port())), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("wrong-pass"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+  EXPECT_NE(
+      error_of([&] { open_store(at(server, ":wrong-pass"), 2s); }).find("refused the password"),
+      std::string::npos);
+}
+
+TEST_F(RedisAuthTest, AclUser) {
+  const tg::testing::RedisServer server(
+      {"--user", "default", "off", "--user", "alice", "on", ">alice-pw", "~*", "&*", "+@all"},
+      "alice:alice-pw");
+  auto a = open_store(server.url(), 10s);
+  EXPECT_EQ(a->url(), at(server, "alice:***"));
+  a->set("k", bytes_of("v"));
+  EXPECT_EQ(a->get("k"), bytes_of("v"));
+  const std::string msg = error_of([&] { open_store(at(server, "alice:nope-pw"), 2s); });
+  EXPECT_NE(msg.find("refused the password of user 'alice'"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("nope-pw"), std::string::npos) << msg;
 }
 
 // The CI check of issue 5: ranks meet through a real Redis server.

@@ -58,15 +58,20 @@ inline bool have_redis_server() {
 class RedisServer {
  public:
   // Starts the server and waits (up to 10 s) until a store can open on it; throws
-  // std::runtime_error with the server's log otherwise.
-  RedisServer() {
+  // std::runtime_error with the server's log otherwise. `extra`: more redis-server options, e.g.
+  // {"--requirepass", "pw"}; `userinfo`: what url() carries before '@' to get in ("" none,
+  // ":pw", "alice:pw").
+  explicit RedisServer(const std::vector<std::string>& extra = {},
+                       const std::string& userinfo = "") {
     port_ = free_port();
     if (port_ == 0) throw std::runtime_error("redis-server: cannot find a free port");
-    url_ = "redis://127.0.0.1:" + std::to_string(port_);
+    url_ = "redis://" + (userinfo.empty() ? "" : userinfo + "@") +
+           "127.0.0.1:" + std::to_string(port_);
     const std::string port = std::to_string(port_), log = dir_ / "redis.log";
     std::vector<std::string> args = {
         "redis-server", "--port", port,    "--bind",   "127.0.0.1", "--save", "",
         "--appendonly", "no",     "--dir", dir_.str(), "--logfile", log};
+    args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
