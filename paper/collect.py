@@ -151,14 +151,42 @@ def read_jsonl(path):
     return out
 
 
+def portable_command(line):
+    """A recorded command as a reader can run it from a checkout: the binary as ./build/cmd/terngrad
+    (whichever build made the run), paths inside the checkout relative, and an MNIST folder
+    anywhere else as data/mnist (where `terngrad data fetch mnist` puts it)."""
+    words = line.strip().split(" ")
+    if words and (words[0].endswith("/terngrad") or os.path.basename(words[0]).startswith("terngrad")):
+        words[0] = "./build/cmd/terngrad"
+    out = []
+    for w in words:
+        w = w.replace(REPO_DIR + "/", "")
+        m = re.match(r"^(data\.path=)(/\S+)$", w)
+        if m and os.path.basename(m.group(2).rstrip("/")) == "mnist":
+            w = m.group(1) + "data/mnist"
+        out.append(w)
+    return " ".join(out)
+
+
 def read_command(run_dir):
-    """The last command line of command.txt (what produced the run), or None."""
+    """The last command line of command.txt (what produced the run), made portable, and the
+    commit it was built at ("" if not recorded); None when there is no command.txt."""
     try:
         with open(os.path.join(run_dir, "command.txt")) as f:
-            lines = [ln.rstrip("\n") for ln in f if ln.strip() and not ln.startswith("#")]
-        return lines[-1].strip().replace(REPO_DIR + "/", "") if lines else None
+            raw = [ln.rstrip("\n") for ln in f if ln.strip()]
     except OSError:
         return None
+    lines = [ln for ln in raw if not ln.startswith("#")]
+    commits = [ln.split("commit:", 1)[1].strip() for ln in raw if ln.startswith("# commit:")]
+    if not lines:
+        return None
+    return portable_command(lines[-1]), commits[-1] if commits else ""
+
+
+def command_note(name, recorded):
+    """One line of a page's command list: - `name` (built at C): `command`."""
+    cmd, commit = recorded
+    return f"- `{name}`" + (f" (built at {commit})" if commit else "") + f": `{cmd}`"
 
 
 def run_status(run_dir):
@@ -265,7 +293,7 @@ def table_markdown(table, runs):
                       f"`{summary.get('params_sha256', '')[:8]}…`"]
             cmd = read_command(d)
             if cmd:
-                notes.append(f"- `{name}`: `{cmd}`")
+                notes.append(command_note(name, cmd))
         else:
             cells += [f"({iters:,})", "", "", ""]
         lines.append("| " + " | ".join(cells) + " |")
@@ -330,7 +358,7 @@ def figure2_markdown(runs):
                      f"{f(lr, '{:.4f}')} | {f(an, '{:.2f}')} | {f(sp and 100 * sp, '{:.1f}%')} |")
     cmd = read_command(d)
     if cmd:
-        lines += ["", f"Command: `{cmd}`"]
+        lines += ["", f"Command{f' (built at {cmd[1]})' if cmd[1] else ''}: `{cmd[0]}`"]
     return "\n".join(lines), True
 
 
@@ -501,7 +529,8 @@ def recorded_beyond_runs(page):
     if block is None:
         return [], []
     data_of = {name: key for key, name in BEYOND_DATA.items()}
-    commands = dict(re.findall(r"^- `([^`]+)`: `(.+)`$", block, re.M))
+    commands = {name: (cmd, commit) for name, commit, cmd in
+                re.findall(r"^- `([^`]+)`(?: \(built at ([^)]*)\))?: `(.+)`$", block, re.M)}
     m = re.search(r"^Device: (.*)\.$", block, re.M)
     devices = re.split(r"(?<=\)), ", m.group(1)) if m else []
     rows = []
@@ -646,7 +675,7 @@ def beyond_markdown(runs, merge_page=None):
         lines.append("| " + " | ".join(cells) + " |")
         cmd = r.get("command") if r.get("recorded") else read_command(r["dir"])
         if cmd:
-            notes.append(f"- `{r['row']}`: `{cmd}`")
+            notes.append(command_note(r["row"], cmd))
 
     if full:
         lines += ["", f"Summary per dataset, N and variant: means over the seeds that finished "

@@ -96,11 +96,12 @@ class BeyondMerge(unittest.TestCase):
         # Means over a record and a run: TernGrad (91.72 + 91.40) / 2, Δ (-0.98 - 0.99) / 2.
         self.assertIn("| 91.560% (2) | -0.985 (2) | 0.1625 (2) |", rows["Fashion-MNIST 4 `tern`"])
         self.assertIn("| 92.440% (2) | -0.105 (2) | 0.1010 (2) |", rows["Fashion-MNIST 4 **`ef`**"])
-        # Both machines named, and the recorded commands kept.
+        # Both machines named, and the recorded commands kept (as a reader runs them from a
+        # checkout: paper/collect.py portable_command).
         self.assertIn("Device: cpu (Machine A), cpu (Machine B).", merged)
-        self.assertIn("- `fm_n4_s123_fp32`: `terngrad train --out runs/beyond/fm_n4_s123_fp32 "
+        self.assertIn("- `fm_n4_s123_fp32`: `./build/cmd/terngrad train --out runs/beyond/fm_n4_s123_fp32 "
                       "# Machine A`", merged)
-        self.assertIn("- `fm_n4_s7_tern`: `terngrad train --out runs/beyond/fm_n4_s7_tern "
+        self.assertIn("- `fm_n4_s7_tern`: `./build/cmd/terngrad train --out runs/beyond/fm_n4_s7_tern "
                       "# Machine B`", merged)
 
     def test_without_merge_only_the_runs_directory(self):
