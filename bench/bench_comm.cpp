@@ -42,7 +42,9 @@
 // Usage: bench_comm [--nets lenet,alexnet,vgg_a] [--procs 2,4,8]
 //                   [--methods none,terngrad,...] [--algos ps,allgather,packed-allreduce,auto]
 //                   [--reps 5] [--warmup 2] [--format two_bit|base3] [--link loopback|RATE]
-//                   [--chunk-bytes 2097152] [--no-overlap] [--timeout-s 120]
+//                   [--chunk-bytes 2097152] [--no-overlap] [--timeout-s 120] [--secret]
+// --secret: every rank authenticates the rendezvous and every message header with a job secret
+// (comm/secret.h), as `terngrad train` does with comm.secret_file: its cost on the exchange.
 // JSON lines on stdout (from rank 0 of each group), progress and a table on stderr.
 #include <fcntl.h>
 #include <sched.h>
@@ -70,6 +72,7 @@
 
 #include "bench/harness.h"
 #include "comm/communicator.h"
+#include "comm/secret.h"
 #include "comm/store.h"
 #include "comm/topology.h"
 #include "nn/core/error.h"
@@ -104,6 +107,7 @@ struct Options {
   int timeout_s = 120;
   int nodes = 0;           // --nodes G: G ranks per node (0: no node layout)
   bool plan_only = false;  // --plan-only: the plan's bytes, no processes
+  bool secret = false;     // --secret: a job secret authenticates the store and every header
   // --worker: this process is rank `rank` of `size` for the case in `dir`, bound to `host`.
   bool worker = false;
   int rank = 0, size = 1;
@@ -163,7 +167,7 @@ constexpr const char* kUsage =
     "                  [--algos ps,allgather,packed-allreduce,sharded,hierarchical,auto]\n"
     "                  [--reps 5] [--warmup 2] [--format two_bit|base3]\n"
     "                  [--link loopback|RATE e.g. 1gbit] [--nodes G] [--chunk-bytes N]\n"
-    "                  [--no-overlap] [--timeout-s 120] [--plan-only]\n";
+    "                  [--no-overlap] [--timeout-s 120] [--plan-only] [--secret]\n";
 
 Options parse_args(int argc, char** argv) {
   Options o;
@@ -212,6 +216,8 @@ Options parse_args(int argc, char** argv) {
       o.nodes = parse_int(a, value(), 1, 64);
     } else if (a == "--plan-only") {
       o.plan_only = true;
+    } else if (a == "--secret") {
+      o.secret = true;
     } else if (a == "--timeout-s") {
       o.timeout_s = parse_int(a, value(), 1, 3600);
     } else if (a == "--worker") {  // added by run_ranks, after the user's arguments
@@ -416,6 +422,7 @@ void report_case(const Options& o, const Case& c, const CaseResult& res, int P,
   line.add("layout", "per-tensor").add("path", "product").add("method", c.method);
   line.add("chunk_bytes", o.chunk_bytes).add("overlap", o.overlap ? "on" : "off");
   line.add("link", o.link).add("format", o.format).add("algo", c.label);
+  line.add("secret", o.secret);
   if (res.stats.ternary_path && c.algo == tern::Route::automatic)
     line.add("auto_picks", std::string(tern::name(res.stats.bucket_route)) + "=1");
   line.add_timing(t);
@@ -449,6 +456,10 @@ int worker_main(const Options& o) {
   const std::chrono::milliseconds timeout(1000LL * o.timeout_s);
   auto store = comm::open_store("file://" + o.dir + "/store", timeout);
   comm::CommOptions co;
+  if (o.secret) {  // what the trainer does with comm.secret_file (comm/secret.h), fixed bytes
+    co.mac_key = comm::job_mac_key("bench_comm --secret: a fixed test secret", "bench");
+    store = comm::signed_store(std::move(store), *co.mac_key);
+  }
   co.backend = comm::Backend::gloo;
   co.rank = o.rank;
   co.size = o.size;

@@ -23,10 +23,12 @@
 // must not be used again.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -127,6 +129,8 @@ struct GroupOptions {
   // node index, else the host name); G > 0: rank r is on node r / G (tests, netns labs, hosts
   // that share a name).
   int ranks_per_node = 0;
+  // The job secret's file (comm/secret.h): "" = TG_SECRET_FILE from the environment, else none.
+  std::string secret_file;
   bool operator==(const GroupOptions&) const = default;
   std::chrono::milliseconds timeout_ms() const {
     return std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000.0 + 0.5));
@@ -142,6 +146,9 @@ struct CommOptions {
   std::string interface;  // gloo: network interface ("" = resolve hostname)
   std::string hostname;   // gloo: address to bind ("" = this host's name; never a wildcard such
                           // as 0.0.0.0)
+  // gloo: the job key (comm/secret.h) every message header is authenticated with; none: headers
+  // carry no MAC (and one that carries one is refused: the peer has a secret this rank lacks).
+  std::optional<std::array<uint8_t, 32>> mac_key;
 };
 
 // A gloo or nccl communicator of options.size ranks meeting through `store` under a key prefix

@@ -11,11 +11,14 @@
 #include <netdb.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -131,17 +134,23 @@ std::string join_ranks(const std::vector<int>& ranks) {
 // instead of corrupting or killing this rank. It also
 // carries the payload's last bytes: the receiver fills that spot with their complement before
 // posting the receive, so a payload cut short (which cannot reach its own end) is caught exactly,
-// with no false alarm. This is a consistency check between cooperating ranks, not
-// authentication: a peer that lies consistently is not detected (the security model, README).
+// with no false alarm. Without a job secret this is a consistency check between cooperating
+// ranks, not authentication: a peer that lies consistently is not detected (the security model,
+// README). With one (CommOptions::mac_key, comm/secret.h) `mac` is the first 16 bytes of
+// HMAC-SHA256(K, the fields above it), checked first: a header from anyone without the secret is
+// refused, naming the rank it came in as, before its payload is received.
 struct WireHeader {
-  uint32_t magic;  // kWireMagic
-  uint32_t rank;   // the sender's rank
-  uint64_t job;    // fnv1a64(prefix): the job the sender belongs to
-  uint64_t seq;    // the sender's collective counter (its tag)
-  uint64_t bytes;  // the payload bytes that follow
-  uint64_t tail;   // the payload's last min(8, bytes) bytes, zero-padded
-  uint64_t call;   // the sender's call context (Communicator::set_call_context)
+  uint32_t magic;   // kWireMagic
+  uint32_t rank;    // the sender's rank
+  uint64_t job;     // fnv1a64(prefix): the job the sender belongs to
+  uint64_t seq;     // the sender's collective counter (its tag)
+  uint64_t bytes;   // the payload bytes that follow
+  uint64_t tail;    // the payload's last min(8, bytes) bytes, zero-padded
+  uint64_t call;    // the sender's call context (Communicator::set_call_context)
+  uint8_t mac[16];  // with a job secret: the MAC above; without: zero
 };
+static_assert(sizeof(WireHeader) == 64 && offsetof(WireHeader, mac) == 48,
+              "WireHeader: the MAC covers the 48 bytes before it, with no padding");
 constexpr uint32_t kWireMagic = 0x31584754;  // "TGX1"
 
 // The last min(8, bytes) bytes of p[0 .. bytes), zero-padded.
@@ -315,6 +324,7 @@ class GlooCommunicator final : public Communicator {
         size_(options.size),
         timeout_(options.timeout),
         job_(fnv1a64(prefix)),
+        mac_key_(options.mac_key),
         fault_(fault_for(options.rank)) {
     TG_CHECK(size_ >= 1 && rank_ >= 0 && rank_ < size_, "gloo communicator: rank ", rank_,
              " and world size ", size_, " are invalid (expected 0 <= rank < size)");
@@ -605,9 +615,11 @@ class GlooCommunicator final : public Communicator {
     for (const Leg& l : sends) {
       const auto* data = static_cast<const uint8_t*>(l.buf->ptr) + l.offset;
       WireHeader& h = mine[static_cast<size_t>(l.peer)];
-      h = {kWireMagic, static_cast<uint32_t>(rank_), job_,         seq,
-           l.bytes,    tail_of(data, l.bytes),       call_context_};
+      h = {kWireMagic, static_cast<uint32_t>(rank_), job_,          seq,
+           l.bytes,    tail_of(data, l.bytes),       call_context_, {}};
       if (faulty) apply_fault(h, fault_send_bytes(l.bytes));
+      sign(h);
+      if (faulty && fault_.kind == "mac") h.mac[0] ^= 1;
     }
     auto header_in =
         context_->createUnboundBuffer(theirs.data(), theirs.size() * sizeof(WireHeader));
@@ -672,8 +684,30 @@ class GlooCommunicator final : public Communicator {
     return bytes;
   }
 
-  // Throws naming `from` when its header does not describe the message this rank expects.
+  // h.mac: the MAC of the fields before it under the job key; zero without one.
+  void sign(WireHeader& h) const {
+    std::memset(h.mac, 0, sizeof h.mac);
+    if (!mac_key_) return;
+    const Mac256 m = hmac_sha256(mac_key_->data(), mac_key_->size(), &h, offsetof(WireHeader, mac));
+    std::memcpy(h.mac, m.data(), sizeof h.mac);
+  }
+
+  // Throws naming `from` when its header does not describe the message this rank expects. The
+  // MAC first: nothing else a stranger wrote is looked at.
   void check_header(const WireHeader& h, int from, uint64_t seq, size_t bytes) const {
+    WireHeader want = h;
+    sign(want);
+    const uint8_t zero[sizeof h.mac] = {};
+    if (mac_key_) {
+      TG_CHECK(equal_constant_time(want.mac, h.mac, sizeof h.mac), "rank ", from,
+               " sent a message header that is not authenticated with this job's secret (a "
+               "stranger on its connection, or a rank given another comm.secret_file); refused "
+               "before its payload");
+    } else {
+      TG_CHECK(std::memcmp(h.mac, zero, sizeof zero) == 0 || h.magic != kWireMagic, "rank ", from,
+               " authenticates its messages with a job secret and this rank has none (give "
+               "every rank the same comm.secret_file or TG_SECRET_FILE)");
+    }
     TG_CHECK(h.magic == kWireMagic, "rank ", from,
              " sent a malformed message header (not a terngrad peer, or garbage on the wire)");
     TG_CHECK(h.rank == static_cast<uint32_t>(from), "rank ", from,
@@ -729,6 +763,7 @@ class GlooCommunicator final : public Communicator {
   const int rank_, size_;
   const std::chrono::milliseconds timeout_;
   const uint64_t job_;  // fnv1a of the key prefix: the job this communicator serves
+  const std::optional<std::array<uint8_t, 32>> mac_key_;  // the job key, with a secret
   const WireFault fault_;
   int64_t calls_ = 0;  // exchange_legs calls so far (for fault_.call)
   std::shared_ptr<gloo::rendezvous::Context> context_;
@@ -740,7 +775,7 @@ class GlooCommunicator final : public Communicator {
 }  // namespace
 
 std::vector<std::string> wire_fault_kinds() {
-  return {"length", "truncate", "job", "seq", "context", "magic"};
+  return {"length", "truncate", "job", "seq", "context", "magic", "mac"};
 }
 
 void inject_wire_fault(const WireFault& fault) {

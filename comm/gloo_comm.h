@@ -26,10 +26,13 @@
 // caller's memory included) once the error reaches the caller (gloo_comm.cpp says why); the
 // communicator then refuses every later call, and the peers' pending transfers with this rank
 // fail at once instead of at their own timeout.
-// Security model: the transport is unauthenticated and unencrypted, for trusted networks only
-// (as torch.distributed's Gloo backend): anyone who can reach a rank's ports, or write to the
-// rendezvous store, can join, stall or corrupt a run; the checks above catch mistakes and
-// malfunctions, not a peer that lies consistently.
+// Security model: without a job secret the transport is unauthenticated and unencrypted, for
+// trusted networks only (as torch.distributed's Gloo backend): anyone who can reach a rank's
+// ports, or write to the rendezvous store, can join, stall or corrupt a run; the checks above
+// catch mistakes and malfunctions, not a peer that lies consistently. With one
+// (CommOptions::mac_key, comm/secret.h) every header carries an HMAC under the job key, checked
+// before anything else in it: a sender without the secret is refused by rank; payloads and Gloo's
+// own headerless algorithms stay unauthenticated, nothing is encrypted.
 //
 // Process-wide side effect: the first Gloo communicator sets SIGPIPE to ignored if it was at its
 // default. Gloo writes sockets with writev, and a write to a peer that died would otherwise kill
@@ -63,7 +66,8 @@ std::unique_ptr<Communicator> make_gloo_communicator(const CommOptions& options,
 //   job       the header of another job;
 //   seq       the header of the next collective (a rank one collective ahead);
 //   context   another call context (a rank aggregating another step, bucket or layout);
-//   magic     a header of garbage bytes.
+//   magic     a header of garbage bytes;
+//   mac       a well-formed header whose MAC is wrong (a stranger without the job secret).
 // Only the test driver tests/testing/faulty_main.cpp calls it (tests/cmd/faults_test.cpp); the
 // terngrad binary never does. An empty kind clears it; an unknown one throws, naming the known.
 struct WireFault {

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "comm/secret.h"
 #include "nn/core/checked.h"
 #include "nn/core/cpu_env.h"
 #include "nn/core/cuda_runtime.h"
@@ -102,6 +103,10 @@ Device rank_device(const std::string& device, int rank, int world_size) {
 
 RendezvousHello parse_rendezvous_hello(std::string_view bytes, int rank) {
   const std::string what = "rendezvous: rank " + std::to_string(rank) + "'s start-up record";
+  TG_CHECK(bytes.substr(0, kSignedMagicBytes) != std::string_view(kSignedMagic, kSignedMagicBytes),
+           what,
+           " is signed with a job secret and this rank has none (give every rank the same "
+           "comm.secret_file or TG_SECRET_FILE)");
   TG_CHECK(bytes.size() <= kMaxHelloBytes, what, " has ", bytes.size(), " bytes (at most ",
            kMaxHelloBytes, "; a stale key or another program's?)");
   try {
@@ -142,6 +147,18 @@ ProcessGroup::ProcessGroup(const RankEnv& env, const std::string& job_id,
   ::gethostname(host, sizeof(host) - 1);
   const std::string gpu = device.is_cuda() ? std::string(host) + "/" + device.str() : "";
   store_ = comm::open_store(env.rendezvous, timeout_);
+  const EnvMap env_vars = current_environment();
+  std::optional<Mac256> mac_key;
+  {
+    const auto it = env_vars.find("TG_SECRET_FILE");
+    const std::optional<std::string> from_env =
+        it == env_vars.end() ? std::nullopt : std::optional<std::string>(it->second);
+    if (const std::optional<JobSecret> secret = find_job_secret(options.secret_file, from_env)) {
+      mac_key = job_mac_key(secret->bytes, prefix_);
+      store_ = signed_store(std::move(store_), *mac_key);
+      secret_source_ = secret->source;
+    }
+  }
 
   // ---- start-up record: world size, backend, config, start iteration --------------------------
   const std::string& fingerprint = run.fingerprint;
@@ -154,7 +171,6 @@ ProcessGroup::ProcessGroup(const RankEnv& env, const std::string& job_id,
   // Where this rank runs: the thread policy counts the ranks sharing this rank's CPUs.
   const std::vector<int> my_cpus = affinity_cpu_list();
   hello.add("host", std::string(host)).add("cpus", cpu_list_str(my_cpus));
-  const EnvMap env_vars = current_environment();
   const std::string my_node = node_key(env_vars, host);
   hello.add("node", my_node);
   try {
@@ -243,6 +259,7 @@ ProcessGroup::ProcessGroup(const RankEnv& env, const std::string& job_id,
   // Ranks of the --nproc launcher all run on this host: they listen on loopback only, not on
   // the address the host name resolves to (which other machines may reach).
   if (env.source == "launcher" && co.interface.empty()) co.hostname = "127.0.0.1";
+  co.mac_key = mac_key;
   comm_ = make_communicator(co, *store_, prefix_);
 }
 
@@ -285,7 +302,7 @@ std::string ProcessGroup::key(const std::string& what, int rank) const {
 std::string ProcessGroup::describe() const {
   return "rank " + std::to_string(env_.rank) + " of " + std::to_string(env_.world_size) + ", " +
          comm_->backend() + ", rendezvous " + redact_store_url(env_.rendezvous) + " (" +
-         env_.source + ")";
+         env_.source + ")" + (secret_source_.empty() ? "" : ", authenticated by " + secret_source_);
 }
 
 bool ProcessGroup::any(bool flag) {

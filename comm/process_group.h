@@ -100,6 +100,9 @@ class ProcessGroup {
   const NodeLayout& nodes() const { return nodes_; }
   const std::string& nodes_from() const { return nodes_from_; }
   std::string describe() const;  // "rank 1 of 4, gloo over file:///tmp/..."
+  // Where the job secret came from ("comm.secret_file /path", "TG_SECRET_FILE /path"); "" = the
+  // run is not authenticated (comm/secret.h).
+  const std::string& secret_source() const { return secret_source_; }
 
   // True on every rank when `flag` is true on any rank (a max-allreduce of one int).
   bool any(bool flag);
@@ -133,6 +136,7 @@ class ProcessGroup {
   int local_sharing_ = 1;
   NodeLayout nodes_;
   std::string nodes_from_;
+  std::string secret_source_;  // where the job secret came from; "" = none
 };
 
 // This rank's node key (step 3 above): "slurm-node:<SLURM_NODEID>" when Slurm started it

@@ -393,6 +393,10 @@ const std::vector<KeySpec>& key_specs() {
       {"comm", "ranks_per_node", field<&C::comm, &K::group, &G::ranks_per_node>(limit(0, 1 << 20)),
        "Ranks per node for the hierarchical exchange and the cost model: 0 = from Slurm's node "
        "index, else the host name; G > 0 = rank r on node r / G (tests, labs)"},
+      {"comm", "secret_file", field<&C::comm, &K::group, &G::secret_file>(any()),
+       "A file of 16+ random bytes only its owner can read (chmod 600), the same on every rank: "
+       "rendezvous entries and message headers are authenticated with it, so ranks without it "
+       "are refused; empty = TG_SECRET_FILE from the environment, else none"},
       {"comm", "max_restarts", field<&C::comm, &K::max_restarts>(limit(0, 1000)),
        "--nproc: when a rank fails, restart every rank from the newest intact checkpoint, up to "
        "N times (needs --out; torchrun's --max-restarts)"},

@@ -51,9 +51,10 @@ struct TrainSummary {
   std::string loader_threads_from;
   bool distributed = false;  // the fields below are set
   std::string comm_backend, comm_algorithm, rendezvous;
-  int64_t buckets = 0;     // the reducer's gradient buckets
-  bool overlap = false;    // exchanged while backward runs
-  comm::NodeLayout nodes;  // which node each rank ran on, and where that came from
+  bool comm_authenticated = false;  // a job secret authenticated the rendezvous and headers
+  int64_t buckets = 0;              // the reducer's gradient buckets
+  bool overlap = false;             // exchanged while backward runs
+  comm::NodeLayout nodes;           // which node each rank ran on, and where that came from
   std::string nodes_from;
   // Per bucket of the last step, how it travelled: its ternary route (the cost model's pick under
   // auto), else the path of its slots ("reduce-scatter", "ring", "message").

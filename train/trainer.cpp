@@ -582,6 +582,10 @@ void Trainer::State::join_group() {
     say(std::to_string(world) + " processes (" + group->comm().backend() + ", rendezvous " +
         comm::redact_store_url(opt.rank.rendezvous) + ", from " + opt.rank.source + "), " +
         plural(local_workers, "worker") + " each");
+    say(group->secret_source().empty()
+            ? "job secret: none (rendezvous entries and message headers are not authenticated)"
+            : "job secret: " + group->secret_source() +
+                  " (rendezvous entries and message headers authenticated)");
     say("nodes: " + group->nodes().str() + " (from " + group->nodes_from() + ")");
   }
 }
@@ -880,6 +884,7 @@ TrainSummary Trainer::run() {
                                        : b.routes.empty() ? "none"
                                                           : tern::name(b.routes.front()));
       sum.rendezvous = comm::redact_store_url(s.opt.rank.rendezvous);
+      sum.comm_authenticated = s.group && !s.group->secret_source().empty();
       sum.buckets = static_cast<int64_t>(s.train_step->buckets().size());
       sum.overlap = s.train_step->overlapped();
     }

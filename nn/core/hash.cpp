@@ -2,7 +2,9 @@
 // after each hex()), the hex encoder, and whole-file digests read in 1 MiB pieces.
 #include "nn/core/hash.h"
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -75,6 +77,20 @@ std::string file_digest(const std::string& path) {
 }
 
 }  // namespace
+
+Mac256 hmac_sha256(const void* key, size_t key_len, const void* data, size_t n) {
+  Mac256 out{};
+  unsigned int len = 0;
+  TG_CHECK(HMAC(EVP_sha256(), key, static_cast<int>(key_len),
+                static_cast<const unsigned char*>(data), n, out.data(), &len) != nullptr &&
+               len == out.size(),
+           "OpenSSL: HMAC-SHA256 failed");
+  return out;
+}
+
+bool equal_constant_time(const void* a, const void* b, size_t n) {
+  return CRYPTO_memcmp(a, b, n) == 0;
+}
 
 std::string sha256_hex(const void* data, size_t n) {
   Sha256 h;

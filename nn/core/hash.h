@@ -1,10 +1,12 @@
 // Digests and their hex: SHA-256 (checkpoint checksums, params_sha256), MD5 (verifying
 // downloaded archives against their published sums), FNV-1a (cheap 64-bit fingerprints of
-// in-process data: call contexts, message headers), and the one lowercase hex encoder.
+// in-process data: call contexts, message headers), HMAC-SHA256 (the job secret's rendezvous
+// entries and message headers, comm/secret.h), and the one lowercase hex encoder.
 // SHA-256 and MD5 are OpenSSL's (libcrypto's EVP interface: its SHA-NI / AVX2 code runs at
 // 1-2 GB/s, where a portable implementation manages a few hundred MB/s); FNV-1a is four lines.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -50,6 +52,12 @@ class Md5 : public Digest {
  public:
   Md5() : Digest(Kind::md5) {}
 };
+
+// HMAC-SHA256 (RFC 2104) of data under key (OpenSSL's one-shot HMAC).
+using Mac256 = std::array<uint8_t, 32>;
+Mac256 hmac_sha256(const void* key, size_t key_len, const void* data, size_t n);
+// Whether a[0 .. n) == b[0 .. n), in time that does not depend on where they differ (for MACs).
+bool equal_constant_time(const void* a, const void* b, size_t n);
 
 std::string sha256_hex(const void* data, size_t n);
 std::string md5_hex(const void* data, size_t n);

@@ -127,6 +127,114 @@ TEST(HostilePeer, MalformedMessagesAreNamedAndTheCheckpointSurvives) {
   }
 }
 
+// A job secret (comm/secret.h) for the tests below: 32 random bytes, the owner's only.
+std::string write_secret(const TempDir& dir, const std::string& name) {
+  const std::string path = dir / name;
+  std::string bytes(32, '\0');
+  std::random_device rd;
+  for (char& c : bytes) c = static_cast<char>(rd());
+  write_text(path, bytes);
+  fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::replace);
+  return path;
+}
+
+// With a job secret (issue 44 item 2): rank 1 sends a well-formed header whose MAC is wrong, as a
+// stranger on its connection would, well after the first checkpoint. Rank 0 refuses it, naming
+// rank 1, before receiving the payload: one error line, exit 1, the checkpoint intact, and no
+// summary (the parameters never took a step with the stranger's bytes).
+TEST(HostilePeer, HeaderWithoutTheJobSecretIsRefusedBeforeItsPayload) {
+  TempDir dir;
+  const std::string secret = write_secret(dir, "job.secret");
+  const std::string url = "file://" + (dir / "rdv");
+  const std::string fault = "TG_FAULT=mac,rank=1,call=150";
+  const pid_t p0 = spawn_cli(args_for(dir / "out", 0, url), dir / "out0", dir / "err0",
+                             {fault, "TG_SECRET_FILE=" + secret}, "", TG_TERNGRAD_FAULTY_BIN);
+  const pid_t p1 = spawn_cli(args_for(dir / "out1", 1, url), dir / "o1", dir / "e1",
+                             {fault, "TG_SECRET_FILE=" + secret}, "", TG_TERNGRAD_FAULTY_BIN);
+  double seconds = 0;
+  const int code = wait_exit_within(p0, 120, &seconds);
+  wait_exit_within(p1, kExitLimit);
+  const std::string err = read_text(dir / "err0");
+  EXPECT_EQ(code, 1) << err;
+  const auto lines = error_lines(err);
+  ASSERT_EQ(lines.size(), 1u) << err;
+  std::printf("[observed] mac: exit %d after %.2f s: %s\n", code, seconds, lines[0].c_str());
+  EXPECT_NE(lines[0].find("rank 1 sent a message header that is not authenticated with this "
+                          "job's secret"),
+            std::string::npos)
+      << lines[0];
+  EXPECT_NE(err.find("job secret: TG_SECRET_FILE " + secret), std::string::npos) << err;
+  expect_checkpoint_intact(dir / "out");
+  EXPECT_FALSE(fs::exists(dir / "out/summary.json"));
+}
+
+// A stranger who can write the store but has no secret: its rendezvous entry for rank 1 (written
+// before the real rank 1 starts) is refused by rank 0 naming the key, before any step; a rank
+// with another secret, and a rank with none, are refused the same way, and the rank without a
+// secret says why on its side. No run takes a step: no checkpoint anywhere.
+TEST(HostilePeer, RendezvousEntriesWithoutTheJobSecretAreRefused) {
+  TempDir dir;
+  const std::string secret = write_secret(dir, "job.secret");
+  const std::string other = write_secret(dir, "other.secret");
+  struct Case {
+    std::string name, rank1_secret;  // "" = no secret; "stranger" = a store writer, no rank 1
+    std::string expect0, expect1;
+  };
+  const std::vector<Case> cases = {
+      {"stranger", "stranger", "rendezvous entry 'tg/faults/hello/1' is not signed", ""},
+      {"none", "", "rendezvous entry 'tg/faults/hello/1' is not signed",
+       "rank 0's start-up record is signed with a job secret and this rank has none"},
+      {"other", other, "rendezvous entry 'tg/faults/hello/1' is signed with another secret",
+       "rendezvous entry 'tg/faults/hello/0' is signed with another secret"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string url = "file://" + (dir / ("rdv-" + c.name));
+    const std::string out0 = dir / ("out0-" + c.name), out1 = dir / ("out1-" + c.name);
+    if (c.rank1_secret == "stranger") {
+      auto store = comm::open_store(url, std::chrono::seconds(5));
+      const std::string hello = R"({"world_size":2,"backend":"gloo","start_step":0})";
+      store->set("tg/faults/hello/1", std::vector<char>(hello.begin(), hello.end()));
+    }
+    const pid_t p0 =
+        spawn_cli(args_for(out0, 0, url), dir / "o0", dir / "e0", {"TG_SECRET_FILE=" + secret});
+    pid_t p1 = -1;
+    if (c.rank1_secret != "stranger") {
+      std::vector<std::string> env;
+      if (!c.rank1_secret.empty()) env.push_back("TG_SECRET_FILE=" + c.rank1_secret);
+      p1 = spawn_cli(args_for(out1, 1, url), dir / "o1", dir / "e1", env);
+    }
+    EXPECT_EQ(wait_exit_within(p0, kExitLimit), 1);
+    const auto lines0 = error_lines(read_text(dir / "e0"));
+    ASSERT_EQ(lines0.size(), 1u) << read_text(dir / "e0");
+    EXPECT_NE(lines0[0].find(c.expect0), std::string::npos) << lines0[0];
+    if (p1 > 0) {
+      EXPECT_EQ(wait_exit_within(p1, kExitLimit), 1);
+      const auto lines1 = error_lines(read_text(dir / "e1"));
+      ASSERT_EQ(lines1.size(), 1u) << read_text(dir / "e1");
+      EXPECT_NE(lines1[0].find(c.expect1), std::string::npos) << lines1[0];
+    }
+    EXPECT_FALSE(fs::exists(out0 + "/checkpoint.tgckpt"));
+    EXPECT_FALSE(fs::exists(out1 + "/checkpoint.tgckpt"));
+  }
+}
+
+// A secret file others can read is refused before anything starts, naming its mode.
+TEST(HostilePeer, SecretFileReadableByOthersIsRefused) {
+  TempDir dir;
+  const std::string secret = write_secret(dir, "open.secret");
+  fs::permissions(secret, fs::perms::group_read | fs::perms::others_read, fs::perm_options::add);
+  const std::string url = "file://" + (dir / "rdv");
+  const pid_t p = spawn_cli(args_for(dir / "out", 0, url), dir / "o0", dir / "e0",
+                            {"TG_SECRET_FILE=" + secret});
+  EXPECT_EQ(wait_exit_within(p, kExitLimit), 1);
+  const auto lines = error_lines(read_text(dir / "e0"));
+  ASSERT_EQ(lines.size(), 1u) << read_text(dir / "e0");
+  EXPECT_NE(lines[0].find("TG_SECRET_FILE '" + secret + "' can be read by others (mode 0644)"),
+            std::string::npos)
+      << lines[0];
+}
+
 // A bad TG_FAULT spec is refused, not ignored (a typo would make a fault test pass vacuously);
 // the release binary ignores the variable altogether: no fault can reach it from the
 // environment.
