@@ -2,7 +2,7 @@
 // the fused ternarize+pack pass in both wire formats, the stats pass, unpack_accumulate and
 // scale_accumulated (and on the CPU the 4- and 5-level grids' quantize+pack and unpack of
 // terngrad/grid_kernels.h), against a plain copy of the same 4n bytes on the same machine. These
-// are the T_enc inputs of the performance model (terngrad/perf_model.h).
+// are the T_enc inputs of the performance model (terngrad/analysis/perf_model.h).
 //
 // Bytes counted (read + written), n = elements:
 //   copy 4n bytes:        8n              (memcpy single-threaded, an OpenMP copy, cudaMemcpy D2D)

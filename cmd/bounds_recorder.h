@@ -1,6 +1,6 @@
 // What `terngrad measure-bounds` records while a run trains: TernGrad's bound quantities
-// (terngrad/bounds.h) of sampled gradients as JSON lines plus their summary tables, and the
-// histograms of the paper's Figure 2 (terngrad/histograms.h).
+// (terngrad/analysis/bounds.h) of sampled gradients as JSON lines plus their summary tables, and
+// the histograms of the paper's Figure 2 (terngrad/analysis/histograms.h).
 #pragma once
 
 #include <cstdint>
@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "nn/core/tensor.h"
-#include "terngrad/bounds.h"
+#include "terngrad/analysis/bounds.h"
+#include "terngrad/analysis/histograms.h"
 #include "terngrad/compressor.h"
-#include "terngrad/histograms.h"
 #include "train/tensorboard.h"
 
 namespace tg::cli {

@@ -1,6 +1,6 @@
 // `terngrad convergence-check` (see convergence_check_cmd.h): (a) ridge regression with SGD and
 // TernGrad, (b) the ternarizer's moments on a real network's gradients; the computations are
-// terngrad/convergence.h, the gradients come from the Trainer's gradient hook.
+// terngrad/analysis/convergence.h, the gradients come from the Trainer's gradient hook.
 #include "cmd/convergence_check_cmd.h"
 #include "cmd/default_data.h"
 
@@ -19,7 +19,7 @@
 #include "nn/core/error.h"
 #include "nn/core/json.h"
 #include "nn/nets/net.h"
-#include "terngrad/convergence.h"
+#include "terngrad/analysis/convergence.h"
 #include "train/options.h"
 #include "train/trainer.h"
 

@@ -1,5 +1,5 @@
 // `terngrad convergence-check`: the paper's convergence claims (Theorem 1), checked numerically
-// with terngrad/convergence.h, one verdict per check:
+// with terngrad/analysis/convergence.h, one verdict per check:
 //   ridge-sgd, ridge-terngrad   (a) on ridge regression (unique closed-form minimum w*), N-worker
 //                               SGD and TernGrad with gamma_t = gamma0 / (1 + t / t0) reach
 //                               E||w_T - w*||^2 <= 1e-3 ||w_0 - w*||^2 with a decreasing trend

@@ -1,6 +1,6 @@
 // `terngrad measure-bounds` (see measure_bounds_cmd.h): training through train::Trainer with a
 // gradient hook that samples one worker's gradient every K iterations, the statistics of
-// terngrad/bounds.h, JSON lines and a summary table.
+// terngrad/analysis/bounds.h, JSON lines and a summary table.
 #include "cmd/measure_bounds_cmd.h"
 #include "cmd/default_data.h"
 
@@ -25,8 +25,8 @@
 #include "nn/core/error.h"
 #include "nn/core/json.h"
 #include "nn/nets/net.h"
-#include "terngrad/bounds.h"
-#include "terngrad/histograms.h"
+#include "terngrad/analysis/bounds.h"
+#include "terngrad/analysis/histograms.h"
 #include "train/checkpoint.h"
 #include "train/options.h"
 #include "train/trainer.h"

@@ -1,7 +1,7 @@
 // `terngrad measure-bounds`: the paper's argument for layer-wise ternarizing and gradient
 // clipping (Assumption 3, Figure 2), measured on a real network. While training with a config (or
 // at one checkpoint), every K iterations it takes one worker's raw gradient (before compression,
-// weight decay included: train/step.h's gradient hook) and computes terngrad/bounds.h's
+// weight decay included: train/step.h's gradient hook) and computes terngrad/analysis/bounds.h's
 // statistics for each tensor the compressor ternarizes and for the model as a whole, under the
 // four combinations {layer, model} scaling x {clip c of the config, no clipping}.
 //
@@ -10,16 +10,17 @@
 //                 iteration, worker, tensor, numel, scaling, clip, scaler, bound_ratio,
 //                 inf_l1_ratio, g_sq, g_l1, g_inf, inf_l1, h_sq, h_l1, second_moment, variance,
 //                 sparsity, realized_sparsity, clipped_fraction, length_ratio, angle_deg
-//                 (definitions: terngrad/bounds.h)
+//                 (definitions: terngrad/analysis/bounds.h)
 //   bounds.txt    the summary tables (also printed on stdout): per tensor, the median over the
 //                 sampled iterations of bound_ratio for each combination, and of the clipping
 //                 statistics and sparsity under layer scaling
-//   histograms.jsonl  with --histograms: Figure 2's histograms (terngrad/histograms.h) of the
-//                 named tensors at every sampled iteration, four rows per tensor, `panel` =
-//                 original | clipped (equal-width bins: lo, hi, counts) or ternary | averaged
-//                 (levels k*step: step, kmax, levels, counts); also iteration, worker, workers,
-//                 tensor, numel, scaler. The ternary and averaged panels are the real
-//                 compressor's codes and aggregate of that step over all workers.count workers
+//   histograms.jsonl  with --histograms: Figure 2's histograms
+//                 (terngrad/analysis/histograms.h) of the named tensors at every sampled
+//                 iteration, four rows per tensor, `panel` = original | clipped (equal-width
+//                 bins: lo, hi, counts) or ternary | averaged (levels k*step: step, kmax,
+//                 levels, counts); also iteration, worker, workers, tensor, numel, scaler. The
+//                 ternary and averaged panels are the real compressor's codes and aggregate of
+//                 that step over all workers.count workers
 //   train/        the training run's own output (metrics.jsonl, summary.json, checkpoint, ...);
 //                 absent with --checkpoint
 // paper/bounds.py draws the figures from bounds.jsonl, paper/histograms.py the ridge plots.

@@ -1,13 +1,13 @@
-// What `terngrad perf-model` feeds the performance model (terngrad/perf_model.h) from files and
-// from this machine: cluster descriptions in TOML, a net's tensor sizes, one worker's measured
-// training step (T_c and T_enc), and the loopback TCP link.
+// What `terngrad perf-model` feeds the performance model (terngrad/analysis/perf_model.h) from
+// files and from this machine: cluster descriptions in TOML, a net's tensor sizes, one worker's
+// measured training step (T_c and T_enc), and the loopback TCP link.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "terngrad/perf_model.h"
+#include "terngrad/analysis/perf_model.h"
 
 namespace tg::cli {
 

@@ -1,6 +1,6 @@
 // `terngrad perf-model` (see perf_model_cmd.h): inputs from our nets, the cluster presets or a
 // TOML file, the paper's 1-GPU readings or --calibrate's measurements; the model itself is
-// terngrad/perf_model.h.
+// terngrad/analysis/perf_model.h.
 #include "cmd/perf_model_cmd.h"
 
 #include <algorithm>
@@ -14,8 +14,8 @@
 #include "nn/core/error.h"
 #include "nn/core/json.h"
 #include "nn/nets/net.h"
-#include "terngrad/perf_model.h"
-#include "terngrad/sim/simulate.h"
+#include "terngrad/analysis/perf_model.h"
+#include "terngrad/analysis/sim/simulate.h"
 
 namespace tg::cli {
 

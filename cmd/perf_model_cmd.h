@@ -1,7 +1,7 @@
-// `terngrad perf-model`: the paper's performance model (terngrad/perf_model.h) on the parameter
-// counts of our own nets: Figure 5 of the paper (AlexNet, GoogLeNet, VGG-A; 1-512 GPUs; fp32 and
-// TernGrad; Ethernet and InfiniBand clusters) as a table beside the paper's readings, or as JSON
-// lines (--json: one object per network, cluster and GPU count). --calibrate measures this
+// `terngrad perf-model`: the paper's performance model (terngrad/analysis/perf_model.h) on the
+// parameter counts of our own nets: Figure 5 of the paper (AlexNet, GoogLeNet, VGG-A; 1-512 GPUs;
+// fp32 and TernGrad; Ethernet and InfiniBand clusters) as a table beside the paper's readings, or
+// as JSON lines (--json: one object per network, cluster and GPU count). --calibrate measures this
 // machine instead: compute and encode time per batch with the real training step
 // (train/step.h TrainStep, one worker, TernGrad compressor), and loopback TCP bandwidth (or takes
 // a given link), and runs the model on that "cluster" of one process per node.
@@ -13,7 +13,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cmd/perf_sim_cmd.h"
-#include "terngrad/perf_model.h"
+#include "terngrad/analysis/perf_model.h"
 
 namespace tg::cli {
 

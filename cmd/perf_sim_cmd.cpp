@@ -8,7 +8,7 @@
 
 #include "nn/core/error.h"
 #include "nn/core/json.h"
-#include "terngrad/sim/simulate.h"
+#include "terngrad/analysis/sim/simulate.h"
 
 namespace tg::cli {
 

@@ -1,5 +1,5 @@
 // `terngrad perf-model --simulate` (see perf_model_cmd.h): the exchange of one iteration replayed
-// on SimGrid (terngrad/sim/simulate.h) for each network, cluster, GPU count and method.
+// on SimGrid (terngrad/analysis/sim/simulate.h) for each network, cluster, GPU count and method.
 #pragma once
 
 #include <string>
@@ -7,7 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "terngrad/perf_model.h"
+#include "terngrad/analysis/perf_model.h"
 
 namespace tg::cli {
 
@@ -22,7 +22,7 @@ struct PerfSimArgs {
   double bucket_mb = 25, first_bucket_mb = 1;  // the Reducer's caps; 0: one bucket (bench_comm)
   double chunk_mb = 2;                         // TernGrad: AggregateOptions::chunk_bytes
   int shared_cores = 0;        // > 0: all ranks share this many cores (the validation lab)
-  std::string model = "auto";  // flow | phase | auto (terngrad/sim/simulate.h)
+  std::string model = "auto";  // flow | phase | auto (terngrad/analysis/sim/simulate.h)
   int parallel = 0;            // simulations at once; 0: one per core
 };
 

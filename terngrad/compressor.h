@@ -214,7 +214,7 @@ class Compressor {
 
 // TernGrad's scaler of one tensor from its statistics: c * sigma for clip c > 0 (gradient
 // clipping), max|g| for c = 0, rounded to f32. The one definition the compressor and
-// measure-bounds (terngrad/bounds.h) use. Throws if clip < 0 or is not finite.
+// measure-bounds (terngrad/analysis/bounds.h) use. Throws if clip < 0 or is not finite.
 float terngrad_scaler(const TensorStats& st, double clip);
 
 // Which slots of `layout` the terngrad compressor with options `o` ternarizes (true) rather than

@@ -171,7 +171,7 @@ int64_t fold_pieces(int64_t lane, int64_t e, int64_t n, int64_t chunk_bytes);
 // node layout `nodes`, chunk_bytes as above), with its phase (a phase's messages are in flight
 // together, as one comm::Communicator::exchange): the allgather (one phase), the reduce-scatter
 // and allgather (two), or the fold along the nodes (the lanes inside the node; the rounds of
-// partial sums and averages; the lanes back). What a simulator replays (terngrad/sim/).
+// partial sums and averages; the lanes back). What a simulator replays (terngrad/analysis/sim/).
 std::vector<Message> elementwise_messages(const comm::NodeLayout& nodes, int64_t p, int64_t w,
                                           int64_t e, int64_t n, int64_t chunk_bytes);
 inline std::string describe(const AggregateStats& s) {

@@ -1,7 +1,8 @@
 // `terngrad convergence-check` end to end (the real binary): a quick configuration passes with
 // exit 0 and one verdict line per check, --json gives one parseable object per check, a
 // deliberately biased ternarizer fails with exit 2 naming the failed checks, and --help documents
-// the options. The computations themselves are tested in tests/terngrad/convergence_test.cpp.
+// the options. The computations themselves are tested in
+// tests/terngrad/analysis/convergence_test.cpp.
 #include <gtest/gtest.h>
 
 #include <filesystem>

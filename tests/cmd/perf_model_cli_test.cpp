@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "nn/core/json.h"
-#include "terngrad/sim/simulate.h"
+#include "terngrad/analysis/sim/simulate.h"
 #include "tests/cmd/cli_util.h"
 
 namespace tg::testing {

@@ -1,6 +1,6 @@
 // simulate() and simulate_all() (see simulate.h): each simulation in a child process that calls
 // the SimGrid module (simgrid_module.cpp), opened here with dlopen.
-#include "terngrad/sim/simulate.h"
+#include "terngrad/analysis/sim/simulate.h"
 
 #include <dlfcn.h>
 #include <sys/wait.h>

@@ -1,6 +1,6 @@
-// The convergence checks of terngrad/convergence.h: ridge regression with SGD and TernGrad
+// The convergence checks of terngrad/analysis/convergence.h: ridge regression with SGD and TernGrad
 // (the paper's Theorem 1), and the moment tests of the ternarizer.
-#include "terngrad/convergence.h"
+#include "terngrad/analysis/convergence.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,6 @@
-// The convergence checks (terngrad/convergence.h): the linear algebra against closed forms, SGD
-// and TernGrad converging on ridge regression, and both checks failing on deliberately biased
-// ternarizers.
+// The convergence checks (terngrad/analysis/convergence.h): the linear algebra against closed
+// forms, SGD and TernGrad converging on ridge regression, and both checks failing on deliberately
+// biased ternarizers.
 //
 // Statistical tests use fixed seeds. Each states its tolerance; the false-alarm rates quoted are
 // the probability that a correct implementation fails on a fresh seed.
@@ -12,8 +12,8 @@
 
 #include "nn/core/error.h"
 #include "nn/core/philox.h"
+#include "terngrad/analysis/convergence.h"
 #include "terngrad/compressor.h"
-#include "terngrad/convergence.h"
 #include "terngrad/exchange/aggregate.h"
 #include "tests/testing/op_harness.h"
 

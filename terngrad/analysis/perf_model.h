@@ -52,7 +52,7 @@
 //   T_inter = 0 when M = 1.
 //   Throughput = N b / T_iter(N)        Speedup = Throughput_TernGrad / Throughput_fp32
 //
-// Headlines the model is checked against (tests/terngrad/perf_model_test.cpp; Figure 5):
+// Headlines the model is checked against (tests/terngrad/analysis/perf_model_test.cpp; Figure 5):
 // AlexNet ~3x on 8 GPUs over 1 Gbit/s Ethernet [S][P]; VGG-A ~2x on 512 GPUs over InfiniBand [S]
 // (the reconstruction does not reach it with nominal 100 Gbit/s links: see paper/figure5.md);
 // no gain within one node [P].

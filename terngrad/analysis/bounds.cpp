@@ -1,5 +1,5 @@
 // Bound statistics of ternary gradients (see bounds.h for every definition).
-#include "terngrad/bounds.h"
+#include "terngrad/analysis/bounds.h"
 
 #include <algorithm>
 #include <cmath>

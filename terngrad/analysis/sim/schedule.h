@@ -1,6 +1,6 @@
 // The message schedule of one training iteration's gradient exchange, for the simulator
-// (terngrad/sim/simulate.h, `terngrad perf-model --simulate`): which rank sends which rank how
-// many bytes, in which phase, for every bucket and chunk, and when each bucket becomes ready.
+// (terngrad/analysis/sim/simulate.h, `terngrad perf-model --simulate`): which rank sends which rank
+// how many bytes, in which phase, for every bucket and chunk, and when each bucket becomes ready.
 //
 // Nothing here is a second description of the exchange. The pieces come from the code that the
 // communicators execute:

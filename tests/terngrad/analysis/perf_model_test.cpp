@@ -1,7 +1,7 @@
-// The performance model (terngrad/perf_model.h) on hand-computed cases: the bits and bytes per
-// element, every term of T_iter for ps and ring, full and half duplex, with latencies; then the
+// The performance model (terngrad/analysis/perf_model.h) on hand-computed cases: the bits and bytes
+// per element, every term of T_iter for ps and ring, full and half duplex, with latencies; then the
 // paper's headlines (Figure 5) on the presets, with the parameter counts of our nets.
-#include "terngrad/perf_model.h"
+#include "terngrad/analysis/perf_model.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // `terngrad perf-model --simulate`: one iteration's gradient exchange replayed on a SimGrid
 // platform (flow-level network model, SimGrid's default LV08, validated against TCP), message by
-// message, from the schedule the communicators execute (terngrad/sim/schedule.h).
+// message, from the schedule the communicators execute (terngrad/analysis/sim/schedule.h).
 //
 // Every node is a SimGrid actor on its first rank's host. For each bucket, in launch order, it
 // waits until the bucket is ready, spends the encode time, then runs the bucket's chunks phase by
@@ -29,8 +29,8 @@
 #include <string>
 #include <vector>
 
-#include "terngrad/perf_model.h"
-#include "terngrad/sim/schedule.h"
+#include "terngrad/analysis/perf_model.h"
+#include "terngrad/analysis/sim/schedule.h"
 
 namespace tg::sim {
 

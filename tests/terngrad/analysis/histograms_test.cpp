@@ -1,7 +1,7 @@
-// Figure 2's histograms (terngrad/histograms.h): binning and grid counting on known values, the
-// four panels on gradients whose codes are deterministic (|g| = s or 0), the mean and code
-// frequencies of a Gaussian gradient against their expectations, and the errors.
-#include "terngrad/histograms.h"
+// Figure 2's histograms (terngrad/analysis/histograms.h): binning and grid counting on known
+// values, the four panels on gradients whose codes are deterministic (|g| = s or 0), the mean and
+// code frequencies of a Gaussian gradient against their expectations, and the errors.
+#include "terngrad/analysis/histograms.h"
 
 #include <gtest/gtest.h>
 

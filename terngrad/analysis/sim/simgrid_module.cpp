@@ -1,6 +1,6 @@
-// The SimGrid side of simulate() (terngrad/sim/simulate.h), built as a module that the CLI opens
-// only for --simulate, so that the `terngrad` binary, its start-up and the GPU bundle carry no
-// SimGrid (Debian's brings ns-3 and Boost along: 32 MB of libraries). Its one entry point,
+// The SimGrid side of simulate() (terngrad/analysis/sim/simulate.h), built as a module that the CLI
+// opens only for --simulate, so that the `terngrad` binary, its start-up and the GPU bundle carry
+// no SimGrid (Debian's brings ns-3 and Boost along: 32 MB of libraries). Its one entry point,
 // tg_sim_run, runs a simulation in the calling process (simulate.cpp calls it in a child).
 // Header-only use of the library's types: the module links SimGrid and nothing of ours.
 #include <cerrno>
@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "nn/core/error.h"
-#include "terngrad/sim/simulate.h"
+#include "terngrad/analysis/sim/simulate.h"
 
 namespace sg4 = simgrid::s4u;
 
@@ -318,9 +318,9 @@ Result run_engine(const Schedule& s, const Platform& pf, const Costs& costs,
 
 }  // namespace tg::sim
 
-// Runs `schedule` on `platform` with `costs` (the types of terngrad/sim/simulate.h); writes
-// schedule->ranks end times to rank_end and returns 0, or returns 1 with a one-line message in
-// error (NUL-terminated, cut to error_len).
+// Runs `schedule` on `platform` with `costs` (the types of terngrad/analysis/sim/simulate.h);
+// writes schedule->ranks end times to rank_end and returns 0, or returns 1 with a one-line message
+// in error (NUL-terminated, cut to error_len).
 extern "C" __attribute__((visibility("default"))) int tg_sim_run(const tg::sim::Schedule* schedule,
                                                                  const tg::sim::Platform* platform,
                                                                  const tg::sim::Costs* costs,

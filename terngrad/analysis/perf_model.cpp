@@ -1,5 +1,5 @@
 // The performance model of perf_model.h: the equations of its header comment, term by term.
-#include "terngrad/perf_model.h"
+#include "terngrad/analysis/perf_model.h"
 
 #include <algorithm>
 #include <cmath>

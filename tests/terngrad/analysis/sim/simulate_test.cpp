@@ -1,6 +1,6 @@
-// The SimGrid replay (terngrad/sim/simulate.h) on cases whose answer is known in closed form.
-// Labelled `simgrid`; every test skips when the build has no SimGrid.
-#include "terngrad/sim/simulate.h"
+// The SimGrid replay (terngrad/analysis/sim/simulate.h) on cases whose answer is known in closed
+// form. Labelled `simgrid`; every test skips when the build has no SimGrid.
+#include "terngrad/analysis/sim/simulate.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

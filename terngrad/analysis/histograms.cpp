@@ -1,5 +1,5 @@
 // Figure 2's gradient histograms (see histograms.h).
-#include "terngrad/histograms.h"
+#include "terngrad/analysis/histograms.h"
 
 #include <algorithm>
 #include <cmath>

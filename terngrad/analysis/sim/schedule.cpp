@@ -1,5 +1,5 @@
 // The exchange's message schedule (see schedule.h).
-#include "terngrad/sim/schedule.h"
+#include "terngrad/analysis/sim/schedule.h"
 
 #include <algorithm>
 

@@ -1,6 +1,7 @@
-// The simulator's schedule (terngrad/sim/schedule.h) is the exchange's own: per rank, the bytes
-// its messages carry are what the cost model and Gloo's wire counts say the real exchange moves.
-#include "terngrad/sim/schedule.h"
+// The simulator's schedule (terngrad/analysis/sim/schedule.h) is the exchange's own: per rank, the
+// bytes its messages carry are what the cost model and Gloo's wire counts say the real exchange
+// moves.
+#include "terngrad/analysis/sim/schedule.h"
 
 #include <gtest/gtest.h>
 

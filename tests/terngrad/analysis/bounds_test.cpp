@@ -1,8 +1,8 @@
-// terngrad/bounds.h on tensors with hand-computed values: norms, the bound ratio, variance,
-// sparsity, clipping statistics, layer- versus model-wide aggregation; the scaler and the
+// terngrad/analysis/bounds.h on tensors with hand-computed values: norms, the bound ratio,
+// variance, sparsity, clipping statistics, layer- versus model-wide aggregation; the scaler and the
 // ternarized slots agree with the compressor's; realized sparsity comes from the compressor's
 // own codes and matches the expectation statistically.
-#include "terngrad/bounds.h"
+#include "terngrad/analysis/bounds.h"
 
 #include <gtest/gtest.h>
 
