@@ -77,7 +77,9 @@ CheckpointEval evaluate_checkpoint(const std::string& checkpoint_path,
   const Device device = parse_device(cfg.device);
   check_device_usable(device);
   apply_cuda_options(cfg.cuda);  // the config's GPU algorithms and TF32, as `train` runs them
-  std::unique_ptr<Net> net = make_net(cfg.model.name, net_options(cfg), device);
+  NetOptions no = net_options(cfg);
+  no.initialize = false;  // every parameter comes from the checkpoint, just below
+  std::unique_ptr<Net> net = make_net(cfg.model.name, no, device);
   const bool ema = ck.has("ema") && !use_raw;
   const Tensor& src = ck.get(ema ? "ema" : "params");
   Tensor params = net->arena().params();

@@ -458,7 +458,11 @@ void Trainer::State::build() {
   TG_CHECK(cfg.train.batch_size <= train_size, "train.batch_size = ", cfg.train.batch_size,
            " is larger than the training split of ", dopts.name, " (", train_size,
            " examples): a batch would hold examples twice; use at most ", train_size);
-  net = make_net(cfg.model.name, net_options(cfg), device);
+  // --resume with a checkpoint to read: resume() overwrites every parameter (or throws when none
+  // loads), so the random initial values would be drawn for nothing.
+  NetOptions no = net_options(cfg);
+  no.initialize = resume_candidates.empty();
+  net = make_net(cfg.model.name, no, device);
   check_compatible(*net, *train_ds);
   check_compatible(*net, *test_ds);
   sampler.emplace(train_size, cfg.train.batch_size, seed, /*shuffle=*/true);

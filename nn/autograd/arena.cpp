@@ -19,12 +19,12 @@ size_t ParamArena::add(const std::string& name, const Shape& shape, Initializer 
   return entries_.size() - 1;
 }
 
-void ParamArena::allocate(const Device& device) {
+void ParamArena::allocate(const Device& device, bool initialize) {
   TG_CHECK(!allocated(), "ParamArena::allocate called twice");
   Tensor host = Tensor::zeros({total_}, DType::f32, Device::cpu());
   for (Entry& e : entries_) {
     Tensor v = host.slice(0, e.offset, e.offset + e.numel).view(e.shape);
-    if (e.init) e.init(v);
+    if (e.init && initialize) e.init(v);
   }
   params_ = host.to(device);
   grads_ = Tensor::zeros({total_}, DType::f32, device);

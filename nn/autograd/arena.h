@@ -31,8 +31,10 @@ class ParamArena {
 
   // Registers a parameter; returns its index. Names must be unique. Throws after allocate().
   size_t add(const std::string& name, const Shape& shape, Initializer init);
-  // Allocates both buffers on `device`, runs the initializers, zeroes the gradients.
-  void allocate(const Device& device);
+  // Allocates both buffers on `device`, runs the initializers (unless `initialize` is false: then
+  // the parameters are zero, for a caller that overwrites them all, e.g. from a checkpoint),
+  // zeroes the gradients.
+  void allocate(const Device& device, bool initialize = true);
 
   bool allocated() const { return params_.defined(); }
   const Tensor& params() const { return params_; }  // flat [total]

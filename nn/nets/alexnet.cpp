@@ -75,7 +75,7 @@ class AlexNet final : public Net {
     logits_ = DenseLayer(b, "logits", 4096, f);
     drop6_ = DropoutLayer(6, ratio);
     drop7_ = DropoutLayer(7, ratio);
-    arena_.allocate(device);
+    arena_.allocate(device, o.initialize);
   }
 
   Tensor forward(const Tensor& x, const ForwardContext& ctx) override {

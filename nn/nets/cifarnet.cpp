@@ -54,7 +54,7 @@ class CifarNet final : public Net {
     f.decay = false;
     f.relu = false;
     logits_ = DenseLayer(b, "logits", 192, f);
-    arena_.allocate(device);
+    arena_.allocate(device, o.initialize);
   }
 
   Tensor forward(const Tensor& x, const ForwardContext& ctx) override {

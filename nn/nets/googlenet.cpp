@@ -131,7 +131,7 @@ class GoogLeNet final : public Net {
     l.relu = false;
     logits_ = ConvLayer(b, "logits/Conv2d_0c_1x1", in, l);
     drop_ = DropoutLayer(0, ratio);
-    arena_.allocate(device);
+    arena_.allocate(device, o.initialize);
   }
 
   Tensor forward(const Tensor& x, const ForwardContext& ctx) override {

@@ -44,7 +44,7 @@ class LeNet final : public Net {
     f.init = WeightInit::truncated_normal(0.0767f);
     f.relu = false;
     logits_ = DenseLayer(b, "logits", 500, f);
-    arena_.allocate(device);
+    arena_.allocate(device, o.initialize);
   }
 
   Tensor forward(const Tensor& x, const ForwardContext& ctx) override {

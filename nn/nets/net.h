@@ -27,6 +27,10 @@ struct NetOptions {
   uint64_t seed = 123;          // initial weights: Philox(seed, RngPurpose::init, tensor index)
   int64_t image_size = 0;       // input H = W; 0 = the net's default (28, 24, 224, ...)
   int64_t in_channels = 0;      // 0 = the net's default (1 for LeNet, 3 otherwise)
+  // false: the parameters start at zero instead of their random initial values, for a caller
+  // that overwrites every one of them (a checkpoint restore: --resume, eval); AlexNet's 61 M
+  // truncated-normal draws are most of its start-up.
+  bool initialize = true;
   bool operator==(const NetOptions&) const = default;
 };
 

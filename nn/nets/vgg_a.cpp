@@ -69,7 +69,7 @@ class VggA final : public Net {
     fc8_ = DenseLayer(b, "fc8", 4096, f);
     drop6_ = DropoutLayer(6, ratio);
     drop7_ = DropoutLayer(7, ratio);
-    arena_.allocate(device);
+    arena_.allocate(device, o.initialize);
   }
 
   Tensor forward(const Tensor& x, const ForwardContext& ctx) override {

@@ -247,6 +247,35 @@ TEST(LeNet, SameSeedSameParamsOtherSeedDiffers) {
             b->forward(x, eval).to_vector<float>());
 }
 
+// initialize = false (a checkpoint restore follows): the same layout and buffers, every parameter
+// zero, and nothing else about the net differs.
+TEST(NetRegistry, UninitializedNetsHaveTheLayoutAndZeroParameters) {
+  for (const std::string name : {"lenet", "cifarnet"}) {
+    SCOPED_TRACE(name);
+    NetOptions o;
+    auto a = make_net(name, o, Device::cpu());
+    o.initialize = false;
+    auto b = make_net(name, o, Device::cpu());
+    ASSERT_EQ(a->arena().entries().size(), b->arena().entries().size());
+    for (size_t i = 0; i < a->arena().entries().size(); ++i) {
+      EXPECT_EQ(a->arena().entries()[i].name, b->arena().entries()[i].name);
+      EXPECT_EQ(a->arena().entries()[i].shape, b->arena().entries()[i].shape);
+    }
+    const std::vector<float> p = b->arena().params().to_vector<float>();
+    EXPECT_EQ(std::count(p.begin(), p.end(), 0.0f), static_cast<ptrdiff_t>(p.size()));
+    const std::vector<float> q = a->arena().params().to_vector<float>();
+    EXPECT_LT(std::count(q.begin(), q.end(), 0.0f), static_cast<ptrdiff_t>(q.size()));
+    // Copying a's parameters in makes the two nets the same function.
+    Tensor bp = b->arena().params();  // a handle to the same storage
+    bp.copy_from(a->arena().params());
+    const Tensor x = random_input(*a, 2);
+    NoGradGuard no_grad;
+    ForwardContext eval;
+    eval.training = false;
+    EXPECT_EQ(a->forward(x, eval).to_vector<float>(), b->forward(x, eval).to_vector<float>());
+  }
+}
+
 TEST(LeNet, WrongInputShapeErrorNamesBoth) {
   auto net = make_net("lenet", {}, Device::cpu());
   const std::string msg = error_of([&] {
