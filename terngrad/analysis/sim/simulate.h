@@ -1,5 +1,5 @@
 // `terngrad perf-model --simulate`: one iteration's gradient exchange replayed on a SimGrid
-// platform (flow-level network model, SimGrid's default LV08, validated against TCP), message by
+// platform (flow-level network model, SimGrid's LV08, validated against TCP), message by
 // message, from the schedule the communicators execute (terngrad/analysis/sim/schedule.h).
 //
 // Every node is a SimGrid actor on its first rank's host. For each bucket, in launch order, it
@@ -38,7 +38,8 @@ struct Platform {
   perf::Cluster cluster;        // gpus_per_node, intra and inter links, duplex
   double oversubscription = 1;  // >= 1; 1: a non-blocking core (no core link)
   std::string file;             // a SimGrid platform file instead of the cluster (hosts rank-R)
-  // "flow": every flow its own (SimGrid's LV08, the default); "phase": each phase of the whole
+  // "flow": every flow its own (SimGrid's LV08, the default, with its latency factor at 1 on a
+  // cluster: the links' latencies are per message already); "phase": each phase of the whole
   // schedule one parallel task (SimGrid's ptask_L07: the phase's flows share the links by
   // max-min and end together, then the next phase starts on every rank), for thousands of
   // ranks; "auto": phase above 128 ranks.
