@@ -324,7 +324,9 @@ class GlooCommunicator final : public Communicator {
         size_(options.size),
         timeout_(options.timeout),
         job_(fnv1a64(prefix)),
-        mac_key_(options.mac_key),
+        mac_(options.mac_key
+                 ? std::make_optional<HmacSha256>(options.mac_key->data(), options.mac_key->size())
+                 : std::nullopt),
         fault_(fault_for(options.rank)) {
     TG_CHECK(size_ >= 1 && rank_ >= 0 && rank_ < size_, "gloo communicator: rank ", rank_,
              " and world size ", size_, " are invalid (expected 0 <= rank < size)");
@@ -687,8 +689,8 @@ class GlooCommunicator final : public Communicator {
   // h.mac: the MAC of the fields before it under the job key; zero without one.
   void sign(WireHeader& h) const {
     std::memset(h.mac, 0, sizeof h.mac);
-    if (!mac_key_) return;
-    const Mac256 m = hmac_sha256(mac_key_->data(), mac_key_->size(), &h, offsetof(WireHeader, mac));
+    if (!mac_) return;
+    const Mac256 m = mac_->mac(&h, offsetof(WireHeader, mac));
     std::memcpy(h.mac, m.data(), sizeof h.mac);
   }
 
@@ -698,7 +700,7 @@ class GlooCommunicator final : public Communicator {
     WireHeader want = h;
     sign(want);
     const uint8_t zero[sizeof h.mac] = {};
-    if (mac_key_) {
+    if (mac_) {
       TG_CHECK(equal_constant_time(want.mac, h.mac, sizeof h.mac), "rank ", from,
                " sent a message header that is not authenticated with this job's secret (a "
                "stranger on its connection, or a rank given another comm.secret_file); refused "
@@ -763,7 +765,7 @@ class GlooCommunicator final : public Communicator {
   const int rank_, size_;
   const std::chrono::milliseconds timeout_;
   const uint64_t job_;  // fnv1a of the key prefix: the job this communicator serves
-  const std::optional<std::array<uint8_t, 32>> mac_key_;  // the job key, with a secret
+  const std::optional<HmacSha256> mac_;  // HMAC under the job key, with a secret
   const WireFault fault_;
   int64_t calls_ = 0;  // exchange_legs calls so far (for fault_.call)
   std::shared_ptr<gloo::rendezvous::Context> context_;

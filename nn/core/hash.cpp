@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "nn/core/error.h"
@@ -84,6 +85,61 @@ Mac256 hmac_sha256(const void* key, size_t key_len, const void* data, size_t n) 
   TG_CHECK(HMAC(EVP_sha256(), key, static_cast<int>(key_len),
                 static_cast<const unsigned char*>(data), n, out.data(), &len) != nullptr &&
                len == out.size(),
+           "OpenSSL: HMAC-SHA256 failed");
+  return out;
+}
+
+struct HmacSha256::Impl {
+  EVP_MD_CTX* inner = nullptr;  // SHA-256 after absorbing key ^ ipad
+  EVP_MD_CTX* outer = nullptr;  // ... key ^ opad
+  ~Impl() {
+    EVP_MD_CTX_free(inner);
+    EVP_MD_CTX_free(outer);
+  }
+};
+
+HmacSha256::HmacSha256(const void* key, size_t key_len) : impl_(std::make_unique<Impl>()) {
+  constexpr size_t kBlock = 64;  // SHA-256's block
+  unsigned char k[kBlock] = {};
+  if (key_len > kBlock) {  // RFC 2104: a long key is hashed first
+    unsigned int len = 0;
+    TG_CHECK(EVP_Digest(key, key_len, k, &len, EVP_sha256(), nullptr) == 1,
+             "OpenSSL: SHA-256 failed");
+  } else if (key_len > 0) {
+    std::memcpy(k, key, key_len);
+  }
+  unsigned char pad[kBlock];
+  impl_->inner = EVP_MD_CTX_new();
+  impl_->outer = EVP_MD_CTX_new();
+  TG_CHECK(impl_->inner != nullptr && impl_->outer != nullptr,
+           "OpenSSL: cannot create a digest context (out of memory?)");
+  for (auto [ctx, x] : {std::pair{impl_->inner, 0x36}, std::pair{impl_->outer, 0x5c}}) {
+    for (size_t i = 0; i < kBlock; ++i) pad[i] = static_cast<unsigned char>(k[i] ^ x);
+    TG_CHECK(EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) == 1 &&
+                 EVP_DigestUpdate(ctx, pad, kBlock) == 1,
+             "OpenSSL: SHA-256 failed");
+  }
+  OPENSSL_cleanse(k, sizeof k);
+  OPENSSL_cleanse(pad, sizeof pad);
+}
+
+HmacSha256::~HmacSha256() = default;
+HmacSha256::HmacSha256(HmacSha256&&) noexcept = default;
+HmacSha256& HmacSha256::operator=(HmacSha256&&) noexcept = default;
+
+Mac256 HmacSha256::mac(const void* data, size_t n) const {
+  // One scratch context per thread, reused: no allocation per MAC.
+  thread_local std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> tmp(EVP_MD_CTX_new(),
+                                                                      &EVP_MD_CTX_free);
+  TG_CHECK(tmp != nullptr, "OpenSSL: cannot create a digest context (out of memory?)");
+  Mac256 inner_hash{}, out{};
+  unsigned int len = 0;
+  TG_CHECK(EVP_MD_CTX_copy_ex(tmp.get(), impl_->inner) == 1 &&
+               EVP_DigestUpdate(tmp.get(), data, n) == 1 &&
+               EVP_DigestFinal_ex(tmp.get(), inner_hash.data(), &len) == 1 &&
+               EVP_MD_CTX_copy_ex(tmp.get(), impl_->outer) == 1 &&
+               EVP_DigestUpdate(tmp.get(), inner_hash.data(), inner_hash.size()) == 1 &&
+               EVP_DigestFinal_ex(tmp.get(), out.data(), &len) == 1,
            "OpenSSL: HMAC-SHA256 failed");
   return out;
 }

@@ -56,6 +56,22 @@ class Md5 : public Digest {
 // HMAC-SHA256 (RFC 2104) of data under key (OpenSSL's one-shot HMAC).
 using Mac256 = std::array<uint8_t, 32>;
 Mac256 hmac_sha256(const void* key, size_t key_len, const void* data, size_t n);
+// HMAC-SHA256 under one key, for many short messages (the transport's headers): the key's inner
+// and outer SHA-256 states are computed once, so each mac() is two compressions and two context
+// copies, without the one-shot's key schedule and algorithm lookup. mac() may run on several
+// threads at once. Equal to hmac_sha256 for every key and message.
+class HmacSha256 {
+ public:
+  HmacSha256(const void* key, size_t key_len);
+  ~HmacSha256();
+  HmacSha256(HmacSha256&&) noexcept;
+  HmacSha256& operator=(HmacSha256&&) noexcept;
+  Mac256 mac(const void* data, size_t n) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 // Whether a[0 .. n) == b[0 .. n), in time that does not depend on where they differ (for MACs).
 bool equal_constant_time(const void* a, const void* b, size_t n);
 

@@ -138,6 +138,38 @@ TEST(Checksum, FileDigestOfMissingFileThrowsNamingIt) {
   }
 }
 
+// RFC 4231's test cases 1, 2 and 6 (a 131-byte key, hashed first), and the precomputed-key form
+// against the one-shot for keys and messages of every length around SHA-256's 64-byte block.
+TEST(HmacSha256, Rfc4231VectorsAndThePrecomputedKeyAgree) {
+  struct Case {
+    std::string key, data, mac;
+  };
+  const std::vector<Case> cases = {
+      {std::string(20, '\x0b'), "Hi There",
+       "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"},
+      {"Jefe", "what do ya want for nothing?",
+       "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"},
+      {std::string(131, '\xaa'), "Test Using Larger Than Block-Size Key - Hash Key First",
+       "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"},
+  };
+  for (const Case& c : cases) {
+    const Mac256 one = hmac_sha256(c.key.data(), c.key.size(), c.data.data(), c.data.size());
+    EXPECT_EQ(to_hex(one.data(), one.size()), c.mac) << c.data;
+    const Mac256 pre = HmacSha256(c.key.data(), c.key.size()).mac(c.data.data(), c.data.size());
+    EXPECT_EQ(to_hex(pre.data(), pre.size()), c.mac) << c.data;
+  }
+  std::string key, data;
+  for (size_t k = 0; k <= 130; k += 13) {
+    key.assign(k, static_cast<char>(k + 1));
+    const HmacSha256 h(key.data(), key.size());
+    for (size_t n : {0, 1, 47, 48, 55, 56, 63, 64, 65, 200}) {
+      data.assign(n, static_cast<char>(n * 7));
+      EXPECT_EQ(h.mac(data.data(), n), hmac_sha256(key.data(), key.size(), data.data(), n))
+          << "key " << k << " bytes, message " << n;
+    }
+  }
+}
+
 TEST(Fnv1a64, ReferenceVectors) {
   // The FNV authors' test suite (isthe.com/chongo/tech/comp/fnv, 64-bit FNV-1a column).
   EXPECT_EQ(fnv1a64(""), 0xcbf29ce484222325ull);
