@@ -8,14 +8,23 @@
 #      retransmissions arrive late and out of order), without the added delay; needs `nft`;
 #   2. a full disk: one run with --out on a tmpfs sized to hold one checkpoint and a half, so the
 #      second checkpoint fills it; the run must exit 1 naming ENOSPC and the file, and the first
-#      checkpoint must still load (`terngrad eval`).
+#      checkpoint must still load (`terngrad eval`);
+#   3. a job secret across the namespaces (comm.secret_file, comm/secret.h): two ranks holding it
+#      train to the clean link's params_sha256 with summary.json's comm_authenticated true; a
+#      stranger in rank 1's namespace without it is refused by rank 0, which names its
+#      rendezvous entry and takes no step; and, with --faulty PATH (the test driver
+#      terngrad_faulty), a rank 1 whose header MAC is wrong mid-run is refused by rank 0 naming
+#      rank 1, its checkpoint intact.
 # Prints one line per check and exits 0 when all pass, 1 when one fails, 2 on usage errors, 77
 # when it cannot run here (not root, no iproute2, neither netem nor nft: ctest counts it skipped).
 # (The hostile-peer cases, a stopped rank and the injected disk faults run without root in
 # tests/cmd/faults_test.cpp.)
 #
-#   bench/faults.sh [--terngrad PATH] [--iterations N] [--loss PCT] [--delay MS] [--keep]
+#   bench/faults.sh [--terngrad PATH] [--faulty PATH] [--iterations N] [--loss PCT] [--delay MS]
+#                   [--keep]
 #     --terngrad PATH  the binary (default build-cpu/cmd/terngrad, else build/cmd/terngrad)
+#     --faulty PATH    the test driver terngrad_faulty (build/tests/terngrad_faulty), for 3's
+#                      wrong-MAC case (skipped without it)
 #     --iterations N   iterations per run (default 40)
 #     --loss PCT       netem loss, each direction (default 2)
 #     --delay MS       netem delay, each direction, with MS/2 jitter (default 5); 25% of the
@@ -34,6 +43,7 @@ skip() {
 
 HERE=$(dirname "$(realpath "$0")")
 TERNGRAD=
+FAULTY=
 ITERS=40
 LOSS=2
 DELAY=5
@@ -41,11 +51,12 @@ KEEP=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --terngrad) TERNGRAD="$2"; shift 2 ;;
+    --faulty) FAULTY="$2"; shift 2 ;;
     --iterations) ITERS="$2"; shift 2 ;;
     --loss) LOSS="$2"; shift 2 ;;
     --delay) DELAY="$2"; shift 2 ;;
     --keep) KEEP=1; shift ;;
-    -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
@@ -74,6 +85,9 @@ train_args() {
     --set train.log_every=10 --set train.checkpoint_every=10 --set workers.count=2 \
     --set compression.method=terngrad --set comm.timeout=30
 }
+SECRET="$WORK/job.secret"
+head -c 32 /dev/urandom >"$SECRET"
+chmod 600 "$SECRET"
 
 # ---- 1. the lossy link ----------------------------------------------------------------------
 # shellcheck source=bench/netns_lab.sh
@@ -82,9 +96,10 @@ trap 'lab_down; cleanup' EXIT
 lab_up 2 1gbit
 
 CUR=
+RANK_ENV=()  # extra environment of every rank (3: the secret)
 rank_cmd() {
   # shellcheck disable=SC2046
-  lab_exec "$1" env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 "$TERNGRAD" train \
+  lab_exec "$1" env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 "${RANK_ENV[@]}" "$TERNGRAD" train \
     $(train_args) --set comm.interface=tg0 --rank "$1" --world-size 2 \
     --rendezvous "file://$WORK/store_$CUR" --job-id "faults_$CUR" --out "$WORK/$CUR"
 }
@@ -104,8 +119,63 @@ run_link() {
   echo "  $CUR link: $((SECONDS - start)) s, params_sha256 $SHA" >&2
 }
 
+# ---- 3. the job secret across the namespaces (on the clean link, before 1's faults) ---------
+secret_checks() {
+  RANK_ENV=("TG_SECRET_FILE=$SECRET")
+  if run_link secret; then
+    if [[ "$SHA" == "$CLEAN_SHA" ]] && grep -q '"comm_authenticated":true' "$WORK/secret/summary.json"; then
+      echo "PASS job secret: two ranks holding it train to the clean link's params_sha256, authenticated"
+    else
+      echo "FAIL job secret: $SHA vs clean $CLEAN_SHA, or not comm_authenticated"
+      FAILED=1
+    fi
+  fi
+  # A stranger in rank 1's namespace, without the secret: started by hand (lab_run_ranks would
+  # stop rank 0 as soon as the stranger fails).
+  CUR=stranger
+  mkdir -p "$WORK/store_$CUR"
+  RANK_ENV=("TG_SECRET_FILE=$SECRET")
+  rank_cmd 0 >"$WORK/stranger.rank0.out" 2>"$WORK/stranger.rank0.err" &
+  p0=$!
+  RANK_ENV=()
+  rank_cmd 1 >"$WORK/stranger.rank1.out" 2>"$WORK/stranger.rank1.err" &
+  p1=$!
+  rc0=0 && wait "$p0" || rc0=$?
+  wait "$p1" || true
+  line=$(grep '^terngrad: error:' "$WORK/stranger.rank0.err" || true)
+  if [[ $rc0 -eq 1 && "$line" == *"rendezvous entry 'tg/faults_stranger/hello/1' is not signed"* &&
+    ! -e "$WORK/stranger/checkpoint.tgckpt" ]]; then
+    echo "PASS stranger without the secret: rank 0 exits 1 before any step: ${line#terngrad: error: }"
+  else
+    echo "FAIL stranger without the secret: rank 0 exit $rc0, '$line'"
+    FAILED=1
+  fi
+  if [[ -n "$FAULTY" ]]; then
+    # Rank 1 with the secret but a wrong MAC on a header mid-run (after the checkpoint at 10).
+    saved=$TERNGRAD
+    TERNGRAD=$(realpath "$FAULTY")
+    CUR=badmac
+    mkdir -p "$WORK/store_$CUR"
+    RANK_ENV=("TG_SECRET_FILE=$SECRET" "TG_FAULT=mac,rank=1,call=150")
+    lab_run_ranks 2 "$WORK/$CUR.rank" 600 rank_cmd || true
+    TERNGRAD=$saved
+    line=$(grep '^terngrad: error:' "$WORK/badmac.rank0.err" || true)
+    if [[ "$line" == *"rank 1 sent a message header that is not authenticated"* &&
+      -e "$WORK/badmac/checkpoint.tgckpt" && ! -e "$WORK/badmac/summary.json" ]]; then
+      echo "PASS header with a wrong MAC across the namespaces: rank 0 refuses it naming rank 1"
+    else
+      echo "FAIL header with a wrong MAC: '$line'"
+      FAILED=1
+    fi
+  else
+    echo "  (no --faulty: the wrong-MAC case is tests/cmd/faults_test.cpp's, on loopback)" >&2
+  fi
+  RANK_ENV=()
+}
+
 if run_link clean; then
   CLEAN_SHA=$SHA
+  secret_checks
   netem="delay ${DELAY}ms $((DELAY / 2 > 0 ? DELAY / 2 : 1))ms loss ${LOSS}% reorder 25% 50%"
   if tc -n "$(lab_ns 0)" qdisc replace dev tg0 root netem $netem rate 1gbit 2>/dev/null; then
     for r in 0 1; do
@@ -115,8 +185,10 @@ if run_link clean; then
     dropped() {
       tc -s -n "$(lab_ns 0)" qdisc show dev tg0 | sed -n 's/.*dropped \([0-9]*\).*/\1/p' | head -1
     }
+  elif ! command -v nft >/dev/null; then
+    netem=""
+    echo "SKIP lossy link: this kernel has no netem and nft is not installed (apt-get install nftables)"
   else
-    command -v nft >/dev/null || skip "this kernel has no netem and nft is not installed"
     netem="no netem in this kernel: nftables drops ${LOSS}% of TCP segments each way"
     for r in 0 1; do
       ip netns exec "$(lab_ns "$r")" nft -f - <<NFT
@@ -133,7 +205,7 @@ NFT
         sed -n 's/.*counter packets \([0-9]*\).*/\1/p' | head -1
     }
   fi
-  if run_link lossy; then
+  if [[ -n "$netem" ]] && run_link lossy; then
     drops=$(dropped)
     if [[ "$SHA" == "$CLEAN_SHA" && "${drops:-0}" -gt 0 ]]; then
       echo "PASS lossy link ($netem; rank 0 dropped $drops packets): same params_sha256"

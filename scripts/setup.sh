@@ -4,6 +4,7 @@
 # Usage: bash scripts/setup.sh [--test-tools]   (as root, or with sudo available)
 #   --test-tools  also the tools scripts/test.sh needs beyond the build: clang with libFuzzer and
 #                 its sanitizer runtimes, LLVM's OpenMP, Ninja (scripts/sanitize.sh, scripts/fuzz.sh),
+#                 nftables (bench/faults.sh's lossy link where the kernel has no netem),
 #                 and the `tensorboard` Python package in .venv-test/ (pip; the TensorBoard tests
 #                 read event files back with it); and PyTorch with its C++ headers (python3-torch,
 #                 libtorch-dev, pybind11-dev, python3-setuptools), so python/terngrad_torch, the DDP
@@ -38,7 +39,7 @@ PACKAGES=(
 )
 
 if [ "${1:-}" = --test-tools ]; then
-  PACKAGES+=(clang libclang-rt-14-dev libomp-14-dev ninja-build python3-venv
+  PACKAGES+=(clang libclang-rt-14-dev libomp-14-dev ninja-build python3-venv nftables
              python3-torch libtorch-dev pybind11-dev python3-setuptools)
 elif [ $# -gt 0 ]; then
   echo "setup.sh: unknown argument '$1' (expected --test-tools or nothing)" >&2
