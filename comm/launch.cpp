@@ -31,13 +31,13 @@ namespace tg::comm {
 // Rank discovery
 // ---------------------------------------------------------------------------------------------
 
-namespace {
-
 std::optional<std::string> env_get(const EnvMap& env, const char* name) {
   auto it = env.find(name);
   if (it == env.end() || it->second.empty()) return std::nullopt;
   return it->second;
 }
+
+namespace {
 
 // `value` as a non-negative int; `what` names where it came from ("SLURM_PROCID").
 int parse_count(const std::string& value, const std::string& what) {

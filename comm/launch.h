@@ -29,6 +29,8 @@ using EnvMap = std::map<std::string, std::string>;
 
 // This process's environment (environ) as a map.
 EnvMap current_environment();
+// env[name], or none when it is unset or empty.
+std::optional<std::string> env_get(const EnvMap& env, const char* name);
 
 struct RankEnv {
   int rank = 0;

@@ -149,15 +149,11 @@ ProcessGroup::ProcessGroup(const RankEnv& env, const std::string& job_id,
   store_ = comm::open_store(env.rendezvous, timeout_);
   const EnvMap env_vars = current_environment();
   std::optional<Mac256> mac_key;
-  {
-    const auto it = env_vars.find("TG_SECRET_FILE");
-    const std::optional<std::string> from_env =
-        it == env_vars.end() ? std::nullopt : std::optional<std::string>(it->second);
-    if (const std::optional<JobSecret> secret = find_job_secret(options.secret_file, from_env)) {
-      mac_key = job_mac_key(secret->bytes, prefix_);
-      store_ = signed_store(std::move(store_), *mac_key);
-      secret_source_ = secret->source;
-    }
+  if (const std::optional<JobSecret> secret =
+          find_job_secret(options.secret_file, env_get(env_vars, "TG_SECRET_FILE"))) {
+    mac_key = job_mac_key(secret->bytes, prefix_);
+    store_ = signed_store(std::move(store_), *mac_key);
+    secret_source_ = secret->source;
   }
 
   // ---- start-up record: world size, backend, config, start iteration --------------------------

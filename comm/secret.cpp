@@ -68,7 +68,6 @@ class SignedStore final : public Store {
     inner_->wait(keys, timeout);
   }
   std::string url() const override { return inner_->url(); }
-  gloo::rendezvous::Store& gloo_store() override { return inner_->gloo_store(); }
 
  private:
   std::unique_ptr<Store> inner_;

@@ -161,7 +161,6 @@ class WrappedStore final : public Store {
   }
 
   std::string url() const override { return url_; }
-  gloo::rendezvous::Store& gloo_store() override { return *inner_; }
 
  private:
   std::string map(const std::string& key) const {
@@ -199,6 +198,12 @@ std::unique_ptr<Store> open_file_store(const std::string& url, const std::string
   } catch (const std::exception& e) {
     TG_THROW("rendezvous store ", url, ": cannot open directory '", dir, "': ", e.what());
   }
+}
+
+// "user:password" -> "user:***" ("user" alone unchanged).
+std::string redact_userinfo(const std::string& info) {
+  const size_t colon = info.find(':');
+  return colon == std::string::npos ? info : info.substr(0, colon) + ":***";
 }
 
 // redis://[[USER]:PASSWORD@]HOST[:PORT]: the userinfo split off, %XX escapes decoded (a password
@@ -289,11 +294,6 @@ std::unique_ptr<Store> open_redis_store(const std::string& url, const std::strin
 }
 
 }  // namespace
-
-std::string redact_userinfo(const std::string& info) {
-  const size_t colon = info.find(':');
-  return colon == std::string::npos ? info : info.substr(0, colon) + ":***";
-}
 
 std::string redact_store_url(const std::string& url) {
   const std::string redis = "redis://";

@@ -20,10 +20,6 @@
 #include <string>
 #include <vector>
 
-namespace gloo::rendezvous {
-class Store;
-}
-
 namespace tg::comm {
 
 class Store {
@@ -35,9 +31,6 @@ class Store {
   // Same with an explicit limit instead of the store's (rendezvous waits use the communicator's).
   virtual void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
   virtual std::string url() const = 0;
-  // The Gloo store underneath, raw: no timeouts or error translation, and for file:// no key
-  // encoding (this wrapper encodes keys into safe file names, so raw keys are named differently).
-  virtual gloo::rendezvous::Store& gloo_store() = 0;
 };
 
 // Parses and opens a store URL (file://DIR creates DIR if missing; redis://HOST[:PORT], port 6379
@@ -48,7 +41,5 @@ std::unique_ptr<Store> open_store(const std::string& url, std::chrono::milliseco
 // The URL as it may be printed or recorded: a redis:// password replaced by ***
 // (redis://user:***@host:port); any other URL unchanged.
 std::string redact_store_url(const std::string& url);
-// "user:password" -> "user:***" ("user" alone unchanged).
-std::string redact_userinfo(const std::string& info);
 
 }  // namespace tg::comm
