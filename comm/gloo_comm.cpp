@@ -315,6 +315,13 @@ class FailFastContext final : public gloo::rendezvous::Context {
     connectFullMesh(store, device);
     transportContext_ = std::make_shared<FailFastTransport>(std::move(transportContext_));
   }
+
+  // Closes this rank's connections (FailFastTransport::close_all): for the failures found by
+  // our own checks rather than by Gloo, so the peers blocked on this rank fail at once and can
+  // report (comm/process_group.h) instead of waiting out their timeout.
+  void close_all() noexcept {
+    if (auto* t = dynamic_cast<FailFastTransport*>(transportContext_.get())) t->close_all();
+  }
 };
 
 class GlooCommunicator final : public Communicator {
@@ -636,8 +643,10 @@ class GlooCommunicator final : public Communicator {
       GLOO_ENFORCE(header_in->waitRecv(timeout_), "receive timed out");
     for (size_t k = 0; k < sends.size(); ++k)
       GLOO_ENFORCE(header_out->waitSend(timeout_), "send timed out");
-    for (const Leg& l : recvs)
-      check_header(theirs[static_cast<size_t>(l.peer)], l.peer, seq, l.bytes);
+    closing_on_error([&] {
+      for (const Leg& l : recvs)
+        check_header(theirs[static_cast<size_t>(l.peer)], l.peer, seq, l.bytes);
+    });
 
     // A faulty payload longer than its leg goes from a scratch copy of the right size.
     std::vector<std::vector<uint8_t>> scratch;
@@ -670,12 +679,26 @@ class GlooCommunicator final : public Communicator {
       if (l.bytes > 0) GLOO_ENFORCE(l.buf->waitRecv(timeout_), "receive timed out");
     for (gloo::transport::UnboundBuffer* out : posted)
       GLOO_ENFORCE(out->waitSend(timeout_), "send timed out");
-    for (const Leg& l : recvs) {
-      if (l.bytes == 0) continue;
-      const uint64_t got = tail_of(static_cast<const uint8_t*>(l.buf->ptr) + l.offset, l.bytes);
-      TG_CHECK(got == theirs[static_cast<size_t>(l.peer)].tail, "rank ", l.peer,
-               " sent a truncated message: fewer than the ", l.bytes,
-               " bytes its header announced (a misbehaving peer)");
+    closing_on_error([&] {
+      for (const Leg& l : recvs) {
+        if (l.bytes == 0) continue;
+        const uint64_t got = tail_of(static_cast<const uint8_t*>(l.buf->ptr) + l.offset, l.bytes);
+        TG_CHECK(got == theirs[static_cast<size_t>(l.peer)].tail, "rank ", l.peer,
+                 " sent a truncated message: fewer than the ", l.bytes,
+                 " bytes its header announced (a misbehaving peer)");
+      }
+    });
+  }
+
+  // Runs a check of ours; when it throws, closes every connection first (nothing is posted on
+  // any buffer at these points), so the peers waiting on this rank see it fail at once.
+  template <typename F>
+  void closing_on_error(F&& check) {
+    try {
+      check();
+    } catch (...) {
+      context_->close_all();
+      throw;
     }
   }
 
@@ -768,7 +791,7 @@ class GlooCommunicator final : public Communicator {
   const std::optional<HmacSha256> mac_;  // HMAC under the job key, with a secret
   const WireFault fault_;
   int64_t calls_ = 0;  // exchange_legs calls so far (for fault_.call)
-  std::shared_ptr<gloo::rendezvous::Context> context_;
+  std::shared_ptr<FailFastContext> context_;
   uint32_t tag_ = 0;
   bool broken_ = false;  // a collective threw: Gloo's pairs are in an unknown state
   std::string broken_reason_;

@@ -45,11 +45,11 @@ constexpr double kExitLimit = 20.0;
 
 // A short synthetic LeNet run of two workers with a checkpoint every 10 iterations.
 std::vector<std::string> args_for(const std::string& out, int rank, const std::string& url,
-                                  int iterations = 1000000) {
+                                  int iterations = 1000000, int timeout = kTimeout) {
   auto a =
       quick_train_args(out, iterations,
                        {"--set", "workers.count=2", "--set", "compression.method=terngrad", "--set",
-                        "comm.timeout=" + std::to_string(kTimeout), "--rank", std::to_string(rank),
+                        "comm.timeout=" + std::to_string(timeout), "--rank", std::to_string(rank),
                         "--world-size", "2", "--rendezvous", url, "--job-id", "faults"});
   return a;
 }
@@ -142,15 +142,24 @@ std::string write_secret(const TempDir& dir, const std::string& name) {
 // stranger on its connection would, well after the first checkpoint. Rank 0 refuses it, naming
 // rank 1, before receiving the payload: one error line, exit 1, the checkpoint intact, and no
 // summary (the parameters never took a step with the stranger's bytes).
+//
+// Rank 0 also closes its connections as it refuses the header, so rank 1, blocked in the same
+// collective, fails at once and reports (comm/process_group.h) instead of waiting out its comm
+// timeout: rank 0's message carries rank 1's report and does not call rank 1 lost. The comm
+// timeout here is 40 s, so rank 0's post-mortem window is 10 s (train/trainer.cpp) and rank 1 has
+// that long to report; without the closing it would sit 40 s in its receive.
 TEST(HostilePeer, HeaderWithoutTheJobSecretIsRefusedBeforeItsPayload) {
   TempDir dir;
   const std::string secret = write_secret(dir, "job.secret");
   const std::string url = "file://" + (dir / "rdv");
   const std::string fault = "TG_FAULT=mac,rank=1,call=150";
-  const pid_t p0 = spawn_cli(args_for(dir / "out", 0, url), dir / "out0", dir / "err0",
-                             {fault, "TG_SECRET_FILE=" + secret}, "", TG_TERNGRAD_FAULTY_BIN);
-  const pid_t p1 = spawn_cli(args_for(dir / "out1", 1, url), dir / "o1", dir / "e1",
-                             {fault, "TG_SECRET_FILE=" + secret}, "", TG_TERNGRAD_FAULTY_BIN);
+  constexpr int kLongTimeout = 40;
+  const pid_t p0 =
+      spawn_cli(args_for(dir / "out", 0, url, 1000000, kLongTimeout), dir / "out0", dir / "err0",
+                {fault, "TG_SECRET_FILE=" + secret}, "", TG_TERNGRAD_FAULTY_BIN);
+  const pid_t p1 =
+      spawn_cli(args_for(dir / "out1", 1, url, 1000000, kLongTimeout), dir / "o1", dir / "e1",
+                {fault, "TG_SECRET_FILE=" + secret}, "", TG_TERNGRAD_FAULTY_BIN);
   double seconds = 0;
   const int code = wait_exit_within(p0, 120, &seconds);
   wait_exit_within(p1, kExitLimit);
@@ -164,6 +173,8 @@ TEST(HostilePeer, HeaderWithoutTheJobSecretIsRefusedBeforeItsPayload) {
             std::string::npos)
       << lines[0];
   EXPECT_NE(err.find("job secret: TG_SECRET_FILE " + secret), std::string::npos) << err;
+  EXPECT_EQ(lines[0].find("lost rank"), std::string::npos) << lines[0];
+  EXPECT_NE(err.find("\n  rank 1 reported: "), std::string::npos) << err;
   expect_checkpoint_intact(dir / "out");
   EXPECT_FALSE(fs::exists(dir / "out/summary.json"));
 }
