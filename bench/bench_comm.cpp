@@ -43,6 +43,10 @@
 //                   [--methods none,terngrad,...] [--algos ps,allgather,packed-allreduce,auto]
 //                   [--reps 5] [--warmup 2] [--format two_bit|base3] [--link loopback|RATE]
 //                   [--chunk-bytes 2097152] [--no-overlap] [--timeout-s 120] [--secret]
+//                   [--sched batch|normal]
+// --sched: the ranks' threads under SCHED_BATCH (default, as `terngrad train` runs Gloo ranks:
+// comm.sched_batch, nn/core/cpu_env.h) or the default policy, under which Gloo's event loop
+// spins when the ranks outnumber the cores.
 // --secret: every rank authenticates the rendezvous and every message header with a job secret
 // (comm/secret.h), as `terngrad train` does with comm.secret_file: its cost on the exchange.
 // JSON lines on stdout (from rank 0 of each group), progress and a table on stderr.
@@ -75,6 +79,7 @@
 #include "comm/secret.h"
 #include "comm/store.h"
 #include "comm/topology.h"
+#include "nn/core/cpu_env.h"
 #include "nn/core/error.h"
 #include "nn/core/hash.h"
 #include "nn/core/worker_thread.h"
@@ -105,9 +110,10 @@ struct Options {
   int64_t chunk_bytes = tern::AggregateOptions{}.chunk_bytes;
   bool overlap = true;
   int timeout_s = 120;
-  int nodes = 0;           // --nodes G: G ranks per node (0: no node layout)
-  bool plan_only = false;  // --plan-only: the plan's bytes, no processes
-  bool secret = false;     // --secret: a job secret authenticates the store and every header
+  int nodes = 0;                // --nodes G: G ranks per node (0: no node layout)
+  bool plan_only = false;       // --plan-only: the plan's bytes, no processes
+  bool secret = false;          // --secret: a job secret authenticates the store and every header
+  std::string sched = "batch";  // --sched: batch (SCHED_BATCH, the trainer's default) or normal
   // --worker: this process is rank `rank` of `size` for the case in `dir`, bound to `host`.
   bool worker = false;
   int rank = 0, size = 1;
@@ -167,7 +173,8 @@ constexpr const char* kUsage =
     "                  [--algos ps,allgather,packed-allreduce,sharded,hierarchical,auto]\n"
     "                  [--reps 5] [--warmup 2] [--format two_bit|base3]\n"
     "                  [--link loopback|RATE e.g. 1gbit] [--nodes G] [--chunk-bytes N]\n"
-    "                  [--no-overlap] [--timeout-s 120] [--plan-only] [--secret]\n";
+    "                  [--no-overlap] [--timeout-s 120] [--plan-only] [--secret]\n"
+    "                  [--sched batch|normal]\n";
 
 Options parse_args(int argc, char** argv) {
   Options o;
@@ -218,6 +225,10 @@ Options parse_args(int argc, char** argv) {
       o.plan_only = true;
     } else if (a == "--secret") {
       o.secret = true;
+    } else if (a == "--sched") {
+      o.sched = value();
+      TG_CHECK(o.sched == "batch" || o.sched == "normal", a, ": expected batch or normal, got '",
+               o.sched, "'");
     } else if (a == "--timeout-s") {
       o.timeout_s = parse_int(a, value(), 1, 3600);
     } else if (a == "--worker") {  // added by run_ranks, after the user's arguments
@@ -422,7 +433,7 @@ void report_case(const Options& o, const Case& c, const CaseResult& res, int P,
   line.add("layout", "per-tensor").add("path", "product").add("method", c.method);
   line.add("chunk_bytes", o.chunk_bytes).add("overlap", o.overlap ? "on" : "off");
   line.add("link", o.link).add("format", o.format).add("algo", c.label);
-  line.add("secret", o.secret);
+  line.add("secret", o.secret).add("sched", o.sched);
   if (res.stats.ternary_path && c.algo == tern::Route::automatic)
     line.add("auto_picks", std::string(tern::name(res.stats.bucket_route)) + "=1");
   line.add_timing(t);
@@ -466,6 +477,7 @@ int worker_main(const Options& o) {
   co.hostname = o.host;
   co.timeout = timeout;
   auto comm = comm::make_communicator(co, *store, "bench");
+  if (o.sched == "batch") use_batch_scheduling();  // as the trainer does (comm.sched_batch)
   const bool lead = comm->rank() == 0;
 
   std::vector<Tensor> grad = {Tensor::empty({n})};

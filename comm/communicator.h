@@ -131,6 +131,9 @@ struct GroupOptions {
   int ranks_per_node = 0;
   // The job secret's file (comm/secret.h): "" = TG_SECRET_FILE from the environment, else none.
   std::string secret_file;
+  // gloo: run the rank's threads under Linux's SCHED_BATCH (nn/core/cpu_env.h,
+  // use_batch_scheduling: why Gloo's event loop spins without it when cores are oversubscribed).
+  bool sched_batch = true;
   bool operator==(const GroupOptions&) const = default;
   std::chrono::milliseconds timeout_ms() const {
     return std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000.0 + 0.5));

@@ -44,6 +44,7 @@ std::string config_fingerprint(const Config& c) {
   n.comm.group.timeout = defaults.comm.group.timeout;
   n.comm.group.interface = defaults.comm.group.interface;
   n.comm.group.secret_file = defaults.comm.group.secret_file;  // a path; its bytes are checked
+  n.comm.group.sched_batch = defaults.comm.group.sched_batch;  // speed only, never the bits
   // Rank 0 alone decides these (time-based checkpoints through the per-step collective) or acts
   // on them (which checkpoints stay), and the launcher alone restarts.
   n.train.checkpoint_minutes = defaults.train.checkpoint_minutes;

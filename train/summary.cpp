@@ -45,6 +45,7 @@ std::string to_json(const TrainSummary& s) {
   if (s.distributed) {
     o.add("comm_backend", s.comm_backend).add("comm_algorithm", s.comm_algorithm);
     o.add("rendezvous", s.rendezvous).add("comm_authenticated", s.comm_authenticated);
+    o.add("sched_batch", s.sched_batch);
     o.add("comm_buckets", s.buckets).add("comm_overlap", s.overlap);
     std::string routes = "[";
     for (const std::string& r : s.bucket_routes) {

@@ -52,6 +52,7 @@ struct TrainSummary {
   bool distributed = false;  // the fields below are set
   std::string comm_backend, comm_algorithm, rendezvous;
   bool comm_authenticated = false;  // a job secret authenticated the rendezvous and headers
+  bool sched_batch = false;         // the rank's threads ran under SCHED_BATCH (comm.sched_batch)
   int64_t buckets = 0;              // the reducer's gradient buckets
   bool overlap = false;             // exchanged while backward runs
   comm::NodeLayout nodes;           // which node each rank ran on, and where that came from

@@ -341,6 +341,7 @@ struct Trainer::State {
   std::optional<StepComm> step_comm;
   ThreadChoice threads;
   std::chrono::milliseconds post_mortem_window{1000};
+  bool sched_batch = false;  // this rank's threads run under SCHED_BATCH (comm.sched_batch)
   RunLog metrics;
   std::optional<data::BatchPipeline> input;
   std::optional<data::DeviceStager> stager;  // CUDA with data.pin_memory: batches a step ahead
@@ -591,6 +592,14 @@ void Trainer::State::join_group() {
             : "job secret: " + group->secret_source() +
                   " (rendezvous entries and message headers authenticated)");
     say("nodes: " + group->nodes().str() + " (from " + group->nodes_from() + ")");
+    // Every thread so far (OpenMP's, Gloo's event loop) and, inherited, every later one (the
+    // loader's, the overlap thread).
+    if (group->comm().backend() == "gloo" && cfg.comm.group.sched_batch) {
+      const int n = use_batch_scheduling();
+      sched_batch = true;
+      say("scheduling: SCHED_BATCH for this rank's " + plural(n, "thread") +
+          " (comm.sched_batch; woken threads do not preempt, so Gloo's event loop does not spin)");
+    }
   }
 }
 
@@ -889,6 +898,7 @@ TrainSummary Trainer::run() {
                                                           : tern::name(b.routes.front()));
       sum.rendezvous = comm::redact_store_url(s.opt.rank.rendezvous);
       sum.comm_authenticated = s.group && !s.group->secret_source().empty();
+      sum.sched_batch = s.sched_batch;
       sum.buckets = static_cast<int64_t>(s.train_step->buckets().size());
       sum.overlap = s.train_step->overlapped();
     }

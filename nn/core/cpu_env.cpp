@@ -6,10 +6,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <string>
+#include <system_error>
 
 #include "nn/core/device.h"  // cpu_model_name
+#include "nn/core/error.h"
 
 namespace tg {
 
@@ -66,6 +71,29 @@ std::vector<int> affinity_cpu_list() {
 
 int affinity_cpus() {
   return static_cast<int>(affinity_cpu_list().size());
+}
+
+int use_batch_scheduling() {
+  int switched = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    const std::string name = entry.path().filename().string();
+    const pid_t tid = static_cast<pid_t>(std::strtol(name.c_str(), nullptr, 10));
+    if (tid <= 0) continue;
+    const sched_param param{};  // SCHED_BATCH takes priority 0
+    if (::sched_setscheduler(tid, SCHED_BATCH, &param) != 0) {
+      if (errno == ESRCH) continue;  // the thread ended meanwhile
+      TG_THROW("cannot set SCHED_BATCH for thread ", tid, ": ", std::strerror(errno));
+    }
+    ++switched;
+  }
+  if (ec) {  // no /proc: this thread only, which the threads it starts inherit
+    const sched_param param{};
+    if (::sched_setscheduler(0, SCHED_BATCH, &param) != 0)
+      TG_THROW("cannot set SCHED_BATCH: ", std::strerror(errno));
+    switched = 1;
+  }
+  return switched;
 }
 
 EnvThreads env_threads() {

@@ -101,6 +101,9 @@ TEST(TrainDistributed, TwoProcessesMatchTwoEmulatedWorkers) {
   EXPECT_EQ(s["processes"].as_number(), 2);
   EXPECT_EQ(s["workers_per_process"].as_number(), 1);
   EXPECT_EQ(s["comm_backend"].as_string(), "gloo");
+  // Gloo ranks run under SCHED_BATCH by default (comm.sched_batch), and say so.
+  EXPECT_TRUE(s["sched_batch"].b);
+  EXPECT_NE(r.err.find("scheduling: SCHED_BATCH for this rank's"), std::string::npos) << r.err;
   // The launcher's stdout is rank 0's summary, unprefixed: one JSON object.
   EXPECT_EQ(json::parse(r.out)["params_sha256"].as_string(), s["params_sha256"].as_string());
   // Wire target: TernGrad sends <= 1/14 of what an fp32 ring allreduce sends per worker (at
@@ -417,6 +420,19 @@ TEST(TrainDistributed, OneRankWithARendezvousUsesTheCommunicator) {
   EXPECT_EQ(s["workers_per_process"].as_number(), 2);
   EXPECT_EQ(s["comm_backend"].as_string(), "gloo");  // a CPU run: auto picks Gloo
   EXPECT_EQ(s["rendezvous"].as_string(), url);
+
+  // comm.sched_batch = false keeps the default policy; the bits are the same (speed only).
+  const std::string out2 = dir / "run2";
+  const std::string url2 = "file://" + (dir / "rdv2");
+  const CliResult r2 =
+      run_cli(plus(lenet_args(out2, 2, "terngrad"),
+                   plus(rank_flags(0, 1, url2), {"--set", "comm.sched_batch=false"})));
+  expect_ok(r2, "comm.sched_batch=false");
+  const json::Value s2 = summary_of(out2);
+  EXPECT_EQ(s2["params_sha256"].as_string(), s["params_sha256"].as_string());
+  EXPECT_TRUE(s["sched_batch"].b);
+  EXPECT_FALSE(s2["sched_batch"].b);
+  EXPECT_EQ(r2.err.find("scheduling: SCHED_BATCH"), std::string::npos) << r2.err;
 }
 
 // ---- threads: the policy, and results that do not depend on it --------------------------------
