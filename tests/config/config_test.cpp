@@ -538,6 +538,7 @@ Config unusual_config() {
   c.comm.group.interface = "eth1";
   c.comm.group.ranks_per_node = 4;
   c.comm.group.secret_file = "secrets/job key";
+  c.comm.group.sched_batch = false;
   c.comm.reducer.bucket_mb = 1.0 / 3.0;
   c.comm.reducer.overlap = false;
   c.comm.exchange.algorithm = tern::Route::ring;
