@@ -230,6 +230,13 @@ class TernGradCompressor final : public Compressor {
   // grid's codes 2j - (L - 1).
   float unit(float s) const { return grid() ? s / static_cast<float>(o_.levels - 1) : s; }
 
+  float integer_sum_scale(const float* shared_meta, int64_t step, int workers, SlotRange r,
+                          size_t t) const override {
+    TG_CHECK(t >= r.first && t < r.last && shared() && ternary(t, step), name(), ": slot ", t,
+             " is not sent as integer-summed ternary codes at step ", step);
+    return final_scale(shared_meta + (t - r.first) * meta_per_slot(), workers);
+  }
+
  protected:
   // The reference code's floating_grad_epoch: the last epoch of every F-epoch window is fp32.
   bool floating(int64_t step) const { return floating_grad_step(o_, step); }
@@ -462,6 +469,7 @@ class TernGradCompressor final : public Compressor {
     std::vector<ScaleTask> tasks;  // the integer-sum slots, scaled in one batched call
     for (size_t t = r.first; t < r.last; ++t) {
       const GradSlot& sl = layout_[t];
+      if (shared() && ternary(t, step) && acc.ints_final) continue;  // written by the exchange
       if (shared() && ternary(t, step))
         tasks.push_back({acc.int_at(sl.offset), sl.numel,
                          final_scale(shared_meta + (t - r.first) * meta_per_slot(), workers),
@@ -674,6 +682,10 @@ void Compressor::accumulate(const Tensor& msg, const float* shared, int64_t step
       msg.dtype() == DType::u8 && msg.is_contiguous() && static_cast<size_t>(msg.numel()) == bytes,
       name(), ": message must be a contiguous u8 [", bytes, "], got ", msg.str());
   accumulate_range(msg, shared, step, r, acc);
+}
+
+float Compressor::integer_sum_scale(const float*, int64_t, int, SlotRange, size_t) const {
+  TG_THROW(name(), ": no slot is sent as integer-summed ternary codes");
 }
 
 void Compressor::finalize(const Accumulator& acc, const float* shared, int64_t step, int workers,

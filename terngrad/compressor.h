@@ -103,6 +103,10 @@ struct Accumulator {
   Tensor ints;    // i32
   Tensor floats;  // f32
   int64_t origin = 0;
+  // The integer-sum (ternary-coded) slots are already final in `out`: the exchange decoded their
+  // sums straight into scaled values (terngrad/exchange/ternary_collectives.h, ScaledSums), so
+  // finalize writes only the other slots and `ints` may be empty.
+  bool ints_final = false;
   // The sums of flat-gradient element `element` (which must lie in the accumulator's range).
   int32_t* int_at(int64_t element) { return ints.data<int32_t>() + (element - origin); }
   float* float_at(int64_t element) { return floats.data<float>() + (element - origin); }
@@ -172,6 +176,12 @@ class Compressor {
   // out (f32 [total]) at r's slots = the average over `workers` messages accumulated in acc.
   void finalize(const Accumulator& acc, const float* shared, int64_t step, int workers, Tensor& out,
                 SlotRange r = {}) const;
+  // For slot t of range r (resolved, t in r) whose coding at `step` is SlotCoding::ternary: the
+  // factor finalize multiplies its integer sum by, out = float(sum) * factor, which is all it does
+  // with such a slot (`shared` is r's shared meta, as for finalize). Throws for a method without
+  // such slots.
+  virtual float integer_sum_scale(const float* shared, int64_t step, int workers, SlotRange r,
+                                  size_t t) const;
 
   // Per-worker state carried from one encode to the next, for checkpoints. Each worker (each
   // rank, when workers are processes) saves and restores only its own entries.

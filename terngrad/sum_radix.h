@@ -18,6 +18,11 @@
 //
 //   pack_sums:                  words = the layout above of (v[i] + offset); every word written.
 //   unpack_sums_accumulate:     acc[i] += digit_i - offset (int32, wrapping).
+//   unpack_sums_scaled:         out[i] = float(digit_i - offset) * scale: the same bits as
+//                               unpack_sums_accumulate into a zeroed acc, then
+//                               scale_accumulated (terngrad/ternary_kernels.h), in one pass with
+//                               no accumulator (the exchange's last decode, where each sum arrives
+//                               once).
 // Both are pure integer code with exact divisions: CPU and CUDA are bit-identical by
 // construction. Decoding divides each word by L f - 1 times; RadixDivider turns each division
 // into a multiply-high (and, for the first, a few shifts and adds).
@@ -91,10 +96,14 @@ struct RadixDivider {
 void pack_sums_cpu(const int32_t* v, int64_t n, int32_t offset, uint64_t levels, uint64_t* words);
 void unpack_sums_accumulate_cpu(const uint64_t* words, int64_t n, uint64_t levels, int32_t offset,
                                 int32_t* acc);
+void unpack_sums_scaled_cpu(const uint64_t* words, int64_t n, uint64_t levels, int32_t offset,
+                            float scale, float* out);
 
 void pack_sums_cuda(const int32_t* v, int64_t n, int32_t offset, uint64_t levels, uint64_t* words);
 void unpack_sums_accumulate_cuda(const uint64_t* words, int64_t n, uint64_t levels, int32_t offset,
                                  int32_t* acc);
+void unpack_sums_scaled_cuda(const uint64_t* words, int64_t n, uint64_t levels, int32_t offset,
+                             float scale, float* out);
 
 namespace detail {
 

@@ -31,27 +31,44 @@ inline uint64_t pack_word(const int32_t* v, int64_t count, int32_t offset, uint6
 }
 
 // acc += digit - offset modulo 2^32: unsigned, so garbage digits cannot overflow a signed int.
-inline void accumulate(int32_t* acc, uint64_t digit, uint32_t offset) {
-  *acc = static_cast<int32_t>(static_cast<uint32_t>(*acc) + static_cast<uint32_t>(digit) - offset);
-}
+struct Accumulate {
+  int32_t* acc;
+  uint32_t offset;
+  void operator()(int64_t d, uint64_t digit) const {
+    acc[d] =
+        static_cast<int32_t>(static_cast<uint32_t>(acc[d]) + static_cast<uint32_t>(digit) - offset);
+  }
+};
 
-// Digits 0 .. count - 1 of w added to acc[0 .. count) (1 <= count <= f; the quotient left after
+// out = float(digit - offset) * scale: what Accumulate into a zero, then scale_accumulated,
+// computes (the same wrapping int32, the same single rounding of the product).
+struct Scaled {
+  float* out;
+  uint32_t offset;
+  float scale;
+  void operator()(int64_t d, uint64_t digit) const {
+    out[d] =
+        static_cast<float>(static_cast<int32_t>(static_cast<uint32_t>(digit) - offset)) * scale;
+  }
+};
+
+// Digits 0 .. count - 1 of w handed to sink(d, digit) (1 <= count <= f; the quotient left after
 // count - 1 divisions is the last digit, which for garbage words may exceed L - 1). Only the
 // first division sees a full 64-bit w; every later dividend is a quotient, below 2^64 / L.
-// `div` by value: a local copy that no store to acc can alias.
-inline void unpack_word(uint64_t w, int64_t count, RadixDivider div, uint32_t offset,
-                        int32_t* acc) {
+// `div` by value: a local copy that no store through the sink can alias.
+template <class Sink>
+inline void unpack_word(uint64_t w, int64_t count, RadixDivider div, const Sink& sink) {
   if (count > 1) {
     const uint64_t q = div.div(w);
-    accumulate(acc, w - q * div.d, offset);
+    sink(0, w - q * div.d);
     w = q;
     for (int64_t d = 1; d < count - 1; ++d) {
       const uint64_t qd = div.div_small(w);
-      accumulate(acc + d, w - qd * div.d, offset);
+      sink(d, w - qd * div.d);
       w = qd;
     }
   }
-  accumulate(acc + count - 1, w, offset);
+  sink(count - 1, w);
 }
 
 }  // namespace
@@ -119,8 +136,20 @@ void unpack_sums_accumulate_cpu(const uint64_t* words, int64_t n, uint64_t level
   const uint32_t off = static_cast<uint32_t>(offset);
   const int64_t full = n / f;
 #pragma omp parallel for schedule(static) if (full >= kParallelMinWords)
-  for (int64_t j = 0; j < full; ++j) unpack_word(words[j], f, div, off, acc + j * f);
-  if (full * f < n) unpack_word(words[full], n - full * f, div, off, acc + full * f);
+  for (int64_t j = 0; j < full; ++j) unpack_word(words[j], f, div, Accumulate{acc + j * f, off});
+  if (full * f < n) unpack_word(words[full], n - full * f, div, Accumulate{acc + full * f, off});
+}
+
+void unpack_sums_scaled_cpu(const uint64_t* words, int64_t n, uint64_t levels, int32_t offset,
+                            float scale, float* out) {
+  detail::check_sum_radix_args("unpack_sums_scaled_cpu", words, out, n, levels, offset);
+  const int64_t f = digits_per_word(levels);
+  const RadixDivider div = RadixDivider::make(levels);
+  const uint32_t off = static_cast<uint32_t>(offset);
+  const int64_t full = n / f;
+#pragma omp parallel for schedule(static) if (full >= kParallelMinWords)
+  for (int64_t j = 0; j < full; ++j) unpack_word(words[j], f, div, Scaled{out + j * f, off, scale});
+  if (full * f < n) unpack_word(words[full], n - full * f, div, Scaled{out + full * f, off, scale});
 }
 
 }  // namespace tg::tern

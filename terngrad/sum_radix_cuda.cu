@@ -65,6 +65,36 @@ __global__ void unpack_sums_accumulate_kernel(const uint64_t* __restrict__ words
   }
 }
 
+// out = float(digit - offset) * scale, as sum_radix_cpu.cpp's Scaled: the bits of accumulate()
+// into a zero, then scale_accumulated.
+__device__ __forceinline__ void scaled(float* out, uint64_t digit, uint32_t offset, float scale) {
+  *out = __fmul_rn(static_cast<float>(static_cast<int32_t>(static_cast<uint32_t>(digit) - offset)),
+                   scale);
+}
+
+__global__ void unpack_sums_scaled_kernel(const uint64_t* __restrict__ words, int64_t n,
+                                          RadixDivider div, int64_t f, int64_t m, uint32_t offset,
+                                          float scale, float* __restrict__ out) {
+  for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < m;
+       j += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t begin = j * f;
+    const int64_t count = begin + f < n ? f : n - begin;
+    float* o = out + begin;
+    uint64_t w = words[j];
+    if (count > 1) {
+      const uint64_t q = div.div(w);
+      scaled(o, w - q * div.d, offset, scale);
+      w = q;
+      for (int64_t d = 1; d < count - 1; ++d) {
+        const uint64_t qd = div.div_small(w);
+        scaled(o + d, w - qd * div.d, offset, scale);
+        w = qd;
+      }
+    }
+    scaled(o + count - 1, w, offset, scale);
+  }
+}
+
 }  // namespace
 
 void pack_sums_cuda(const int32_t* v, int64_t n, int32_t offset, uint64_t levels, uint64_t* words) {
@@ -86,6 +116,17 @@ void unpack_sums_accumulate_cuda(const uint64_t* words, int64_t n, uint64_t leve
   unpack_sums_accumulate_kernel<<<cuda::grid_for(m, kThreads), kThreads, 0,
                                   cuda::current_stream()>>>(words, n, RadixDivider::make(levels), f,
                                                             m, static_cast<uint32_t>(offset), acc);
+  TG_CUDA_LAUNCH_CHECK();
+}
+
+void unpack_sums_scaled_cuda(const uint64_t* words, int64_t n, uint64_t levels, int32_t offset,
+                             float scale, float* out) {
+  detail::check_sum_radix_args("unpack_sums_scaled_cuda", words, out, n, levels, offset);
+  const int64_t f = digits_per_word(levels);
+  const int64_t m = sum_words(n, levels);
+  if (m == 0) return;
+  unpack_sums_scaled_kernel<<<cuda::grid_for(m, kThreads), kThreads, 0, cuda::current_stream()>>>(
+      words, n, RadixDivider::make(levels), f, m, static_cast<uint32_t>(offset), scale, out);
   TG_CUDA_LAUNCH_CHECK();
 }
 

@@ -95,6 +95,23 @@ void pack_span(const Device& d, const Span& s, const int32_t* sums, int32_t offs
     pack_sums(d, sums + s.pieces[i].elem, s.pieces[i].n, offset, levels, words + at[i]);
 }
 
+void unpack_sums_scaled(const Device& d, const uint64_t* words, int64_t n, uint64_t levels,
+                        int32_t offset, float scale, float* out) {
+  switch (d.type) {
+    case DeviceType::cpu:
+      unpack_sums_scaled_cpu(words, n, levels, offset, scale, out);
+      return;
+    case DeviceType::cuda:
+#if TG_CUDA
+      unpack_sums_scaled_cuda(words, n, levels, offset, scale, out);
+      return;
+#else
+      break;
+#endif
+  }
+  no_cuda(d);
+}
+
 // acc_of(piece) += a span's words (as pack_span wrote them) minus `offset`.
 template <class AccOf>
 void unpack_span(const Device& d, const Span& s, const uint64_t* words, int32_t offset,
@@ -191,6 +208,7 @@ struct BucketRun {
   uint64_t levels;  // L = 2N + 1
   PackFormat f;
   const std::vector<int32_t*>& acc;
+  const ScaledSums* scaled;  // the sharded routes write these instead of acc when given
   const Plan& plan;
   const TernaryBucketShape& shape;
   WorkerThread* collectives;  // null: the chunks' collectives on the caller's thread
@@ -505,13 +523,27 @@ class ShardedRun {
     }
   }
 
-  // Every shard of chunk i into the accumulators.
+  // Every shard of chunk i into the accumulators, or straight into the scaled outputs (each
+  // element's sum arrives once, in exactly one shard of one chunk).
   void decode(int64_t i) {
     ChunkState& state = chunks_[static_cast<size_t>(i)];
     const uint64_t* wp = state.words.data<uint64_t>();
-    for (size_t q = 0; q < state.sc->shards.size(); ++q)
-      unpack_span(r_.d, state.sc->shards[q], wp + state.word_at[q], static_cast<int32_t>(r_.total),
-                  r_.levels, [&](const Piece& pc) { return r_.acc[pc.seg] + pc.first; });
+    const auto offset = static_cast<int32_t>(r_.total);
+    for (size_t q = 0; q < state.sc->shards.size(); ++q) {
+      const Span& s = state.sc->shards[q];
+      if (r_.scaled == nullptr) {
+        unpack_span(r_.d, s, wp + state.word_at[q], offset, r_.levels,
+                    [&](const Piece& pc) { return r_.acc[pc.seg] + pc.first; });
+        continue;
+      }
+      const std::vector<int64_t> at = piece_word_offsets(s, r_.levels);
+      for (size_t k = 0; k < s.pieces.size(); ++k) {
+        const Piece& pc = s.pieces[k];
+        unpack_sums_scaled(r_.d, wp + state.word_at[q] + at[k], pc.n, r_.levels, offset,
+                           r_.scaled->scale[static_cast<size_t>(pc.seg)],
+                           r_.scaled->out[static_cast<size_t>(pc.seg)] + pc.first);
+      }
+    }
     state = ChunkState{};  // its buffers back to the allocator
   }
 
@@ -540,6 +572,10 @@ class ShardedRun {
 
 }  // namespace
 
+bool writes_scaled_sums(Route route) {
+  return route == Route::sharded || route == Route::hierarchical;
+}
+
 TernaryBucketShape bucket_shape(const comm::Communicator& comm, int workers,
                                 const std::vector<int64_t>& numel, PackFormat format,
                                 const TernaryPipeline& pipeline) {
@@ -550,20 +586,28 @@ TernaryBucketShape bucket_shape(const comm::Communicator& comm, int workers,
 TernaryResult ternary_aggregate_bucket(comm::Communicator& comm, Route route, const uint8_t* codes,
                                        int workers, const std::vector<int64_t>& numel,
                                        PackFormat format, const std::vector<int32_t*>& acc,
-                                       const TernaryPipeline& pipeline) {
+                                       const TernaryPipeline& pipeline, const ScaledSums* scaled) {
   const TernaryBucketShape shape = bucket_shape(comm, workers, numel, format, pipeline);
   check_bucket_shape(shape);
   TG_CHECK(route == Route::automatic || is_bucket_route(route), "ternary collective on rank ",
            comm.rank(), ": '", name(route), "' is not a ternary bucket route");
   TG_CHECK(acc.size() == numel.size(), "ternary collective on rank ", comm.rank(), ": ", acc.size(),
            " accumulators for ", numel.size(), " segments (expected one each)");
-  for (size_t s = 0; s < numel.size(); ++s)
-    TG_CHECK(numel[s] == 0 || (codes != nullptr && acc[s] != nullptr),
-             "ternary collective on rank ", comm.rank(), ": null codes or accumulator for segment ",
-             s, " of ", numel[s], " elements");
-  const Plan plan = plan_bucket(numel, format, pipeline.chunk_bytes);
+  TG_CHECK(scaled == nullptr ||
+               (scaled->out.size() == numel.size() && scaled->scale.size() == numel.size()),
+           "ternary collective on rank ", comm.rank(), ": scaled outputs for ",
+           scaled ? scaled->out.size() : 0, " segments and ", scaled ? scaled->scale.size() : 0,
+           " scales, for ", numel.size(), " segments (expected one each)");
   TernaryResult result;
   result.route = route == Route::automatic ? choose_bucket_route(shape) : route;
+  result.scaled = scaled != nullptr && writes_scaled_sums(result.route);
+  for (size_t s = 0; s < numel.size(); ++s)
+    TG_CHECK(numel[s] == 0 || (codes != nullptr &&
+                               (result.scaled ? scaled->out[s] != nullptr : acc[s] != nullptr)),
+             "ternary collective on rank ", comm.rank(), ": null codes or ",
+             result.scaled ? "output" : "accumulator", " for segment ", s, " of ", numel[s],
+             " elements");
+  const Plan plan = plan_bucket(numel, format, pipeline.chunk_bytes);
   // Every rank knows the sizes, so an empty bucket is skipped by all ranks alike (no zero-byte
   // messages).
   if (plan.chunks.empty()) return result;
@@ -579,6 +623,7 @@ TernaryResult ternary_aggregate_bucket(comm::Communicator& comm, Route route, co
                       sum_levels(total),
                       format,
                       acc,
+                      result.scaled ? scaled : nullptr,
                       plan,
                       shape,
                       comm.size() > 1 && comm.device().is_cpu() ? pipeline.collectives : nullptr};

@@ -44,8 +44,21 @@ struct TernaryPipeline {
   comm::NodeLayout nodes = {};
 };
 
+// The final values instead of sums, where a route can write them in its last pass: out[s][i] =
+// float(sum of code i of segment s) * scale[s], the bits of acc[s][i] += sum into a zeroed acc
+// then scale_accumulated (terngrad/sum_radix.h, unpack_sums_scaled). The sharded and
+// hierarchical routes decode each element's sum once, so they write out directly and never touch
+// acc (no accumulator to zero, no scaling pass); the others add to acc as always.
+struct ScaledSums {
+  std::vector<float*> out;  // one f32 [numel[s]] pointer per segment, disjoint
+  std::vector<float> scale;
+};
+// Whether `route` (resolved) writes ScaledSums when given them.
+bool writes_scaled_sums(Route route);
+
 struct TernaryResult {
   Route route = Route::allgather;  // the one that ran (automatic resolved), for the caller to log
+  bool scaled = false;             // ScaledSums were written (and acc left alone)
   comm::WireBytes wire;            // what this call moved on this rank (the change in comm.wire())
   comm::WireBytes inter;           // ... of it, to and from ranks on other nodes (the plan's)
 };
@@ -53,7 +66,9 @@ struct TernaryResult {
 // acc[s][i] += sum over all P W workers of code i of segment s, for every segment, on every rank.
 //   codes: W worker buckets of bucket_code_bytes(numel, format) bytes each, back to back
 //          (worker w of rank q is global worker q W + w);
-//   acc:   one int32 [numel[s]] pointer per segment (null allowed where numel[s] = 0), disjoint;
+//   acc:   one int32 [numel[s]] pointer per segment (null allowed where numel[s] = 0, or where
+//          `scaled` is given and the route writes it), disjoint;
+//   scaled: optional; see ScaledSums (result.scaled says whether it was written);
 //   all on comm.device() (host for local/gloo, this rank's GPU for nccl). Collective: every rank
 //   calls it with the same route, numel, format, W and pipeline. Temporary buffers come from the
 // device's caching allocator. Throws on invalid arguments, a CUDA device in a build without CUDA,
@@ -62,7 +77,8 @@ struct TernaryResult {
 TernaryResult ternary_aggregate_bucket(comm::Communicator& comm, Route route, const uint8_t* codes,
                                        int workers, const std::vector<int64_t>& numel,
                                        PackFormat format, const std::vector<int32_t*>& acc,
-                                       const TernaryPipeline& pipeline = {});
+                                       const TernaryPipeline& pipeline = {},
+                                       const ScaledSums* scaled = nullptr);
 
 // The shape ternary_aggregate_bucket plans for on `comm` (the cost model's input).
 TernaryBucketShape bucket_shape(const comm::Communicator& comm, int workers,

@@ -1,6 +1,6 @@
 // CUDA vs CPU parity of the radix-packed sum kernels (terngrad/sum_radix.h): bit-identical words
-// and accumulators for levels from 2 to 2^32 and sizes around the word boundaries, and identical
-// accumulators from garbage words. Skips without a GPU.
+// and accumulators (and scaled decodes) for levels from 2 to 2^32 and sizes around the word
+// boundaries, and identical accumulators from garbage words. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -63,6 +63,18 @@ TEST(SumRadixCuda, PackAndUnpackMatchCpuBitForBit) {
         }
         ASSERT_EQ(dacc.to_vector<int32_t>(), acc)
             << "levels=" << levels << " n=" << n << (in == &garbage ? " (garbage words)" : "");
+        // The scaled decode (no accumulator), the same bits as the CPU's.
+        const float scale = -0.0123f / 17.0f;
+        std::vector<float> out(n);
+        unpack_sums_scaled_cpu(in->data(), n, levels, offset, scale, out.data());
+        Tensor dout = Tensor::empty({n}, DType::f32, gpu);
+        {
+          cuda::DeviceGuard guard(0);
+          unpack_sums_scaled_cuda(din.data<uint64_t>(), n, levels, offset, scale,
+                                  dout.data<float>());
+        }
+        ASSERT_EQ(dout.to_vector<float>(), out) << "scaled, levels=" << levels << " n=" << n
+                                                << (in == &garbage ? " (garbage words)" : "");
       }
     }
   }

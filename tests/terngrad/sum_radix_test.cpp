@@ -6,6 +6,8 @@
 // arithmetic: no tolerances.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -15,6 +17,7 @@
 
 #include "nn/core/error.h"
 #include "terngrad/sum_radix.h"
+#include "terngrad/ternary_kernels.h"
 
 namespace tg::tern {
 namespace {
@@ -303,6 +306,36 @@ TEST(SumRadix, GarbageWordsDecodeAsPlainDivision) {
         }
         unpack_sums_accumulate_cpu(words.data(), n, levels, offset, acc.data());
         ASSERT_EQ(acc, want) << "levels=" << levels << " n=" << n << " offset=" << offset;
+      }
+    }
+  }
+}
+
+// unpack_sums_scaled gives, bit for bit, what unpack_sums_accumulate into a zeroed accumulator
+// followed by scale_accumulated gives: for packed words (the exchange's case) and for garbage
+// words, whose digits wrap int32, with scales of every kind (negative, tiny, huge, zero).
+TEST(SumRadix, ScaledDecodeIsAccumulateIntoZeroThenScale) {
+  std::mt19937_64 rng(9);
+  for (uint64_t levels : kLevels) {
+    const int64_t f = digits_per_word(levels);
+    const int32_t offset = static_cast<int32_t>(std::min<uint64_t>(levels / 3, 0x7fffffff));
+    for (int64_t n : {int64_t{1}, f - 1, f + 2, 2 * f, 50 * f + 3}) {
+      if (n < 1) continue;
+      const int64_t m = sum_words(n, levels);
+      std::vector<uint64_t> packed(m), garbage(m);
+      pack_sums_cpu(random_values(n, offset, levels, rng).data(), n, offset, levels, packed.data());
+      for (auto& w : garbage) w = rng() % 4 == 0 ? kMaxU64 - rng() % 3 : rng();
+      for (const std::vector<uint64_t>* words : {&packed, &garbage}) {
+        for (float scale : {0.0123f / 17.0f, -3.5f, 1e-30f, 3e30f, 0.0f}) {
+          std::vector<int32_t> acc(n, 0);
+          std::vector<float> want(n + 1, -7.0f), got(n + 1, -7.0f);
+          unpack_sums_accumulate_cpu(words->data(), n, levels, offset, acc.data());
+          scale_accumulated_cpu(acc.data(), n, scale, want.data());
+          unpack_sums_scaled_cpu(words->data(), n, levels, offset, scale, got.data());
+          ASSERT_EQ(0, std::memcmp(got.data(), want.data(), (n + 1) * sizeof(float)))
+              << "levels=" << levels << " n=" << n << " scale=" << scale
+              << (words == &garbage ? " (garbage words)" : "");  // got[n]: untouched
+        }
       }
     }
   }
