@@ -32,6 +32,7 @@
 #include "nn/core/philox.h"
 #include "nn/nets/net.h"
 #include "terngrad/grid_kernels.h"
+#include "terngrad/sum_radix.h"
 #include "terngrad/ternary_kernels.h"
 
 namespace tg::bench {
@@ -129,6 +130,33 @@ void run_cpu() {
     report("cpu", "scale_accumulated", "i32", n,
            time_it([&] { tern::scale_accumulated_cpu(acc.data(), n, s / 4, out.data()); }, nosync),
            8.0 * n, copy_gbps);
+    // The exact routes' sums (terngrad/sum_radix.h) of N = 8 and 16 workers: base-17 and base-33
+    // words decoded into the accumulator, and straight into scaled floats (the sharded routes'
+    // last pass).
+    for (int workers : {8, 16}) {
+      const uint64_t levels = tern::sum_levels(workers);
+      const std::string fmt = "base" + std::to_string(levels);
+      std::vector<int32_t> v(n);
+      for (int64_t i = 0; i < n; ++i) v[i] = static_cast<int32_t>(i % (2 * workers + 1)) - workers;
+      std::vector<uint64_t> words(tern::sum_words(n, levels));
+      tern::pack_sums_cpu(v.data(), n, workers, levels, words.data());
+      const double wbytes = 8.0 * static_cast<double>(words.size());
+      report("cpu", "unpack_sums_accumulate", fmt.c_str(), n,
+             time_it(
+                 [&] {
+                   tern::unpack_sums_accumulate_cpu(words.data(), n, levels, workers, acc.data());
+                 },
+                 nosync),
+             wbytes + 8.0 * n, copy_gbps);
+      report("cpu", "unpack_sums_scaled", fmt.c_str(), n,
+             time_it(
+                 [&] {
+                   tern::unpack_sums_scaled_cpu(words.data(), n, levels, workers, s / 4,
+                                                out.data());
+                 },
+                 nosync),
+             wbytes + 4.0 * n, copy_gbps);
+    }
   }
 }
 

@@ -313,13 +313,18 @@ TEST(SumRadix, GarbageWordsDecodeAsPlainDivision) {
 
 // unpack_sums_scaled gives, bit for bit, what unpack_sums_accumulate into a zeroed accumulator
 // followed by scale_accumulated gives: for packed words (the exchange's case) and for garbage
-// words, whose digits wrap int32, with scales of every kind (negative, tiny, huge, zero).
+// words, whose digits wrap int32, with scales of every kind (negative, tiny, huge, zero). Levels
+// up to 2^16 take the four-word AVX2 path in an x86-64-v3 build (blocks of four full words, the
+// rest scalar; a block holding a garbage word out of its range falls back to the scalar path),
+// 65536 is its edge; the last size runs on the OpenMP path.
 TEST(SumRadix, ScaledDecodeIsAccumulateIntoZeroThenScale) {
   std::mt19937_64 rng(9);
-  for (uint64_t levels : kLevels) {
+  std::vector<uint64_t> levels_list = kLevels;
+  levels_list.insert(levels_list.end(), {65535, 65536, 7, 11});
+  for (uint64_t levels : levels_list) {
     const int64_t f = digits_per_word(levels);
     const int32_t offset = static_cast<int32_t>(std::min<uint64_t>(levels / 3, 0x7fffffff));
-    for (int64_t n : {int64_t{1}, f - 1, f + 2, 2 * f, 50 * f + 3}) {
+    for (int64_t n : {int64_t{1}, f - 1, f + 2, 2 * f, 4 * f, 50 * f + 3, 20000 * f + 7}) {
       if (n < 1) continue;
       const int64_t m = sum_words(n, levels);
       std::vector<uint64_t> packed(m), garbage(m);
