@@ -595,10 +595,15 @@ void Trainer::State::join_group() {
     // Every thread so far (OpenMP's, Gloo's event loop) and, inherited, every later one (the
     // loader's, the overlap thread).
     if (group->comm().backend() == "gloo" && cfg.comm.group.sched_batch) {
-      const int n = use_batch_scheduling();
-      sched_batch = true;
-      say("scheduling: SCHED_BATCH for this rank's " + plural(n, "thread") +
-          " (comm.sched_batch; woken threads do not preempt, so Gloo's event loop does not spin)");
+      try {
+        const int n = use_batch_scheduling();
+        sched_batch = true;
+        say("scheduling: SCHED_BATCH for this rank's " + plural(n, "thread") +
+            " (comm.sched_batch; woken threads do not preempt, so Gloo's event loop does not "
+            "spin)");
+      } catch (const Error& e) {  // a speed setting: the run goes on under the default policy
+        say(std::string("scheduling: the default policy (comm.sched_batch: ") + e.what() + ")");
+      }
     }
   }
 }

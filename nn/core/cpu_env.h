@@ -68,8 +68,9 @@ EnvThreads env_threads();
 // ~100 epoll_wait calls per message and 88% of all CPU in the loop threads for small
 // collectives; with SCHED_BATCH a 16-element exchange took 1.6 ms instead of 12.8 and LeNet
 // trained 28% (fp32) and 41% (TernGrad) faster (bench/README.md, "Loopback").
-// Returns the number of threads switched; throws naming the errno when a thread could not be
-// (it is never refused to an unprivileged process on Linux: lowering priority needs no right).
+// Returns the number of threads switched, or throws naming the errno when a thread could not be
+// switched (Linux lets any process lower its own threads' priority like this; a sandbox's
+// seccomp filter may not): callers treat that as "not available", never as a failed run.
 int use_batch_scheduling();
 
 }  // namespace tg
