@@ -37,61 +37,48 @@ __global__ void pack_sums_kernel(const int32_t* __restrict__ v, int64_t n, int32
   }
 }
 
-// acc += digit - offset modulo 2^32, as sum_radix_cpu.cpp.
-__device__ __forceinline__ void accumulate(int32_t* acc, uint64_t digit, uint32_t offset) {
-  *acc = static_cast<int32_t>(static_cast<uint32_t>(*acc) + static_cast<uint32_t>(digit) - offset);
-}
+// acc += digit - offset modulo 2^32, as sum_radix_cpu.cpp's Accumulate.
+struct AccumulateSink {
+  int32_t* __restrict__ acc;
+  uint32_t offset;
+  __device__ __forceinline__ void operator()(int64_t i, uint64_t digit) const {
+    acc[i] =
+        static_cast<int32_t>(static_cast<uint32_t>(acc[i]) + static_cast<uint32_t>(digit) - offset);
+  }
+};
 
-__global__ void unpack_sums_accumulate_kernel(const uint64_t* __restrict__ words, int64_t n,
-                                              RadixDivider div, int64_t f, int64_t m,
-                                              uint32_t offset, int32_t* __restrict__ acc) {
+// out = float(digit - offset) * scale, as sum_radix_cpu.cpp's Scaled: the bits of
+// AccumulateSink into a zero, then scale_accumulated.
+struct ScaledSink {
+  float* __restrict__ out;
+  uint32_t offset;
+  float scale;
+  __device__ __forceinline__ void operator()(int64_t i, uint64_t digit) const {
+    out[i] = __fmul_rn(
+        static_cast<float>(static_cast<int32_t>(static_cast<uint32_t>(digit) - offset)), scale);
+  }
+};
+
+// One thread per word: its digits, element by element, to sink(element, digit).
+template <class Sink>
+__global__ void unpack_sums_kernel(const uint64_t* __restrict__ words, int64_t n, RadixDivider div,
+                                   int64_t f, int64_t m, Sink sink) {
   for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < m;
        j += (int64_t)gridDim.x * blockDim.x) {
     const int64_t begin = j * f;
     const int64_t count = begin + f < n ? f : n - begin;
-    int32_t* a = acc + begin;
     uint64_t w = words[j];
     if (count > 1) {
       const uint64_t q = div.div(w);  // w may be anything; every later dividend is < 2^64 / L
-      accumulate(a, w - q * div.d, offset);
+      sink(begin, w - q * div.d);
       w = q;
       for (int64_t d = 1; d < count - 1; ++d) {
         const uint64_t qd = div.div_small(w);
-        accumulate(a + d, w - qd * div.d, offset);
+        sink(begin + d, w - qd * div.d);
         w = qd;
       }
     }
-    accumulate(a + count - 1, w, offset);
-  }
-}
-
-// out = float(digit - offset) * scale, as sum_radix_cpu.cpp's Scaled: the bits of accumulate()
-// into a zero, then scale_accumulated.
-__device__ __forceinline__ void scaled(float* out, uint64_t digit, uint32_t offset, float scale) {
-  *out = __fmul_rn(static_cast<float>(static_cast<int32_t>(static_cast<uint32_t>(digit) - offset)),
-                   scale);
-}
-
-__global__ void unpack_sums_scaled_kernel(const uint64_t* __restrict__ words, int64_t n,
-                                          RadixDivider div, int64_t f, int64_t m, uint32_t offset,
-                                          float scale, float* __restrict__ out) {
-  for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < m;
-       j += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t begin = j * f;
-    const int64_t count = begin + f < n ? f : n - begin;
-    float* o = out + begin;
-    uint64_t w = words[j];
-    if (count > 1) {
-      const uint64_t q = div.div(w);
-      scaled(o, w - q * div.d, offset, scale);
-      w = q;
-      for (int64_t d = 1; d < count - 1; ++d) {
-        const uint64_t qd = div.div_small(w);
-        scaled(o + d, w - qd * div.d, offset, scale);
-        w = qd;
-      }
-    }
-    scaled(o + count - 1, w, offset, scale);
+    sink(begin + count - 1, w);
   }
 }
 
@@ -113,9 +100,9 @@ void unpack_sums_accumulate_cuda(const uint64_t* words, int64_t n, uint64_t leve
   const int64_t f = digits_per_word(levels);
   const int64_t m = sum_words(n, levels);
   if (m == 0) return;
-  unpack_sums_accumulate_kernel<<<cuda::grid_for(m, kThreads), kThreads, 0,
-                                  cuda::current_stream()>>>(words, n, RadixDivider::make(levels), f,
-                                                            m, static_cast<uint32_t>(offset), acc);
+  unpack_sums_kernel<<<cuda::grid_for(m, kThreads), kThreads, 0, cuda::current_stream()>>>(
+      words, n, RadixDivider::make(levels), f, m,
+      AccumulateSink{acc, static_cast<uint32_t>(offset)});
   TG_CUDA_LAUNCH_CHECK();
 }
 
@@ -125,8 +112,9 @@ void unpack_sums_scaled_cuda(const uint64_t* words, int64_t n, uint64_t levels, 
   const int64_t f = digits_per_word(levels);
   const int64_t m = sum_words(n, levels);
   if (m == 0) return;
-  unpack_sums_scaled_kernel<<<cuda::grid_for(m, kThreads), kThreads, 0, cuda::current_stream()>>>(
-      words, n, RadixDivider::make(levels), f, m, static_cast<uint32_t>(offset), scale, out);
+  unpack_sums_kernel<<<cuda::grid_for(m, kThreads), kThreads, 0, cuda::current_stream()>>>(
+      words, n, RadixDivider::make(levels), f, m,
+      ScaledSink{out, static_cast<uint32_t>(offset), scale});
   TG_CUDA_LAUNCH_CHECK();
 }
 
