@@ -94,6 +94,14 @@ class Communicator {
   // root's buf[0 .. bytes) to every rank's buf.
   virtual void broadcast(void* buf, size_t bytes, int root) = 0;
   virtual void barrier() = 0;
+  // Stops this rank's collectives, from any thread: the one in flight (on another thread) and
+  // every later one throw naming `why`, and the connections to the peers close, so the peers
+  // blocked on this rank fail at once too. The process group calls it when another rank reports
+  // a failure (comm/process_group.h). Returns false where the backend cannot (nothing happens).
+  virtual bool abort(const std::string& why) noexcept {
+    (void)why;
+    return false;
+  }
 
   WireBytes wire() const { return wire_; }
 

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <cstddef>
 #include <cstdlib>
@@ -216,17 +217,20 @@ std::string wildcard_address(const std::string& host) {
 // to them happens-before the unwinding that frees them. Gloo does the same on a timed-out wait
 // (tcp::Context::signalException closes every pair); this extends it to every transport error.
 // The communicator is broken after such a failure anyway (guarded), and the peers see their
-// connections to this rank close at once rather than at their own timeout. Success path: one
-// small allocation per unbound buffer and one more indirect call per operation; nothing copied.
+// connections to this rank close at once rather than at their own timeout. The same transport
+// can be aborted from another thread (Communicator::abort, when another rank reports a failure):
+// it closes the connections, interrupts every wait in progress, and every operation throws.
+// Success path: one small allocation and a locked list insert per unbound buffer, one more
+// indirect call and an atomic load per operation; nothing copied.
 class FailFastTransport;
 
 class FailFastBuffer final : public gloo::transport::UnboundBuffer {
  public:
   FailFastBuffer(std::unique_ptr<gloo::transport::UnboundBuffer> inner,
-                 std::shared_ptr<FailFastTransport> transport)
-      : gloo::transport::UnboundBuffer(inner->ptr, inner->size),
-        inner_(std::move(inner)),
-        transport_(std::move(transport)) {}
+                 std::shared_ptr<FailFastTransport> transport);
+  ~FailFastBuffer() override;
+  FailFastBuffer(const FailFastBuffer&) = delete;
+  FailFastBuffer& operator=(const FailFastBuffer&) = delete;
 
   using gloo::transport::UnboundBuffer::waitRecv;
   using gloo::transport::UnboundBuffer::waitSend;
@@ -237,6 +241,8 @@ class FailFastBuffer final : public gloo::transport::UnboundBuffer {
   bool waitSend(int* rank, std::chrono::milliseconds timeout) override {
     return guard([&] { return inner_->waitSend(rank, timeout); });
   }
+  // abort(): makes the wait in progress (or the next one) on either side return false.
+  void interrupt() noexcept;
   void abortWaitRecv() override { inner_->abortWaitRecv(); }
   void abortWaitSend() override { inner_->abortWaitSend(); }
   void send(int dst, uint64_t slot, size_t offset, size_t nbytes) override {
@@ -279,6 +285,40 @@ class FailFastTransport final : public gloo::transport::Context,
                                             shared_from_this());
   }
 
+  // Stops every collective of this rank, from any thread (Communicator::abort): marks the
+  // transport aborted, closes every connection (the peers see this rank fail at once), and
+  // interrupts every wait in progress (UnboundBuffer::abortWait*, which makes it return false).
+  // Every FailFastBuffer operation then throws gloo::IoException(why): the wait that was
+  // interrupted, and any later send, receive or wait (FailFastBuffer::guard).
+  void abort(const std::string& why) noexcept {
+    {
+      std::lock_guard<std::mutex> lock(abort_mu_);
+      if (aborted_.load()) return;
+      why_ = why;
+      aborted_.store(true);
+    }
+    close_all();
+    std::lock_guard<std::mutex> lock(live_mu_);
+    for (FailFastBuffer* b : live_) b->interrupt();
+  }
+
+  void throw_if_aborted() {
+    if (!aborted_.load()) return;
+    std::lock_guard<std::mutex> lock(abort_mu_);
+    throw gloo::IoException(why_);
+  }
+
+  // The buffers alive now, for abort(): each adds itself when made and removes itself when
+  // destroyed, under live_mu_, so abort() never touches a freed one.
+  void enlist(FailFastBuffer* b) {
+    std::lock_guard<std::mutex> lock(live_mu_);
+    live_.push_back(b);
+  }
+  void delist(FailFastBuffer* b) {
+    std::lock_guard<std::mutex> lock(live_mu_);
+    live_.erase(std::find(live_.begin(), live_.end(), b));
+  }
+
   // Closes every connection (see above). Pair::close is idempotent and takes the pair's lock; it
   // returns once the device loop no longer watches the socket.
   void close_all() noexcept {
@@ -293,12 +333,41 @@ class FailFastTransport final : public gloo::transport::Context,
 
  private:
   const std::shared_ptr<gloo::transport::Context> inner_;
+  std::mutex abort_mu_;  // why_, written once before aborted_
+  std::atomic<bool> aborted_{false};
+  std::string why_;
+  std::mutex live_mu_;
+  std::vector<FailFastBuffer*> live_;
 };
+
+FailFastBuffer::FailFastBuffer(std::unique_ptr<gloo::transport::UnboundBuffer> inner,
+                               std::shared_ptr<FailFastTransport> transport)
+    : gloo::transport::UnboundBuffer(inner->ptr, inner->size),
+      inner_(std::move(inner)),
+      transport_(std::move(transport)) {
+  transport_->enlist(this);
+}
+
+FailFastBuffer::~FailFastBuffer() {
+  transport_->delist(this);
+}
+
+void FailFastBuffer::interrupt() noexcept {
+  inner_->abortWaitRecv();
+  inner_->abortWaitSend();
+}
 
 template <typename F>
 auto FailFastBuffer::guard(F&& op) -> decltype(op()) {
   try {
-    return op();
+    transport_->throw_if_aborted();
+    if constexpr (std::is_void_v<decltype(op())>) {
+      op();
+    } else {
+      auto done = op();
+      transport_->throw_if_aborted();  // a wait that abort() interrupted returns false
+      return done;
+    }
   } catch (...) {
     transport_->close_all();
     throw;
@@ -321,6 +390,11 @@ class FailFastContext final : public gloo::rendezvous::Context {
   // report (comm/process_group.h) instead of waiting out their timeout.
   void close_all() noexcept {
     if (auto* t = dynamic_cast<FailFastTransport*>(transportContext_.get())) t->close_all();
+  }
+  bool abort(const std::string& why) noexcept {
+    auto* t = dynamic_cast<FailFastTransport*>(transportContext_.get());
+    if (t) t->abort(why);
+    return t != nullptr;
   }
 };
 
@@ -530,6 +604,17 @@ class GlooCommunicator final : public Communicator {
       opts.setTimeout(timeout_);
       gloo::barrier(opts);
     });
+  }
+
+  bool abort(const std::string& why) noexcept override {
+    if (!context_) return false;  // one rank: nothing to wait for
+    {
+      std::lock_guard<std::mutex> lock(abort_mu_);
+      if (aborted_.load()) return true;
+      abort_why_ = why;
+      aborted_.store(true);
+    }
+    return context_->abort(why);
   }
 
  private:
@@ -775,6 +860,11 @@ class GlooCommunicator final : public Communicator {
     } catch (const gloo::IoException& e) {
       broken_ = true;
       broken_reason_ = e.what();
+      if (aborted_.load()) {  // abort(): the first error may be Gloo's own, seen as pairs closed
+        std::lock_guard<std::mutex> lock(abort_mu_);
+        broken_reason_ = "stopped: " + abort_why_;
+        TG_THROW("gloo ", what, " on rank ", rank_, " of ", size_, " stopped: ", abort_why_);
+      }
       TG_THROW("gloo ", what, " failed on rank ", rank_, " of ", size_, ": ", e.what(),
                " (a peer died, closed its connection, or did not take part within ",
                timeout_.count(), " ms)");
@@ -791,6 +881,10 @@ class GlooCommunicator final : public Communicator {
   const std::optional<HmacSha256> mac_;  // HMAC under the job key, with a secret
   const WireFault fault_;
   int64_t calls_ = 0;  // exchange_legs calls so far (for fault_.call)
+  // abort(): set once, from any thread; abort_why_ is written before aborted_ under abort_mu_.
+  std::mutex abort_mu_;
+  std::atomic<bool> aborted_{false};
+  std::string abort_why_;
   std::shared_ptr<FailFastContext> context_;
   uint32_t tag_ = 0;
   bool broken_ = false;  // a collective threw: Gloo's pairs are in an unknown state

@@ -257,9 +257,47 @@ ProcessGroup::ProcessGroup(const RankEnv& env, const std::string& job_id,
   if (env.source == "launcher" && co.interface.empty()) co.hostname = "127.0.0.1";
   co.mac_key = mac_key;
   comm_ = make_communicator(co, *store_, prefix_);
+  if (comm_->backend() == "gloo" && comm_->size() > 1)
+    watcher_ = std::thread([this] { watch_for_failures(); });
 }
 
-ProcessGroup::~ProcessGroup() = default;
+ProcessGroup::~ProcessGroup() {
+  stop_watching();
+}
+
+void ProcessGroup::watch_for_failures() {
+  const std::string flag = prefix_ + "/abort";
+  std::unique_lock<std::mutex> lock(watch_mu_);
+  while (!watch_cv_.wait_for(lock, kFailureWatchInterval, [&] { return watch_stop_; })) {
+    lock.unlock();
+    bool failed = false;
+    std::string who = "another rank";
+    try {
+      failed = store_->check({flag});
+      if (failed) {
+        const std::vector<char> raw = store_->get(flag);
+        who = "rank " + std::string(raw.begin(), raw.end());
+      }
+    } catch (const std::exception&) {
+      // The store did not answer (or the flag is not this job's): look again next time; the
+      // collectives' own timeout still bounds the wait.
+    }
+    lock.lock();
+    if (failed && !watch_stop_) {
+      comm_->abort(who + " reported a failure");
+      return;
+    }
+  }
+}
+
+void ProcessGroup::stop_watching() {
+  {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    watch_stop_ = true;
+  }
+  watch_cv_.notify_all();
+  if (watcher_.joinable()) watcher_.join();
+}
 
 std::string node_key(const EnvMap& env, const std::string& host) {
   const auto node = env.find("SLURM_NODEID");
@@ -382,11 +420,22 @@ std::vector<char> ProcessGroup::through_device(
 
 std::string ProcessGroup::post_mortem(const std::string& error, milliseconds window) {
   const int me = env_.rank;
+  stop_watching();
   try {
     store_->set(key("failed", me), bytes_of(error.empty() ? std::string("failed") : error));
   } catch (const std::exception&) {
     // Reported already (a second failure) or the store is gone: the others will see us as lost.
   }
+  // Wake the ranks still waiting in a collective (see the top of process_group.h): the first
+  // failing rank raises the flag (a later one finds it set), and this rank's own connections
+  // close, so the peers waiting on it fail at once.
+  try {
+    const std::string flag = prefix_ + "/abort";
+    if (!store_->check({flag})) store_->set(flag, bytes_of(std::to_string(me)));
+  } catch (const std::exception&) {
+    // Another rank raised it first, or the store is gone.
+  }
+  comm_->abort("rank " + std::to_string(me) + " failed");
   std::vector<std::string> keys;
   std::vector<int> others;
   for (int r = 0; r < env_.world_size; ++r) {

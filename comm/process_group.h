@@ -28,14 +28,25 @@
 // error under "tg/<job>/failed/<rank>" and waits a short window for the other ranks' reports.
 // The ranks that report nothing are the lost ones (killed, crashed, hung or cut off); the
 // message every surviving rank exits with names them first, then the errors the others reported.
+// A survivor may be blocked in a collective that has not noticed the failure (waiting on a
+// healthy peer that has itself stopped to report): it would report only at its own timeout,
+// after the window, and be named lost. So the first failing rank also sets "tg/<job>/abort",
+// and every Gloo rank runs a watcher thread that looks for that key every
+// kFailureWatchInterval and then aborts its communicator (Communicator::abort): whatever it was
+// waiting for throws at once, and it reports within the window. (PyTorch's process groups leave
+// this to each rank's timeout; NCCL ranks, which have no abort from another thread here, still
+// do.)
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -81,6 +92,9 @@ struct RendezvousHello {
 inline constexpr size_t kMaxHelloBytes = size_t{1} << 20;
 RendezvousHello parse_rendezvous_hello(std::string_view bytes, int rank);
 
+// How often a Gloo rank looks for another rank's failure in the store (one existence check).
+inline constexpr std::chrono::milliseconds kFailureWatchInterval{200};
+
 class ProcessGroup {
  public:
   // Joins as described above. `job_id` keys the store (prefix "tg/<job_id>"); `device` is the
@@ -125,6 +139,8 @@ class ProcessGroup {
 
  private:
   std::string key(const std::string& what, int rank) const;
+  void watch_for_failures();  // the watcher thread's loop (see the top of this file)
+  void stop_watching();
   std::vector<char> through_device(
       const void* in, size_t in_bytes, size_t out_bytes,
       const std::function<void(const void* in, void* out)>& collective);
@@ -137,6 +153,10 @@ class ProcessGroup {
   NodeLayout nodes_;
   std::string nodes_from_;
   std::string secret_source_;  // where the job secret came from; "" = none
+  std::thread watcher_;
+  std::mutex watch_mu_;
+  std::condition_variable watch_cv_;
+  bool watch_stop_ = false;
 };
 
 // This rank's node key (step 3 above): "slurm-node:<SLURM_NODEID>" when Slurm started it

@@ -67,6 +67,7 @@ class SignedStore final : public Store {
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
     inner_->wait(keys, timeout);
   }
+  bool check(const std::vector<std::string>& keys) override { return inner_->check(keys); }
   std::string url() const override { return inner_->url(); }
 
  private:

@@ -160,6 +160,14 @@ class WrappedStore final : public Store {
              " present; has every rank started, with the same rendezvous URL?)");
   }
 
+  bool check(const std::vector<std::string>& keys) override {
+    std::vector<std::string> mapped;
+    mapped.reserve(keys.size());
+    for (const auto& key : keys) mapped.push_back(map(key));
+    std::lock_guard<std::mutex> lock(mu_);
+    return checked_exists(mapped);
+  }
+
   std::string url() const override { return url_; }
 
  private:

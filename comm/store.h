@@ -30,6 +30,8 @@ class Store {
   virtual void wait(const std::vector<std::string>& keys) = 0;
   // Same with an explicit limit instead of the store's (rendezvous waits use the communicator's).
   virtual void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
+  // Whether every key is set, now: one look, no waiting (a file's existence, one Redis EXISTS).
+  virtual bool check(const std::vector<std::string>& keys) = 0;
   virtual std::string url() const = 0;
 };
 

@@ -9,7 +9,7 @@
 #         libFuzzer targets of tests/fuzz/ and runs each for --fuzz-seconds (default 10; 0: not
 #         at all) through scripts/fuzz.sh
 #   tsan  ThreadSanitizer over the tests that run communication threads (reducer, collectives,
-#         Gloo, the local group, the aggregation)
+#         Gloo, the process group's failure watcher, the local group, the aggregation)
 #   all   both (the default)
 # Trees: <build-root>/asan and <build-root>/tsan (default build-root: build-sanitize), built with
 # Ninja when it is installed. Exit: 0 clean, 1 a test failed or a sanitizer reported.
@@ -49,14 +49,14 @@ ASAN_TESTS='Checkpoint|Config|Json|Launch|Idx|Cifar|ImageFolder|Registry|Sampler
 ASAN_EXCLUDE='TernaryStats|InterruptedRunResumes|ResumeAfterKill9|FourWorkersAgree|SigtermSaves|BucketsOverlapAndFp16|Fp32ReduceScatterMatches|SlurmEnvironment|RanksMeetThroughRedis|TwoProcessesMatch|OneRankWithARendezvous|EmulatedTernGradWorkers|RingAllreduceIsOptIn|WritesSummaryMetrics|EvalReproduces|RestartsAndEndsBitIdentical|CheckpointsByTheClock'
 ASAN_TARGETS=(terngrad train_checkpoint_test config_config_test nn_core_json_test comm_launch_test
   datasets_idx_test datasets_cifar10_test datasets_image_folder_test datasets_registry_test
-  datasets_sampler_test comm_store_test comm_gloo_comm_test comm_local_comm_test
+  datasets_sampler_test comm_store_test comm_gloo_comm_test comm_local_comm_test comm_process_group_test
   comm_reducer_test comm_topology_test terngrad_exchange_aggregate_test
   terngrad_exchange_comm_hook_test terngrad_exchange_ternary_collectives_test terngrad_ternary_test
   terngrad_sum_radix_test terngrad_compressor_test terngrad_compressor_state_test terngrad_baseline_test
   terngrad_error_feedback_test terngrad_grid_test terngrad_rescale_test cmd_train_distributed_test cmd_train_test cmd_faults_test
   cmd_restart_test)
-TSAN_TESTS='Reducer|CompressionHook|LocalComm|Gloo|Aggregate|TernaryBucket|TernaryCollectives|TernaryAggregate'
-TSAN_TARGETS=(comm_reducer_test comm_local_comm_test comm_gloo_comm_test
+TSAN_TESTS='Reducer|CompressionHook|LocalComm|Gloo|ProcessGroup|Aggregate|TernaryBucket|TernaryCollectives|TernaryAggregate'
+TSAN_TARGETS=(comm_reducer_test comm_local_comm_test comm_gloo_comm_test comm_process_group_test
   terngrad_exchange_aggregate_test terngrad_exchange_comm_hook_test
   terngrad_exchange_ternary_collectives_test)
 

@@ -583,6 +583,76 @@ TEST(GlooCommFailure, RankThatExitsMakesTheOthersThrow) {
   }
 }
 
+TEST(GlooCommFailure, AbortFromAnotherThreadStopsTheWaitingCollective) {
+  // Rank 1 stays connected but never joins the second allreduce; rank 0 waits in it with a 60 s
+  // timeout until a third thread aborts rank 0's communicator. The wait must end with the abort's
+  // reason, not the timeout's (the message says which, whatever the machine's speed), every later
+  // collective is refused, and rank 1, whose connection to rank 0 closed, fails its next one.
+  tg::testing::TempDir dir;
+  std::atomic<bool> rank0_done{false};
+  std::string later, rank1_next;
+  const auto errors = run_group(
+      "file://" + dir.str(), 2,
+      [&](Communicator& comm) {
+        std::vector<float> x(1000, 1.0f);
+        comm.allreduce(x.data(), 1000, DType::f32, ReduceOp::sum);
+        if (comm.rank() == 1) {
+          while (!rank0_done) std::this_thread::sleep_for(10ms);
+          try {
+            comm.allreduce(x.data(), 1000, DType::f32, ReduceOp::sum);
+          } catch (const Error& e) {
+            rank1_next = e.what();
+          }
+          return;
+        }
+        std::thread stopper([&] {
+          std::this_thread::sleep_for(200ms);
+          EXPECT_TRUE(comm.abort("the test says stop"));
+        });
+        try {
+          comm.allreduce(x.data(), 1000, DType::f32, ReduceOp::sum);
+        } catch (...) {
+          stopper.join();
+          later = error_of([&] { comm.barrier(); });
+          rank0_done = true;
+          throw;
+        }
+        stopper.join();
+        rank0_done = true;
+      },
+      60s);
+  EXPECT_EQ(errors[0], "gloo allreduce on rank 0 of 2 stopped: the test says stop");
+  EXPECT_NE(later.find("cannot be used again (stopped: the test says stop)"), std::string::npos)
+      << later;
+  EXPECT_EQ(errors[1], "");
+  EXPECT_NE(rank1_next.find("gloo allreduce failed on rank 1 of 2"), std::string::npos)
+      << rank1_next;
+}
+
+TEST(GlooCommFailure, AbortedCommunicatorRefusesTheNextCollective) {
+  // Aborted between collectives (nothing in flight): the next one throws at once with the reason
+  // on that rank; a second abort keeps the first reason. One rank alone cannot be aborted.
+  tg::testing::TempDir dir;
+  const auto errors = run_group("file://" + dir.str(), 2, [&](Communicator& comm) {
+    int32_t x = 1;
+    comm.allreduce(&x, 1, DType::i32, ReduceOp::sum);
+    if (comm.rank() == 0) {
+      EXPECT_TRUE(comm.abort("first"));
+      EXPECT_TRUE(comm.abort("second"));
+    }
+    comm.allreduce(&x, 1, DType::i32, ReduceOp::sum);
+  });
+  EXPECT_EQ(errors[0], "gloo allreduce on rank 0 of 2 stopped: first");
+  EXPECT_NE(errors[1].find("gloo allreduce failed on rank 1 of 2"), std::string::npos) << errors[1];
+  const auto one = run_group("file://" + dir.str(), 1, [&](Communicator& comm) {
+    EXPECT_FALSE(comm.abort("alone"));
+    int32_t x = 1;
+    comm.allreduce(&x, 1, DType::i32, ReduceOp::sum);
+    EXPECT_EQ(x, 1);
+  });
+  expect_no_errors(one);
+}
+
 TEST(GlooCommFailure, KilledProcessMakesTheOthersThrow) {
   // Real processes: ranks 1 and 2 are forked children (forked before this process starts any
   // thread), rank 2 kills itself with SIGKILL after the first allreduce. Rank 0 (this process)
