@@ -361,25 +361,22 @@ StagedTimes time_staged(train::TrainStep& step, const Case& c,
 void run_case(const Case& c, const Device& dev, double seconds, double sgemm) {
   const config::Config cfg = case_config(c, dev);
   apply_cuda_options(cfg.cuda);  // as the Trainer: conv policy and TF32 (autotune: in warm-up)
-  auto net = make_net(cfg.model.name, train::net_options(cfg), dev);
+  // As the Trainer: the net, optimizer, EMA and compressor from the config (train/options.h).
+  const int64_t train_size = std::max<int64_t>(c.batch, 1024);
+  train::RunParts run = train::build_run(cfg, dev, train_size);
+  Net* net = run.net.get();
   const NetInfo& info = net->info();
-  auto opt = make_optimizer(cfg.train.optimizer);
-  Ema ema(net->arena().params(), cfg.train.ema_decay);
 
   data::DataOptions dopt;
   dopt.name = "synthetic";
   dopt.image_size = info.image_size;
   dopt.synthetic_channels = info.in_channels;
-  dopt.synthetic_size = std::max<int64_t>(c.batch, 1024);
+  dopt.synthetic_size = train_size;
   auto ds = data::open_dataset(dopt, data::Split::train);
 
-  // As the Trainer: several workers, or any compression, go through the compressor's rounds.
-  std::unique_ptr<tern::Compressor> comp;
-  const tern::CompressionOptions copts = train::compression_options(cfg, ds->info().size);
-  if (c.workers > 1 || !tern::identity_for_one_worker(copts))
-    comp = tern::make_compressor(copts, train::grad_layout(*net));
-  train::TrainStep step(*net, *opt, &ema, cfg.train.weight_decay,
-                        static_cast<uint64_t>(cfg.train.seed), comp.get());
+  tern::Compressor* comp = run.compressor.get();
+  train::TrainStep step(*net, *run.optimizer, run.ema ? &*run.ema : nullptr, cfg.train.weight_decay,
+                        static_cast<uint64_t>(cfg.train.seed), comp);
   const std::vector<train::HostBatch> batches = synthetic_batches(c, info);
   Tensor loss_sum = Tensor::zeros({}, DType::f32, dev);
   const double data_load_ms = time_data_load(c, info, *ds);

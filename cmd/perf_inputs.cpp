@@ -6,8 +6,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <toml++/toml.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -18,7 +16,7 @@
 #include <thread>
 
 #include "config/config.h"
-#include "config/toml_limits.h"
+#include "config/toml_read.h"
 #include "nn/core/clock.h"
 #include "nn/core/device.h"
 #include "nn/core/error.h"
@@ -26,9 +24,6 @@
 #include "nn/core/philox.h"
 #include "nn/init/init.h"
 #include "nn/nets/net.h"
-#include "nn/optim/ema.h"
-#include "nn/optim/optimizer.h"
-#include "terngrad/compressor.h"
 #include "train/options.h"
 #include "train/step.h"
 
@@ -44,9 +39,7 @@ using perf::Cluster;
 // ---- cluster files -------------------------------------------------------------------------
 
 std::string where(const std::string& source, const toml::node& n) {
-  const auto& r = n.source();
-  if (r.begin.line == 0) return source;
-  return source + ":" + std::to_string(r.begin.line) + ":" + std::to_string(r.begin.column);
+  return config::toml_where(source, n.source());
 }
 
 double get_number(const toml::table& t, const std::string& key, const std::string& qualified,
@@ -105,15 +98,7 @@ constexpr int kTransfers = 3, kPings = 200;
 }  // namespace
 
 perf::Cluster parse_cluster_toml(const std::string& text, const std::string& source) {
-  config::check_toml_limits(text, source);
-  toml::table root;
-  try {
-    root = toml::parse(text, source);
-  } catch (const toml::parse_error& e) {
-    const auto& r = e.source();
-    TG_THROW(source, ":", r.begin.line, ":", r.begin.column,
-             ": TOML syntax error: ", e.description());
-  }
+  const toml::table root = config::parse_toml(text, source);
   check_keys(root, {"name", "description", "gpus_per_node", "full_duplex", "gpu", "intra", "inter"},
              "", source);
   Cluster c;
@@ -183,14 +168,10 @@ MeasuredStep measure_step(const std::string& network, int64_t batch, int steps) 
   const Config cfg =
       config::default_config({"model.name=" + network, "train.batch_size=" + std::to_string(batch),
                               "workers.count=1", "compression.method=terngrad", "device=cpu"});
-  auto net = make_net(cfg.model.name, net_options(cfg), dev);
-  const NetInfo& info = net->info();
-  auto opt = make_optimizer(cfg.train.optimizer);
-  Ema ema(net->arena().params(), cfg.train.ema_decay);
-  auto comp = tern::make_compressor(compression_options(cfg, std::max<int64_t>(batch, 1024)),
-                                    grad_layout(*net));
-  TrainStep step(*net, *opt, &ema, cfg.train.weight_decay, static_cast<uint64_t>(cfg.train.seed),
-                 comp.get());
+  RunParts run = build_run(cfg, dev, std::max<int64_t>(batch, 1024));
+  const NetInfo& info = run.net->info();
+  TrainStep step(*run.net, *run.optimizer, run.ema ? &*run.ema : nullptr, cfg.train.weight_decay,
+                 static_cast<uint64_t>(cfg.train.seed), run.compressor.get());
   HostBatch hb;
   hb.x = Tensor::empty({batch, info.in_channels, info.image_size, info.image_size});
   init::normal_(hb.x, 0.f, 1.f, 7, rng_stream(RngPurpose::data, 0));

@@ -25,6 +25,7 @@
 
 #include "comm/communicator.h"
 #include "config/toml_limits.h"
+#include "config/toml_read.h"
 #include "datasets/dataset.h"
 #include "nn/core/enum_names.h"
 #include "nn/core/error.h"
@@ -609,8 +610,7 @@ std::string describe(const toml::node& n) {
 }
 
 std::string where(const std::string& source, const toml::source_region& r) {
-  if (r.begin.line == 0) return source;
-  return source + ":" + std::to_string(r.begin.line) + ":" + std::to_string(r.begin.column);
+  return toml_where(source, r);
 }
 
 // The key's type: the alternative of FieldValue its field takes.
@@ -751,13 +751,7 @@ class Builder {
   }
 
   void apply_file(const std::string& text) {
-    check_toml_limits(text, source_);
-    toml::table root;
-    try {
-      root = toml::parse(text, source_);
-    } catch (const toml::parse_error& e) {
-      TG_THROW(where(source_, e.source()), ": TOML syntax error: ", e.description());
-    }
+    const toml::table root = parse_toml(text, source_);
     for (auto&& [k, node] : root) {
       const std::string_view name = k.str();
       if (const KeySpec* s = find_spec("", name)) {

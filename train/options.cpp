@@ -60,6 +60,19 @@ std::vector<tern::GradSlot> grad_layout(const Net& net) {
   return slots;
 }
 
+RunParts build_run(const Config& c, const Device& device, int64_t train_size, bool initialize) {
+  RunParts r;
+  NetOptions no = net_options(c);
+  no.initialize = initialize;
+  r.net = make_net(c.model.name, no, device);
+  r.optimizer = make_optimizer(c.train.optimizer);
+  const tern::CompressionOptions copts = compression_options(c, train_size);
+  if (c.workers.count > 1 || !tern::identity_for_one_worker(copts))
+    r.compressor = tern::make_compressor(copts, grad_layout(*r.net));
+  if (c.train.ema_decay > 0) r.ema.emplace(r.net->arena().params(), c.train.ema_decay);
+  return r;
+}
+
 void check_compatible(const Net& net, const data::Dataset& ds) {
   const auto& n = net.info();
   const auto& d = ds.info();

@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -15,6 +17,7 @@
 #include "config/config.h"
 #include "datasets/dataset.h"
 #include "nn/nets/net.h"
+#include "nn/optim/ema.h"
 #include "nn/optim/lr_schedule.h"
 #include "nn/optim/optimizer.h"
 #include "terngrad/compressor.h"
@@ -43,6 +46,23 @@ std::string config_fingerprint(const Config& c);
 
 // One compressor slot per parameter tensor of the net, in arena order.
 std::vector<tern::GradSlot> grad_layout(const Net& net);
+
+// The model side of a run as a Config describes it, built one way for the trainer, bench_train
+// and perf-model's measured step: the net, the optimizer, the EMA shadow (train.ema_decay > 0)
+// and the compressor (several workers or any compression; none for one worker without
+// compression, which is the same math without the compressor's rounds). A TrainStep (step.h)
+// over them takes c.train.weight_decay and c.train.seed.
+struct RunParts {
+  std::unique_ptr<Net> net;
+  std::unique_ptr<Optimizer> optimizer;
+  std::optional<Ema> ema;
+  std::unique_ptr<tern::Compressor> compressor;  // null: one worker, no compression
+};
+// `train_size`: as for compression_options. `initialize` false: the net's parameters are left
+// unset (a resume overwrites every one of them, so the random initial values would be drawn for
+// nothing).
+RunParts build_run(const Config& c, const Device& device, int64_t train_size,
+                   bool initialize = true);
 
 // Throws unless the dataset's images and labels fit the net.
 void check_compatible(const Net& net, const data::Dataset& ds);

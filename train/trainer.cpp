@@ -461,21 +461,16 @@ void Trainer::State::build() {
            " examples): a batch would hold examples twice; use at most ", train_size);
   // --resume with a checkpoint to read: resume() overwrites every parameter (or throws when none
   // loads), so the random initial values would be drawn for nothing.
-  NetOptions no = net_options(cfg);
-  no.initialize = resume_candidates.empty();
-  net = make_net(cfg.model.name, no, device);
+  RunParts parts = build_run(cfg, device, train_size, /*initialize=*/resume_candidates.empty());
+  net = std::move(parts.net);
+  optimizer = std::move(parts.optimizer);
+  compressor = std::move(parts.compressor);
+  ema = std::move(parts.ema);
   check_compatible(*net, *train_ds);
   check_compatible(*net, *test_ds);
   sampler.emplace(train_size, cfg.train.batch_size, seed, /*shuffle=*/true);
-  optimizer = make_optimizer(cfg.train.optimizer);
   schedule.emplace(lr_schedule_options(cfg, train_size));
   params = net->arena().params();
-  // Several workers, or any compression, go through the compressor's rounds (one worker
-  // without compression is the same math without them).
-  const tern::CompressionOptions copts = compression_options(cfg, train_size);
-  if (workers > 1 || !tern::identity_for_one_worker(copts))
-    compressor = tern::make_compressor(copts, grad_layout(*net));
-  if (cfg.train.ema_decay > 0) ema.emplace(params, cfg.train.ema_decay);
   loss_sum = Tensor::zeros({}, DType::f32, device);
 }
 
