@@ -1,20 +1,22 @@
 #include "cmd/perf_inputs.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <span>
 #include <sstream>
 #include <thread>
 
+#include "comm/communicator.h"
+#include "comm/store.h"
 #include "config/config.h"
 #include "config/toml_read.h"
 #include "nn/core/clock.h"
@@ -91,8 +93,10 @@ perf::Link parse_link(const toml::table& root, const std::string& section,
   return l;
 }
 
-constexpr size_t kChunk = size_t{1} << 20;
-constexpr size_t kTotal = size_t{256} << 20;
+// --calibrate's link test: the best of kTransfers transfers of kTotal bytes, each sent as
+// kTotal / kPiece messages (a piece's header round trip is ~1e-3 of it), and kPings round trips
+// of 1-byte messages.
+constexpr size_t kTotal = size_t{256} << 20, kPiece = size_t{16} << 20;
 constexpr int kTransfers = 3, kPings = 200;
 
 }  // namespace
@@ -193,83 +197,69 @@ MeasuredStep measure_step(const std::string& network, int64_t batch, int steps) 
 }
 
 LinkMeasurement measure_loopback() {
-  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-  TG_CHECK(listener >= 0, "perf-model --calibrate: cannot create a TCP socket");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::listen(listener, 1) != 0 ||
-      ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    ::close(listener);
-    TG_THROW("perf-model --calibrate: cannot listen on 127.0.0.1 for the bandwidth test");
-  }
-  std::thread client([addr] {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return;
-    if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
-      ::close(fd);
-      return;
-    }
-    const int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    std::vector<char> buf(kChunk, 1);
-    for (int t = 0; t < kTransfers; ++t) {
-      size_t sent = 0;
-      while (sent < kTotal) {
-        const ssize_t n = ::send(fd, buf.data(), std::min(kChunk, kTotal - sent), 0);
-        if (n <= 0) break;
-        sent += static_cast<size_t>(n);
-      }
-      char ack = 0;  // the receiver's end-of-transfer mark keeps the transfers apart
-      if (::recv(fd, &ack, 1, MSG_WAITALL) != 1) break;
-    }
-    char b = 0;
-    for (int p = 0; p < kPings; ++p) {
-      if (::recv(fd, &b, 1, MSG_WAITALL) != 1 || ::send(fd, &b, 1, 0) != 1) break;
-    }
-    ::close(fd);
-  });
-  const int fd = ::accept(listener, nullptr, nullptr);
-  ::close(listener);
-  if (fd < 0) {
-    client.join();
-    TG_THROW("perf-model --calibrate: the loopback bandwidth test could not connect");
-  }
-  const int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  std::vector<char> buf(kChunk);
+  // Two ranks of the Gloo transport the runs use (comm/), as threads of this process over
+  // 127.0.0.1, meeting through a file store in a fresh directory.
+  const char* tmp = std::getenv("TMPDIR");
+  std::string dir =
+      std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/tg-calibrate-XXXXXX";
+  TG_CHECK(::mkdtemp(dir.data()) != nullptr,
+           "perf-model --calibrate: cannot create a rendezvous directory ", dir, ": ",
+           std::strerror(errno));
   LinkMeasurement m;
-  bool ok = true;
-  for (int t = 0; t < kTransfers && ok; ++t) {
-    const auto t0 = Clock::now();
-    size_t got = 0;
-    while (got < kTotal) {
-      const ssize_t n = ::recv(fd, buf.data(), std::min(kChunk, kTotal - got), 0);
-      if (n <= 0) {
-        ok = false;
-        break;
-      }
-      got += static_cast<size_t>(n);
-    }
-    const double dt = seconds_since(t0);
-    if (ok) m.gbit_per_s = std::max(m.gbit_per_s, 8.0 * static_cast<double>(kTotal) / dt / 1e9);
-    const char ack = 1;
-    if (::send(fd, &ack, 1, 0) != 1) ok = false;
-  }
   std::vector<double> rtt;
-  char b = 1;
-  for (int p = 0; p < kPings && ok; ++p) {
-    const auto t0 = Clock::now();
-    if (::send(fd, &b, 1, 0) != 1 || ::recv(fd, &b, 1, MSG_WAITALL) != 1) ok = false;
-    rtt.push_back(seconds_since(t0));
-  }
-  ::close(fd);
-  client.join();
-  TG_CHECK(ok && m.gbit_per_s > 0 && !rtt.empty(),
-           "perf-model --calibrate: the loopback bandwidth test was cut short");
+  std::string errors[2];
+  auto rank_main = [&](int rank) {
+    try {
+      auto store = comm::open_store("file://" + dir, std::chrono::seconds(30));
+      comm::CommOptions o;
+      o.backend = comm::Backend::gloo;
+      o.rank = rank;
+      o.size = 2;
+      o.hostname = "127.0.0.1";
+      o.timeout = std::chrono::seconds(30);
+      auto c = comm::make_communicator(o, *store, "tg/calibrate");
+      std::vector<char> buf(kPiece, 1);
+      // Bandwidth: rank 0 sends kTotal bytes to rank 1, timed on the receiver from the barrier
+      // that starts each transfer (its skew is a latency, 1e-4 of a transfer).
+      for (int t = 0; t < kTransfers; ++t) {
+        c->barrier();
+        const auto t0 = Clock::now();
+        for (size_t sent = 0; sent < kTotal; sent += kPiece) {
+          const comm::SendSpec send{1, buf.data(), kPiece};
+          const comm::RecvSpec recv{0, buf.data(), kPiece};
+          if (rank == 0)
+            c->exchange({&send, 1}, {});
+          else
+            c->exchange({}, {&recv, 1});
+        }
+        if (rank == 1)
+          m.gbit_per_s = std::max(m.gbit_per_s, 8.0 * kTotal / seconds_since(t0) / 1e9);
+      }
+      // Latency: 1-byte messages there and back, timed on rank 0.
+      char b = 1;
+      const comm::SendSpec to_peer{1 - rank, &b, 1};
+      const comm::RecvSpec from_peer{1 - rank, &b, 1};
+      for (int p = 0; p < kPings; ++p) {
+        const auto t0 = Clock::now();
+        c->exchange(rank == 0 ? std::span(&to_peer, 1) : std::span<const comm::SendSpec>(),
+                    rank == 1 ? std::span(&from_peer, 1) : std::span<const comm::RecvSpec>());
+        c->exchange(rank == 1 ? std::span(&to_peer, 1) : std::span<const comm::SendSpec>(),
+                    rank == 0 ? std::span(&from_peer, 1) : std::span<const comm::RecvSpec>());
+        if (rank == 0) rtt.push_back(seconds_since(t0));
+      }
+    } catch (const std::exception& e) {
+      errors[rank] = e.what();
+    }
+  };
+  std::thread peer(rank_main, 1);
+  rank_main(0);
+  peer.join();
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  for (const std::string& e : errors)
+    TG_CHECK(e.empty(), "perf-model --calibrate: the loopback link test failed: ", e);
+  TG_CHECK(m.gbit_per_s > 0 && !rtt.empty(),
+           "perf-model --calibrate: the loopback link test was cut short");
   std::sort(rtt.begin(), rtt.end());
   m.latency_s = rtt[rtt.size() / 2] / 2;
   return m;

@@ -1,6 +1,6 @@
 // What `terngrad perf-model` feeds the performance model (terngrad/analysis/perf_model.h) from
 // files and from this machine: cluster descriptions in TOML, a net's tensor sizes, one worker's
-// measured training step (T_c and T_enc), and the loopback TCP link.
+// measured training step (T_c and T_enc), and the loopback link through comm/'s transport.
 #pragma once
 
 #include <cstdint>
@@ -32,8 +32,10 @@ struct MeasuredStep {
 // finalize). Medians over `steps` timed steps after one warm-up.
 MeasuredStep measure_step(const std::string& network, int64_t batch, int steps);
 
-// Loopback TCP: payload bandwidth (Gbit/s; best of 3 transfers of 256 MiB) and one-way latency
-// (half the median round trip of 1-byte ping-pongs), between two threads of this process.
+// The loopback link as the runs see it: two ranks of the Gloo transport (comm/) as threads of
+// this process over 127.0.0.1; payload bandwidth (Gbit/s; best of 3 transfers of 256 MiB in
+// 16 MiB messages) and one-way latency (half the median round trip of 1-byte messages, each with
+// the transport's header: the per-message cost a run's exchange pays).
 struct LinkMeasurement {
   double gbit_per_s = 0, latency_s = 0;
 };

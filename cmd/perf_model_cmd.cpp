@@ -136,11 +136,12 @@ CLI::App* add_perf_model_command(CLI::App& app, PerfModelArgs& a) {
                 "One JSON object per line per (network, cluster, GPU count) instead of the table");
   cmd->add_flag("--calibrate", a.calibrate,
                 "Measure this machine (CPU): compute and encode time per batch with the real "
-                "training step, loopback TCP bandwidth (or --link-gbit), and model one process "
+                "training step, the loopback link through the Gloo transport (or --link-gbit), and "
+                "model one process "
                 "per node");
   cmd->add_option("--link-gbit", a.link_gbit,
                   "--calibrate: model this link (Gbit/s, e.g. 0.957 for the emulated 1 Gbit/s "
-                  "netns link) instead of measuring loopback TCP")
+                  "netns link) instead of measuring the loopback link")
       ->check(CLI::PositiveNumber);
   add_simulate_options(cmd, a.simulate, a.sim);
   cmd->add_option("--calibrate-steps", a.calibrate_steps,
@@ -152,7 +153,7 @@ CLI::App* add_perf_model_command(CLI::App& app, PerfModelArgs& a) {
 namespace {
 
 // --calibrate's cluster: this machine's compute, one process per node, and the link it models
-// (--link-gbit, else loopback TCP measured now).
+// (--link-gbit, else the loopback link through the Gloo transport, measured now).
 Cluster this_machine(const PerfModelArgs& a) {
   Cluster c;
   c.name = "this-machine";
@@ -165,13 +166,14 @@ Cluster this_machine(const PerfModelArgs& a) {
                   "this machine's compute, one process per node, a given %g Gbit/s link",
                   a.link_gbit);
   } else {
-    std::fprintf(stderr, "perf-model: measuring loopback TCP ...\n");
+    std::fprintf(stderr, "perf-model: measuring the loopback link (Gloo transport, 2 ranks) ...\n");
     const LinkMeasurement m = measure_loopback();
     c.inter = {m.gbit_per_s, m.latency_s};
-    std::snprintf(buf, sizeof(buf),
-                  "this machine's compute, one process per node, loopback TCP (measured %.2f "
-                  "Gbit/s, %.1f us)",
-                  m.gbit_per_s, m.latency_s * 1e6);
+    std::snprintf(
+        buf, sizeof(buf),
+        "this machine's compute, one process per node, loopback through Gloo (measured %.2f "
+        "Gbit/s, %.1f us)",
+        m.gbit_per_s, m.latency_s * 1e6);
   }
   c.description = buf;
   c.intra = c.inter;  // unused with one GPU per node

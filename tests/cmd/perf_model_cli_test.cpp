@@ -1,7 +1,9 @@
 // `terngrad perf-model` end to end: --help, the table, --json lines (parsed, fields, the
 // paper's readings beside ours), cluster files and their errors (each names the key), overrides,
-// and --calibrate on a small net with a given link and with loopback TCP.
+// and --calibrate on a small net with a given link and with the loopback link measured.
 #include <gtest/gtest.h>
+
+#include <cstdio>
 
 #include <sstream>
 #include <string>
@@ -214,11 +216,20 @@ TEST(PerfModelCli, CalibrateMeasuresThisMachine) {
   // P = 2: ps moves (P - 1) / P of the larger direction: 4 P bytes at 0.957 Gbit/s.
   EXPECT_NEAR(lines[1]["fp32_inter_s"].as_number(), 0.5 * 4 * 1256080 / (0.957e9 / 8), 1e-9);
 
-  // Loopback TCP measured.
+  // The loopback link measured through the Gloo transport (two ranks in the process): a positive
+  // bandwidth and latency in the cluster's description.
   r = run_cli({"perf-model", "--calibrate", "--networks", "lenet", "--batch", "16",
                "--calibrate-steps", "1", "--gpus", "2"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(contains(r.out, "loopback TCP (measured")) << r.out;
+  const size_t at = r.out.find("loopback through Gloo (measured ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  double gbit = 0, us = 0;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + at, "loopback through Gloo (measured %lf Gbit/s, %lf us)",
+                        &gbit, &us),
+            2)
+      << r.out;
+  EXPECT_GT(gbit, 0) << r.out;
+  EXPECT_GT(us, 0) << r.out;
 
   r = run_cli({"perf-model", "--calibrate", "--cluster", "ethernet"});
   EXPECT_EQ(r.exit_code, 1);
