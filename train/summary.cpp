@@ -86,7 +86,7 @@ std::string to_json(const TrainSummary& s) {
   cpu.add("openblas_config", s.cpu.openblas_config);
   o.add_raw("cpu", cpu.str());
   o.add("model", s.model).add("num_params", s.num_params);
-  o.add("peak_rss_mb", s.peak_rss_mb);
+  o.add("peak_rss_mb", s.peak_rss_mb).add("planned_peak_mb", s.planned_peak_mb);
   o.add("params_sha256", s.params_sha256);
   if (s.skip_bad_files) {
     o.add("bad_files_replaced", s.bad_files_replaced);

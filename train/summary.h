@@ -68,6 +68,7 @@ struct TrainSummary {
   std::vector<std::pair<std::string, std::string>> conv_algorithms;
   int64_t num_params = 0;
   double peak_rss_mb = 0;
+  double planned_peak_mb = 0;  // the memory plan's peak (train/memory_plan.h); 0 on a GPU
   std::string params_sha256, ema_sha256;  // ema_sha256: "" without an EMA
   // data.skip_bad_files: examples served by another image (all ranks), and the unreadable files
   // rank 0 met, with why.

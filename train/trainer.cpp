@@ -21,6 +21,7 @@
 #include "datasets/device_stager.h"
 #include "datasets/sampler.h"
 #include "nn/autograd/tape.h"
+#include "nn/core/allocator.h"
 #include "nn/core/clock.h"
 #include "nn/core/cpu_env.h"
 #include "nn/core/cuda_runtime.h"
@@ -33,6 +34,7 @@
 #include "nn/optim/lr_schedule.h"
 #include "terngrad/exchange/comm_hook.h"
 #include "train/checkpoint.h"
+#include "train/memory_plan.h"
 #include "train/options.h"
 #include "train/tensorboard.h"
 
@@ -342,6 +344,7 @@ struct Trainer::State {
   ThreadChoice threads;
   std::chrono::milliseconds post_mortem_window{1000};
   bool sched_batch = false;  // this rank's threads run under SCHED_BATCH (comm.sched_batch)
+  int64_t planned_peak = 0;  // bytes (train/memory_plan.h); 0 = not planned (GPU runs)
   RunLog metrics;
   std::optional<data::BatchPipeline> input;
   std::optional<data::DeviceStager> stager;  // CUDA with data.pin_memory: batches a step ahead
@@ -379,6 +382,7 @@ struct Trainer::State {
   void resume();
   void set_aside_damaged();
   void join_group();
+  void check_memory();
   void open_input();
   data::BadFiles note_bad_files();
   bool step_once();  // true when a stop was requested on any rank
@@ -601,6 +605,54 @@ void Trainer::State::join_group() {
       }
     }
   }
+}
+
+// CPU runs: the planned peak of this process's memory against what it may use (see
+// train/memory_plan.h); a run that cannot fit is refused before its first step, naming both.
+void Trainer::State::check_memory() {
+  if (!device.is_cpu()) return;
+  MemoryPlan plan;
+  plan.images_per_worker = (cfg.train.batch_size + workers - 1) / workers;
+  plan.eval_batch = cfg.data.eval_batch_size;
+  const ActivationBytes train = probe_training_activations(*net);
+  const ActivationBytes eval = probe_eval_activations(*net);
+  plan.train_activations = train.at(plan.images_per_worker);
+  plan.eval_activations = eval.at(plan.eval_batch);
+  plan.workspace = conv_workspace_bytes(train, plan.images_per_worker, eval, plan.eval_batch);
+  // What is resident now holds what the probes allocated for good (the parameter gradients,
+  // BLAS's buffers) but not the blocks they let go of.
+  allocator_for(device).empty_cache();
+  plan.resident = std::max<int64_t>(0, resident_bytes());
+  const int64_t param_bytes = params.numel() * static_cast<int64_t>(sizeof(float));
+  // The workers' gradients the exchange reads and their sum (the net's own is resident already:
+  // W copies), the exchange's buffers (about one more), and the residuals of error feedback.
+  if (compressor) plan.gradients = (local_workers + 1) * param_bytes;
+  if (cfg.compression.error_feedback || cfg.compression.method == tern::Method::onebit)
+    plan.gradients += local_workers * param_bytes;
+  const std::string& opt_name = cfg.train.optimizer.name;
+  plan.optimizer = opt_name == "adam" ? 2 * param_bytes : opt_name == "momentum" ? param_bytes : 0;
+  const auto& in = net->info();
+  const int64_t image_bytes =
+      in.in_channels * in.image_size * in.image_size * static_cast<int64_t>(sizeof(float));
+  const int64_t threads = cfg.data.loader_threads > 0 ? cfg.data.loader_threads : 2;
+  plan.input = (cfg.data.prefetch + threads) * local_workers * plan.images_per_worker * image_bytes;
+  planned_peak = plan.peak();
+  const MemoryLimit limit = memory_limit();
+  const int sharing = group ? group->local_sharing() : 1;
+  const std::string ranks =
+      sharing > 1 ? " x " + std::to_string(sharing) + " ranks on this host" : "";
+  if (limit.bytes < 0) {
+    say("memory: planned peak " + plan.describe() + " (no limit known: no /proc)");
+    return;
+  }
+  TG_CHECK(plan.added() * sharing <= limit.bytes,
+           "this run needs more memory than it may use: ", format_bytes(plan.added()),
+           " more per process", ranks, " against ", format_bytes(limit.bytes), " left (",
+           limit.source, "); planned peak ", plan.describe(),
+           ". Lower train.batch_size or data.eval_batch_size, or run fewer ranks per host");
+  say("memory: planned peak " + plan.describe() + "; " + format_bytes(plan.added() * sharing) +
+      " to come" + ranks + " of " + format_bytes(limit.bytes) + " available (" + limit.source +
+      ")");
 }
 
 // The training batches: this rank's workers' slices of each global batch, loaded by the input
@@ -827,6 +879,7 @@ Trainer::Trainer(const Config& config, const TrainOptions& options)
   s.post_mortem_window = std::chrono::milliseconds(
       static_cast<int64_t>(std::clamp(s.cfg.comm.group.timeout / 4.0, 1.0, 10.0) * 1000.0));
   s.guarded([&] {
+    s.check_memory();
     s.set_aside_damaged();
     if (s.lead && !options.out_dir.empty()) {
       write_file_atomic((fs::path(options.out_dir) / kConfigName).string(), to_toml(s.cfg));
@@ -919,6 +972,7 @@ TrainSummary Trainer::run() {
     struct rusage ru {};
     getrusage(RUSAGE_SELF, &ru);
     sum.peak_rss_mb = static_cast<double>(ru.ru_maxrss) / 1024.0;  // Linux: KiB
+    sum.planned_peak_mb = static_cast<double>(s.planned_peak) / (1024.0 * 1024.0);
     sum.params_sha256 = params_sha256(s.params);
     sum.skip_bad_files = s.cfg.data.dataset.skip_bad_files;
     if (sum.skip_bad_files) {

@@ -112,6 +112,11 @@ AllocatorStats CachingAllocator::stats() const {
   return stats_;
 }
 
+void CachingAllocator::reset_peak() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.peak_in_use_bytes = stats_.in_use_bytes;
+}
+
 CachingAllocator& allocator_for(const Device& d) {
   static CachingAllocator cpu(Device::cpu());
   if (d.is_cpu()) return cpu;

@@ -41,6 +41,9 @@ class CachingAllocator {
   void deallocate(void* p);
   void empty_cache();
   AllocatorStats stats() const;
+  // Starts a new peak: peak_in_use_bytes = in_use_bytes now (to measure what one pass holds at
+  // most, train/memory_plan.h).
+  void reset_peak();
   Device device() const { return device_; }
 
   // The size class `bytes` is rounded to (exposed for tests).

@@ -1,5 +1,8 @@
 #include "nn/ops/conv2d.h"
 
+#include <atomic>
+#include <mutex>
+
 #include "nn/autograd/tape.h"
 #include "nn/ops/dispatch.h"
 
@@ -7,8 +10,27 @@ namespace tg {
 
 namespace {
 
+std::atomic<bool> g_recording{false};
+std::mutex g_recorded_mu;
+std::vector<Conv2dShape> g_recorded;
+
+bool same_shape(const Conv2dShape& a, const Conv2dShape& b) {
+  return a.N == b.N && a.C == b.C && a.H == b.H && a.W == b.W && a.K == b.K && a.R == b.R &&
+         a.S == b.S && a.P == b.P && a.Q == b.Q && a.stride_h == b.stride_h &&
+         a.stride_w == b.stride_w && a.pad_top == b.pad_top && a.pad_left == b.pad_left &&
+         a.groups == b.groups;
+}
+
 Tensor workspace_for(const Conv2dShape& s, const Device& device) {
-  return Tensor::empty({conv2d_workspace_floats(s)}, DType::f32, device);
+  if (g_recording.load(std::memory_order_relaxed)) {
+    std::lock_guard<std::mutex> lock(g_recorded_mu);
+    bool seen = false;
+    for (const Conv2dShape& r : g_recorded) seen = seen || same_shape(r, s);
+    if (!seen) g_recorded.push_back(s);
+  }
+  // The CPU's task path runs on its threads' own scratch: nothing to allocate for it.
+  const bool none = device.is_cpu() && !conv2d_cpu_uses_workspace(s);
+  return Tensor::empty({none ? 0 : conv2d_workspace_floats(s)}, DType::f32, device);
 }
 
 // The SAME/VALID/explicit rule for one dimension, with conv2d's own message for a window that
@@ -27,6 +49,17 @@ Padded1d conv_dim(int64_t in, int64_t k, int64_t stride, int64_t pad, Padding p,
 }
 
 }  // namespace
+
+void conv2d_record_shapes(bool on) {
+  std::lock_guard<std::mutex> lock(g_recorded_mu);
+  if (on) g_recorded.clear();
+  g_recording.store(on, std::memory_order_relaxed);
+}
+
+std::vector<Conv2dShape> conv2d_recorded_shapes() {
+  std::lock_guard<std::mutex> lock(g_recorded_mu);
+  return g_recorded;
+}
 
 Conv2dShape conv2d_shape(const Shape& x, const Shape& w, const Conv2dOptions& o) {
   TG_CHECK(x.size() == 4, "conv2d: x must be 4-D [N, C, H, W], got ", shape_str(x));

@@ -6,6 +6,8 @@
 //   y    [N, K, P, Q]     P, Q from padded_dim() (TensorFlow SAME / VALID, or explicit pad)
 #pragma once
 
+#include <vector>
+
 #include "nn/core/tensor.h"
 #include "nn/ops/conv2d_kernels.h"
 #include "nn/ops/padding.h"
@@ -27,5 +29,11 @@ Conv2dShape conv2d_shape(const Shape& x, const Shape& w, const Conv2dOptions& o)
 // y = conv(x, w) + bias. All inputs f32 on one device (non-contiguous inputs are copied);
 // the result is a new contiguous tensor. Throws on dtype, device or shape mismatch.
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dOptions& o = {});
+
+// For the memory plan (train/memory_plan.h): while recording is on, the shape of every
+// convolution run (forward or backward) is kept, once each; the scratch each needs at another
+// batch is conv2d_workspace_floats of the shape with that N. Process-wide, thread-safe.
+void conv2d_record_shapes(bool on);
+std::vector<Conv2dShape> conv2d_recorded_shapes();
 
 }  // namespace tg

@@ -441,6 +441,10 @@ int64_t conv2d_workspace_floats(const Conv2dShape& s) {
   return conv2d_chunk_images(s) * (s.C / s.groups * s.R * s.S + s.K) * s.P * s.Q;
 }
 
+bool conv2d_cpu_uses_workspace(const Conv2dShape& s) {
+  return task_plan(s).nbt == 0;
+}
+
 void conv2d_set_workspace_budget_for_testing(int64_t floats) {
   g_budget_override.store(floats, std::memory_order_relaxed);
 }

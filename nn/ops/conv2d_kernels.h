@@ -31,6 +31,10 @@ int64_t conv2d_chunk_images(const Conv2dShape& s);
 // Floats of scratch the kernels need (col + stage of one chunk); callers allocate it on the
 // kernel's device. Both backends use the same amount.
 int64_t conv2d_workspace_floats(const Conv2dShape& s);
+// Whether the CPU kernels of shape `s` use the caller's workspace: not when they run as tasks of
+// whole image chunks per thread, each with its own scratch (enough images for 8 tasks); then
+// callers allocate none.
+bool conv2d_cpu_uses_workspace(const Conv2dShape& s);
 // Test hook: caps the workspace budget (in floats) so that small shapes run in several chunks;
 // 0 restores the default. Not thread-safe with concurrent convolutions; tests only.
 void conv2d_set_workspace_budget_for_testing(int64_t floats);

@@ -56,16 +56,6 @@ std::vector<std::string> run_args(const std::string& folder, const std::string& 
   return a;
 }
 
-std::vector<std::string> error_lines(const std::string& err) {
-  std::vector<std::string> out;
-  size_t at = 0;
-  while ((at = err.find("terngrad: error: ", at)) != std::string::npos) {
-    out.push_back(err.substr(at, err.find('\n', at) - at));
-    ++at;
-  }
-  return out;
-}
-
 // Every checkpoint the run left loads whole.
 void expect_checkpoints_intact(const std::string& out) {
   for (const auto& e : fs::directory_iterator(out)) {

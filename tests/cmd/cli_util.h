@@ -120,6 +120,18 @@ inline std::vector<json::Value> json_lines(const std::string& text) {
   return v;
 }
 
+// The `terngrad: error: ` lines of `err` (a rank's output may carry several), each from that
+// prefix to its line's end.
+inline std::vector<std::string> error_lines(const std::string& err) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while ((at = err.find("terngrad: error: ", at)) != std::string::npos) {
+    out.push_back(err.substr(at, err.find('\n', at) - at));
+    ++at;
+  }
+  return out;
+}
+
 inline bool contains(const std::string& text, const std::string& what) {
   return text.find(what) != std::string::npos;
 }

@@ -55,7 +55,7 @@ std::vector<std::string> args_for(const std::string& out, int rank, const std::s
 }
 
 // The lines of `err` that start with "terngrad: error:".
-std::vector<std::string> error_lines(const std::string& err) {
+std::vector<std::string> leading_error_lines(const std::string& err) {
   std::vector<std::string> lines;
   std::istringstream in(err);
   std::string line;
@@ -117,7 +117,7 @@ TEST(HostilePeer, MalformedMessagesAreNamedAndTheCheckpointSurvives) {
         run_with_faulty_rank1("TG_FAULT=" + c.kind + ",rank=1,call=150", dir / "out", dir);
     EXPECT_EQ(h.code, 1) << h.err;
     EXPECT_LE(h.seconds, kExitLimit) << h.err;
-    const auto lines = error_lines(h.err);
+    const auto lines = leading_error_lines(h.err);
     ASSERT_EQ(lines.size(), 1u) << h.err;
     std::printf("[observed] %s: exit %d after %.2f s: %s\n", c.kind.c_str(), h.code, h.seconds,
                 lines[0].c_str());
@@ -165,7 +165,7 @@ TEST(HostilePeer, HeaderWithoutTheJobSecretIsRefusedBeforeItsPayload) {
   wait_exit_within(p1, kExitLimit);
   const std::string err = read_text(dir / "err0");
   EXPECT_EQ(code, 1) << err;
-  const auto lines = error_lines(err);
+  const auto lines = leading_error_lines(err);
   ASSERT_EQ(lines.size(), 1u) << err;
   std::printf("[observed] mac: exit %d after %.2f s: %s\n", code, seconds, lines[0].c_str());
   EXPECT_NE(lines[0].find("rank 1 sent a message header that is not authenticated with this "
@@ -216,12 +216,12 @@ TEST(HostilePeer, RendezvousEntriesWithoutTheJobSecretAreRefused) {
       p1 = spawn_cli(args_for(out1, 1, url), dir / "o1", dir / "e1", env);
     }
     EXPECT_EQ(wait_exit_within(p0, kExitLimit), 1);
-    const auto lines0 = error_lines(read_text(dir / "e0"));
+    const auto lines0 = leading_error_lines(read_text(dir / "e0"));
     ASSERT_EQ(lines0.size(), 1u) << read_text(dir / "e0");
     EXPECT_NE(lines0[0].find(c.expect0), std::string::npos) << lines0[0];
     if (p1 > 0) {
       EXPECT_EQ(wait_exit_within(p1, kExitLimit), 1);
-      const auto lines1 = error_lines(read_text(dir / "e1"));
+      const auto lines1 = leading_error_lines(read_text(dir / "e1"));
       ASSERT_EQ(lines1.size(), 1u) << read_text(dir / "e1");
       EXPECT_NE(lines1[0].find(c.expect1), std::string::npos) << lines1[0];
     }
@@ -239,7 +239,7 @@ TEST(HostilePeer, SecretFileReadableByOthersIsRefused) {
   const pid_t p = spawn_cli(args_for(dir / "out", 0, url), dir / "o0", dir / "e0",
                             {"TG_SECRET_FILE=" + secret});
   EXPECT_EQ(wait_exit_within(p, kExitLimit), 1);
-  const auto lines = error_lines(read_text(dir / "e0"));
+  const auto lines = leading_error_lines(read_text(dir / "e0"));
   ASSERT_EQ(lines.size(), 1u) << read_text(dir / "e0");
   EXPECT_NE(lines[0].find("TG_SECRET_FILE '" + secret + "' can be read by others (mode 0644)"),
             std::string::npos)
@@ -360,7 +360,7 @@ TEST(HostilePeer, GarbageOnTheListeningSocketDuringRendezvous) {
     const int code = wait_exit_within(p0, kExitLimit, &seconds);
     const std::string err = read_text(dir / "err0");
     EXPECT_EQ(code, 1) << err;
-    const auto lines = error_lines(err);
+    const auto lines = leading_error_lines(err);
     ASSERT_EQ(lines.size(), 1u) << err;
     std::printf("[observed] garbage (%s): exit %d after %.2f s: %s\n", what.c_str(), code, seconds,
                 lines[0].c_str());
@@ -392,7 +392,7 @@ TEST(Faults, StoppedRankIsNamedByTheOthers) {
   EXPECT_EQ(code, 1) << err;
   EXPECT_GE(seconds, kTimeout - 1.0) << "rank 0 gave up before the timeout:\n" << err;
   EXPECT_LE(seconds, kTimeout + 8.0) << err;
-  const auto lines = error_lines(err);
+  const auto lines = leading_error_lines(err);
   ASSERT_EQ(lines.size(), 1u) << err;
   std::printf("[observed] SIGSTOP: exit %d after %.2f s: %s\n", code, seconds, lines[0].c_str());
   EXPECT_NE(lines[0].find("lost rank 1 of 2"), std::string::npos) << lines[0];
@@ -420,7 +420,7 @@ TEST(Faults, DiskFullDuringACheckpointKeepsThePreviousOne) {
     const int code = wait_exit_within(p, 120);
     const std::string err = read_text(dir / "e");
     EXPECT_EQ(code, 1) << err;
-    const auto lines = error_lines(err);
+    const auto lines = leading_error_lines(err);
     ASSERT_EQ(lines.size(), 1u) << err;
     std::printf("[observed] %s: exit %d: %s\n", kind.c_str(), code, lines[0].c_str());
     EXPECT_NE(lines[0].find("cannot write " + out + "/checkpoint.tgckpt.tmp: " +

@@ -319,6 +319,38 @@ TEST(TrainCli, ConfigAndDataErrorsNameTheCulprit) {
 
 // Argument-parser failures are bad input like any other (issue 15): exit 1 with one line that
 // names the problem, not CLI11's own statuses (105 for a missing --config file).
+// A run whose planned peak memory does not fit what the process may use is refused before its
+// first step, with the plan and the limit (TG_MEMORY_LIMIT_MB stands in for a scheduler's
+// allocation; below what the process holds at start-up, nothing fits). A run that fits logs its
+// plan and records it beside the measured peak (train/memory_plan.h; the six-run check against
+// peaks is bench/memory_plan.sh). The tolerance, 25%, is wider than those runs' 0.93-1.05.
+TEST(TrainCli, ARunThatCannotFitInMemoryIsRefusedWithThePlanAndTheLimit) {
+  TempDir dir;
+  const pid_t p = spawn_cli(quick_train_args(dir / "small", 10), dir / "o", dir / "e",
+                            {"TG_MEMORY_LIMIT_MB=40"});
+  EXPECT_EQ(wait_exit(p), 1);
+  const std::string err = read_text(dir / "e");
+  const auto lines = error_lines(err);
+  ASSERT_EQ(lines.size(), 1u) << err;
+  EXPECT_NE(lines[0].find("this run needs more memory than it may use: "), std::string::npos)
+      << lines[0];
+  EXPECT_NE(lines[0].find("(TG_MEMORY_LIMIT_MB=40 less this process's resident set); planned "
+                          "peak "),
+            std::string::npos)
+      << lines[0];
+  EXPECT_NE(lines[0].find("training activations "), std::string::npos) << lines[0];
+  EXPECT_FALSE(fs::exists(dir / "small/metrics.jsonl"));
+  EXPECT_FALSE(fs::exists(dir / "small/checkpoint.tgckpt"));
+
+  const CliResult fits = run_cli(quick_train_args(dir / "fits", 10));
+  ASSERT_EQ(fits.exit_code, 0) << fits.err;
+  EXPECT_NE(fits.err.find("memory: planned peak "), std::string::npos) << fits.err;
+  const json::Value sum = json::parse(read_text(dir / "fits/summary.json"));
+  const double planned = sum["planned_peak_mb"].as_number(), peak = sum["peak_rss_mb"].as_number();
+  EXPECT_GT(planned, 0);
+  EXPECT_NEAR(planned / peak, 1.0, 0.25) << "planned " << planned << " MiB, peak " << peak;
+}
+
 TEST(TrainCli, UsageErrorsExitOneWithOneLine) {
   TempDir dir;
   const auto one_line = [](const std::string& err) {
