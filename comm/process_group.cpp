@@ -271,15 +271,21 @@ void ProcessGroup::watch_for_failures() {
   while (!watch_cv_.wait_for(lock, kFailureWatchInterval, [&] { return watch_stop_; })) {
     lock.unlock();
     bool failed = false;
-    std::string who = "another rank";
+    std::string who;
     try {
-      failed = store_->check({flag});
-      if (failed) {
+      if (store_->check({flag})) {
+        // Read through the store this group uses: with a job secret, a flag that a writer
+        // without it put there does not verify, throws, and stops nothing.
         const std::vector<char> raw = store_->get(flag);
-        who = "rank " + std::string(raw.begin(), raw.end());
+        const std::string r(raw.begin(), raw.end());
+        const bool number =
+            !r.empty() && r.size() <= 9 &&
+            std::all_of(r.begin(), r.end(), [](char c) { return c >= '0' && c <= '9'; });
+        who = number ? "rank " + r : "a rank";
+        failed = true;
       }
     } catch (const std::exception&) {
-      // The store did not answer (or the flag is not this job's): look again next time; the
+      // The store did not answer, or the flag is not this job's: look again next time; the
       // collectives' own timeout still bounds the wait.
     }
     lock.lock();

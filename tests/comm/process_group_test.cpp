@@ -6,12 +6,14 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/store.h"
@@ -24,7 +26,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-ProcessGroup make_group(int rank, int world, const std::string& url) {
+ProcessGroup make_group(int rank, int world, const std::string& url,
+                        const std::string& secret_file = "") {
   RankEnv env;
   env.rank = rank;
   env.world_size = world;
@@ -33,6 +36,7 @@ ProcessGroup make_group(int rank, int world, const std::string& url) {
   GroupOptions options;
   options.backend = Backend::gloo;
   options.timeout = 60.0;  // far beyond what any verdict below waits for
+  options.secret_file = secret_file;
   return ProcessGroup(env, "job", options, Device::cpu(), RunIdentity{"config", 0, nullptr});
 }
 
@@ -106,6 +110,28 @@ TEST(ProcessGroupFailure, TheWatcherStopsACollectiveWaitingOnAStoppedPeerThatRai
   int status = 0;
   ::waitpid(child, &status, 0);
   EXPECT_EQ(error, "gloo allreduce on rank 0 of 2 stopped: rank 1 reported a failure");
+}
+
+TEST(ProcessGroupFailure, WithAJobSecretAFlagFromAWriterWithoutItStopsNothing) {
+  // A store writer without the job's secret raises the failure flag: it does not verify, so the
+  // watchers ignore it and the ranks' next collectives (a second after it, five looks) succeed.
+  tg::testing::TempDir dir;
+  const std::string url = "file://" + dir.str() + "/rdv";
+  const std::string secret = dir / "secret";
+  tg::testing::write_text(secret, "0123456789abcdef0123456789abcdef0123456789abcdef\n");
+  ASSERT_EQ(::chmod(secret.c_str(), 0600), 0);
+  const auto errors = run_ranks(2, [&](int r) {
+    ProcessGroup group = make_group(r, 2, url, secret);
+    int32_t x = 1;
+    group.comm().allreduce(&x, 1, DType::i32, ReduceOp::sum);
+    if (r == 0) open_store(url, 5s)->set("tg/job/abort", {'1'});
+    std::this_thread::sleep_for(1s);
+    x = 1;
+    group.comm().allreduce(&x, 1, DType::i32, ReduceOp::sum);
+    EXPECT_EQ(x, 2);
+  });
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
 }
 
 }  // namespace
