@@ -613,7 +613,11 @@ void Trainer::State::check_memory() {
   if (!device.is_cpu()) return;
   MemoryPlan plan;
   plan.images_per_worker = (cfg.train.batch_size + workers - 1) / workers;
-  plan.eval_batch = cfg.data.eval_batch_size;
+  // Evaluation's largest batch: at most the examples it reads (data.eval_limit, the test split).
+  const int64_t test_size = test_ds->info().size;
+  const int64_t eval_n =
+      cfg.data.eval_limit > 0 ? std::min(cfg.data.eval_limit, test_size) : test_size;
+  plan.eval_batch = std::max<int64_t>(1, std::min(cfg.data.eval_batch_size, eval_n));
   const ActivationBytes train = probe_training_activations(*net);
   const ActivationBytes eval = probe_eval_activations(*net);
   plan.train_activations = train.at(plan.images_per_worker);
