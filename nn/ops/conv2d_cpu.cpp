@@ -492,12 +492,15 @@ void conv2d_backward_weight_cpu(const Conv2dShape& s, const float* x, const floa
                                 float* dbias, float* workspace) {
   const int64_t G = s.groups, Kg = s.K / G, CRS = s.C / G * s.R * s.S, PQ = s.P * s.Q;
   const int64_t nb = conv2d_chunk_images(s);
-  float* col = workspace;
-  float* stage = dw ? workspace + nb * CRS * PQ : nullptr;  // no workspace for dbias alone
-  if (dw && s.N == 0) {                                     // no chunk to overwrite dw
+  if (dw && s.N == 0) {  // no chunk to overwrite dw
     std::memset(dw, 0, sizeof(float) * s.K * CRS);
   }
   const TaskPlan t = dw ? task_plan(s) : TaskPlan{};
+  // The chunk path's scratch: none for dbias alone, nor on the task path (the caller allocates
+  // none then, conv2d_cpu_uses_workspace).
+  const bool chunks = dw && t.nbt == 0;
+  float* col = chunks ? workspace : nullptr;
+  float* stage = chunks ? workspace + nb * CRS * PQ : nullptr;
   if (t.nbt > 0) backward_weight_tasks(s, t, x, dy, dw);
   for (int64_t n0 = 0; dw && t.nbt == 0 && n0 < s.N; n0 += nb) {
     const int64_t nbc = std::min(nb, s.N - n0), ld = nbc * PQ;
