@@ -307,6 +307,12 @@ class FailFastTransport final : public gloo::transport::Context,
     std::lock_guard<std::mutex> lock(abort_mu_);
     throw gloo::IoException(why_);
   }
+  // Why abort() stopped this transport; nothing when it did not.
+  std::optional<std::string> abort_reason() {
+    if (!aborted_.load()) return std::nullopt;
+    std::lock_guard<std::mutex> lock(abort_mu_);
+    return why_;
+  }
 
   // The buffers alive now, for abort(): each adds itself when made and removes itself when
   // destroyed, under live_mu_, so abort() never touches a freed one.
@@ -392,9 +398,18 @@ class FailFastContext final : public gloo::rendezvous::Context {
     if (auto* t = dynamic_cast<FailFastTransport*>(transportContext_.get())) t->close_all();
   }
   bool abort(const std::string& why) noexcept {
-    auto* t = dynamic_cast<FailFastTransport*>(transportContext_.get());
+    auto* t = transport();
     if (t) t->abort(why);
     return t != nullptr;
+  }
+  std::optional<std::string> abort_reason() {
+    auto* t = transport();
+    return t ? t->abort_reason() : std::nullopt;
+  }
+
+ private:
+  FailFastTransport* transport() {
+    return dynamic_cast<FailFastTransport*>(transportContext_.get());
   }
 };
 
@@ -607,14 +622,7 @@ class GlooCommunicator final : public Communicator {
   }
 
   bool abort(const std::string& why) noexcept override {
-    if (!context_) return false;  // one rank: nothing to wait for
-    {
-      std::lock_guard<std::mutex> lock(abort_mu_);
-      if (aborted_.load()) return true;
-      abort_why_ = why;
-      aborted_.store(true);
-    }
-    return context_->abort(why);
+    return context_ && context_->abort(why);  // one rank (no context): nothing to wait for
   }
 
  private:
@@ -858,21 +866,27 @@ class GlooCommunicator final : public Communicator {
     try {
       run();
     } catch (const gloo::IoException& e) {
-      broken_ = true;
-      broken_reason_ = e.what();
-      if (aborted_.load()) {  // abort(): the first error may be Gloo's own, seen as pairs closed
-        std::lock_guard<std::mutex> lock(abort_mu_);
-        broken_reason_ = "stopped: " + abort_why_;
-        TG_THROW("gloo ", what, " on rank ", rank_, " of ", size_, " stopped: ", abort_why_);
-      }
-      TG_THROW("gloo ", what, " failed on rank ", rank_, " of ", size_, ": ", e.what(),
+      fail(what, e.what(), /*io=*/true);
+    } catch (const std::exception& e) {
+      fail(what, e.what(), /*io=*/false);
+    }
+  }
+
+  // A collective threw: the communicator is broken. After abort() the first error may be Gloo's
+  // own, seen as pairs closed under the collective (an IoException, or an enforce on a closed
+  // pair): the report is then the abort's reason.
+  [[noreturn]] void fail(const char* what, const std::string& error, bool io) {
+    broken_ = true;
+    broken_reason_ = error;
+    if (const std::optional<std::string> why = context_ ? context_->abort_reason() : std::nullopt) {
+      broken_reason_ = "stopped: " + *why;
+      TG_THROW("gloo ", what, " on rank ", rank_, " of ", size_, " stopped: ", *why);
+    }
+    if (io)
+      TG_THROW("gloo ", what, " failed on rank ", rank_, " of ", size_, ": ", error,
                " (a peer died, closed its connection, or did not take part within ",
                timeout_.count(), " ms)");
-    } catch (const std::exception& e) {
-      broken_ = true;
-      broken_reason_ = e.what();
-      TG_THROW("gloo ", what, " failed on rank ", rank_, " of ", size_, ": ", e.what());
-    }
+    TG_THROW("gloo ", what, " failed on rank ", rank_, " of ", size_, ": ", error);
   }
 
   const int rank_, size_;
@@ -881,10 +895,6 @@ class GlooCommunicator final : public Communicator {
   const std::optional<HmacSha256> mac_;  // HMAC under the job key, with a secret
   const WireFault fault_;
   int64_t calls_ = 0;  // exchange_legs calls so far (for fault_.call)
-  // abort(): set once, from any thread; abort_why_ is written before aborted_ under abort_mu_.
-  std::mutex abort_mu_;
-  std::atomic<bool> aborted_{false};
-  std::string abort_why_;
   std::shared_ptr<FailFastContext> context_;
   uint32_t tag_ = 0;
   bool broken_ = false;  // a collective threw: Gloo's pairs are in an unknown state
