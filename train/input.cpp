@@ -7,14 +7,6 @@
 
 namespace tg::train {
 
-namespace {
-
-std::string plural(int64_t n, const std::string& word) {
-  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
-}
-
-}  // namespace
-
 TrainInput::TrainInput(const Config& cfg, const Say& say)
     : seed_(static_cast<uint64_t>(cfg.train.seed)) {
   data::DataOptions dopts = data_options(cfg);

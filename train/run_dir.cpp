@@ -11,7 +11,7 @@ namespace fs = std::filesystem;
 
 RunDirectory::RunDirectory(const std::string& out_dir, int64_t keep_checkpoints, bool resume,
                            bool lead, const Say& say)
-    : dir_(out_dir), lead_(lead) {
+    : dir_(out_dir) {
   if (out_dir.empty()) {
     TG_CHECK(!resume,
              "resume needs an output directory (the directory of the run to "
@@ -95,7 +95,7 @@ void RunDirectory::restored(const std::string& source, int64_t step) {
 }
 
 void RunDirectory::set_aside_damaged(const Say& say) {
-  if (!lead_ || !files_ || damaged_.empty()) return;
+  if (!files_ || damaged_.empty()) return;  // ranks other than 0 write nothing (stop_writing)
   std::vector<std::string> paths;
   for (const auto& [path, why] : damaged_) paths.push_back(path);
   for (const std::string& moved : files_->set_aside(paths)) say("--resume: set aside " + moved);

@@ -56,7 +56,6 @@ class RunDirectory {
 
  private:
   std::string dir_;
-  bool lead_;
   std::optional<CheckpointFiles> files_;
   std::string metrics_path_;
   std::vector<std::string> candidates_;

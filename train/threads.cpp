@@ -17,6 +17,10 @@ std::string from_cpus(int cpus, int sharing, const std::string& change) {
 
 }  // namespace
 
+std::string plural(int64_t n, const std::string& word) {
+  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+}
+
 ThreadChoice choose_threads(int flag, int sharing) {
   if (flag > 0) return {flag, "--threads " + std::to_string(flag)};
   const EnvThreads env = env_threads();

@@ -23,4 +23,7 @@ ThreadChoice choose_threads(int flag, int sharing);
 // `sharing` ranks on this host (not OMP_NUM_THREADS, which is the compute's).
 ThreadChoice choose_loader_threads(int64_t setting, int sharing);
 
+// "1 CPU thread", "2 loader threads": a count in the log's words.
+std::string plural(int64_t n, const std::string& word);
+
 }  // namespace tg::train

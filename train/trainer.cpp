@@ -145,10 +145,6 @@ void add_all_compressor_state(Checkpoint& c, const tern::Compressor& comp, int t
   }
 }
 
-std::string plural(int64_t n, const std::string& word) {
-  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
-}
-
 // Where this process stands in the run.
 struct Placement {
   int world = 1, rank = 0;
