@@ -153,6 +153,11 @@ struct WireHeader {
 static_assert(sizeof(WireHeader) == 64 && offsetof(WireHeader, mac) == 48,
               "WireHeader: the MAC covers the 48 bytes before it, with no padding");
 constexpr uint32_t kWireMagic = 0x31584754;  // "TGX1"
+// Payloads of at most kInlineBytes travel inside their header's message (exchange_legs): the
+// scaler allgather of a ternary bucket, a tiny bucket's codes or values. A slot is what each peer's
+// header receive is posted for (Gloo accepts a shorter message into it).
+constexpr size_t kInlineBytes = 448;
+constexpr size_t kSlotBytes = sizeof(WireHeader) + kInlineBytes;
 
 // The last min(8, bytes) bytes of p[0 .. bytes), zero-padded.
 uint64_t tail_of(const uint8_t* p, size_t bytes) {
@@ -712,42 +717,72 @@ class GlooCommunicator final : public Communicator {
     std::sort(recvs.begin(), recvs.end(),
               [&](const Leg& a, const Leg& b) { return after(a.peer) > after(b.peer); });
     // Headers first, on the same slot (a pair delivers one slot's messages in order): each peer's
-    // is checked before its payload's receive is posted. One header per leg, indexed by peer.
-    std::vector<WireHeader> theirs(static_cast<size_t>(size_)), mine(static_cast<size_t>(size_));
+    // is checked before its payload's receive is posted. One slot of kSlotBytes per peer: the
+    // header, then the payload itself when it is at most kInlineBytes (inline: one message and
+    // one round instead of two; both sides decide by the leg's length, which they agree on or
+    // the header check names the peer). An inline payload's `tail` is the FNV-1a of its bytes,
+    // so one cut short (the rest of the slot is zero) is caught as a payload's tail is.
+    std::vector<uint8_t> theirs(static_cast<size_t>(size_) * kSlotBytes),
+        mine(static_cast<size_t>(size_) * kSlotBytes);
+    const auto slot_of = [](std::vector<uint8_t>& v, int peer) {
+      return v.data() + static_cast<size_t>(peer) * kSlotBytes;
+    };
+    const auto header_of = [&](int peer) {
+      WireHeader h;
+      std::memcpy(&h, slot_of(theirs, peer), sizeof h);
+      return h;
+    };
+    std::vector<size_t> out_bytes(static_cast<size_t>(size_), 0);  // each header message's size
+    std::vector<char> sent_inline(static_cast<size_t>(size_), 0);
     for (const Leg& l : sends) {
       const auto* data = static_cast<const uint8_t*>(l.buf->ptr) + l.offset;
-      WireHeader& h = mine[static_cast<size_t>(l.peer)];
-      h = {kWireMagic, static_cast<uint32_t>(rank_), job_,          seq,
-           l.bytes,    tail_of(data, l.bytes),       call_context_, {}};
-      if (faulty) apply_fault(h, fault_send_bytes(l.bytes));
+      const size_t send_bytes = faulty ? fault_send_bytes(l.bytes) : l.bytes;
+      const bool in_line = inline_payload(l.bytes) && send_bytes <= kInlineBytes;
+      uint8_t* slot_out = slot_of(mine, l.peer);
+      WireHeader h = {kWireMagic,    static_cast<uint32_t>(rank_),
+                      job_,          seq,
+                      l.bytes,       in_line ? inline_check(data, l.bytes) : tail_of(data, l.bytes),
+                      call_context_, {}};
+      if (faulty) apply_fault(h, send_bytes);
       sign(h);
       if (faulty && fault_.kind == "mac") h.mac[0] ^= 1;
+      std::memcpy(slot_out, &h, sizeof h);
+      if (in_line && send_bytes > 0) std::memcpy(slot_out + sizeof h, data, send_bytes);
+      out_bytes[static_cast<size_t>(l.peer)] = sizeof h + (in_line ? send_bytes : 0);
+      sent_inline[static_cast<size_t>(l.peer)] = in_line;
     }
-    auto header_in =
-        context_->createUnboundBuffer(theirs.data(), theirs.size() * sizeof(WireHeader));
-    auto header_out = context_->createUnboundBuffer(mine.data(), mine.size() * sizeof(WireHeader));
+    auto header_in = context_->createUnboundBuffer(theirs.data(), theirs.size());
+    auto header_out = context_->createUnboundBuffer(mine.data(), mine.size());
     for (const Leg& l : recvs)
-      header_in->recv(l.peer, slot, static_cast<size_t>(l.peer) * sizeof(WireHeader),
-                      sizeof(WireHeader));
+      header_in->recv(l.peer, slot, static_cast<size_t>(l.peer) * kSlotBytes, kSlotBytes);
     for (const Leg& l : sends)
-      header_out->send(l.peer, slot, static_cast<size_t>(l.peer) * sizeof(WireHeader),
-                       sizeof(WireHeader));
+      header_out->send(l.peer, slot, static_cast<size_t>(l.peer) * kSlotBytes,
+                       out_bytes[static_cast<size_t>(l.peer)]);
     for (size_t k = 0; k < recvs.size(); ++k)
       GLOO_ENFORCE(header_in->waitRecv(timeout_), "receive timed out");
     for (size_t k = 0; k < sends.size(); ++k)
       GLOO_ENFORCE(header_out->waitSend(timeout_), "send timed out");
     closing_on_error([&] {
-      for (const Leg& l : recvs)
-        check_header(theirs[static_cast<size_t>(l.peer)], l.peer, seq, l.bytes);
+      for (const Leg& l : recvs) {
+        const WireHeader h = header_of(l.peer);
+        check_header(h, l.peer, seq, l.bytes);
+        if (!inline_payload(l.bytes)) continue;
+        const uint8_t* payload = slot_of(theirs, l.peer) + sizeof(WireHeader);
+        TG_CHECK(inline_check(payload, l.bytes) == h.tail, "rank ", l.peer,
+                 " sent a truncated message: fewer than the ", l.bytes,
+                 " bytes its header announced (a misbehaving peer)");
+        if (l.bytes > 0)
+          std::memcpy(static_cast<uint8_t*>(l.buf->ptr) + l.offset, payload, l.bytes);
+      }
     });
 
     // A faulty payload longer than its leg goes from a scratch copy of the right size.
     std::vector<std::vector<uint8_t>> scratch;
     std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> scratch_bufs;
     for (const Leg& l : recvs) {
-      if (l.bytes == 0) continue;
+      if (inline_payload(l.bytes)) continue;
       const size_t k_tail = std::min<size_t>(l.bytes, 8);
-      const uint64_t flipped = ~theirs[static_cast<size_t>(l.peer)].tail;
+      const uint64_t flipped = ~header_of(l.peer).tail;
       std::memcpy(static_cast<uint8_t*>(l.buf->ptr) + l.offset + l.bytes - k_tail, &flipped,
                   k_tail);
       l.buf->recv(l.peer, slot, l.offset, l.bytes);
@@ -755,7 +790,7 @@ class GlooCommunicator final : public Communicator {
     std::vector<gloo::transport::UnboundBuffer*> posted;  // the buffer each send went from
     for (const Leg& l : sends) {
       const size_t send_bytes = faulty ? fault_send_bytes(l.bytes) : l.bytes;
-      if (l.bytes == 0) continue;
+      if (sent_inline[static_cast<size_t>(l.peer)] || l.bytes == 0) continue;
       gloo::transport::UnboundBuffer* out = l.buf;
       size_t offset = l.offset;
       if (send_bytes > l.bytes) {
@@ -769,18 +804,26 @@ class GlooCommunicator final : public Communicator {
       posted.push_back(out);
     }
     for (const Leg& l : recvs)
-      if (l.bytes > 0) GLOO_ENFORCE(l.buf->waitRecv(timeout_), "receive timed out");
+      if (!inline_payload(l.bytes)) GLOO_ENFORCE(l.buf->waitRecv(timeout_), "receive timed out");
     for (gloo::transport::UnboundBuffer* out : posted)
       GLOO_ENFORCE(out->waitSend(timeout_), "send timed out");
     closing_on_error([&] {
       for (const Leg& l : recvs) {
-        if (l.bytes == 0) continue;
+        if (inline_payload(l.bytes)) continue;
         const uint64_t got = tail_of(static_cast<const uint8_t*>(l.buf->ptr) + l.offset, l.bytes);
-        TG_CHECK(got == theirs[static_cast<size_t>(l.peer)].tail, "rank ", l.peer,
+        TG_CHECK(got == header_of(l.peer).tail, "rank ", l.peer,
                  " sent a truncated message: fewer than the ", l.bytes,
                  " bytes its header announced (a misbehaving peer)");
       }
     });
+  }
+
+  // Whether a leg of `bytes` travels inside its header's message (empty legs too: no payload).
+  static bool inline_payload(size_t bytes) { return bytes <= kInlineBytes; }
+
+  // The `tail` of an inline payload: FNV-1a of its bytes.
+  static uint64_t inline_check(const uint8_t* p, size_t bytes) {
+    return fnv1a64(std::string_view(reinterpret_cast<const char*>(p), bytes));
   }
 
   // Runs a check of ours; when it throws, closes every connection first (nothing is posted on
