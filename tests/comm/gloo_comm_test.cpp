@@ -319,6 +319,48 @@ TEST_P(GlooComm, ExchangeNamesAPeerThatSendsAnotherLength) {
       << errors.back();
 }
 
+// Payloads of at most 448 bytes travel inside their header's message, longer ones after it
+// (comm/gloo_comm.cpp, kInlineBytes): both sides of the boundary arrive intact, and a peer that
+// cuts one short or announces another length is named on either side of it.
+TEST(GlooCommInline, BothSidesOfTheBoundaryDeliverAndNameAFaultyPeer) {
+  tg::testing::TempDir dir;
+  const std::string url = "file://" + dir.str();
+  for (const size_t bytes :
+       {size_t{1}, size_t{16}, size_t{447}, size_t{448}, size_t{449}, size_t{5000}}) {
+    SCOPED_TRACE("bytes " + std::to_string(bytes));
+    const auto byte = [](int from, size_t i) { return static_cast<uint8_t>(from * 31 + i * 7); };
+    const auto clean = run_group(url, 3, [&](Communicator& comm) {
+      std::vector<uint8_t> all(bytes * 3, 0);
+      for (size_t i = 0; i < bytes; ++i) all[comm.rank() * bytes + i] = byte(comm.rank(), i);
+      comm.allgather(all.data() + comm.rank() * bytes, all.data(), bytes);
+      for (int from = 0; from < 3; ++from)
+        for (size_t i = 0; i < bytes; ++i)
+          if (all[from * bytes + i] != byte(from, i))
+            throw std::runtime_error("allgather: wrong byte from rank " + std::to_string(from));
+    });
+    expect_no_errors(clean);
+    for (const auto& [kind, expect] :
+         {std::pair<std::string, std::string>{"truncate", "rank 1 sent a truncated message"},
+          {"length", "rank 1's message announces " + std::to_string(bytes + 8) +
+                         " bytes, this rank expects " + std::to_string(bytes)}}) {
+      if (kind == "truncate" && bytes == 1) continue;  // half of one byte is an empty payload
+      SCOPED_TRACE(kind);
+      inject_wire_fault({kind, 1, 0});
+      const auto errors = run_group(url, 2, [&](Communicator& comm) {
+        std::vector<uint8_t> data(bytes, 5);
+        const SendSpec s{0, data.data(), bytes};
+        const RecvSpec rv{1, data.data(), bytes};
+        if (comm.rank() == 1)
+          comm.exchange({&s, 1}, {});
+        else
+          comm.exchange({}, {&rv, 1});
+      });
+      inject_wire_fault({});
+      EXPECT_NE(errors[0].find(expect), std::string::npos) << errors[0];
+    }
+  }
+}
+
 TEST_P(GlooComm, AllgatherGatherBroadcastBarrier) {
   const int P = p();
   constexpr size_t kB = 1003;  // odd: Gloo's allgather splits each block in two uneven halves
