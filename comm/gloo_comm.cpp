@@ -747,7 +747,9 @@ class GlooCommunicator final : public Communicator {
       sign(h);
       if (faulty && fault_.kind == "mac") h.mac[0] ^= 1;
       std::memcpy(slot_out, &h, sizeof h);
-      if (in_line && send_bytes > 0) std::memcpy(slot_out + sizeof h, data, send_bytes);
+      // A faulty length's extra bytes are the slot's zeros (the leg has only l.bytes).
+      if (in_line && send_bytes > 0)
+        std::memcpy(slot_out + sizeof h, data, std::min(send_bytes, l.bytes));
       out_bytes[static_cast<size_t>(l.peer)] = sizeof h + (in_line ? send_bytes : 0);
       sent_inline[static_cast<size_t>(l.peer)] = in_line;
     }
