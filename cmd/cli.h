@@ -13,6 +13,9 @@
 
 namespace tg::cli {
 
+// The status of a run that SIGINT/SIGTERM stopped after saving its checkpoint (above).
+inline constexpr int kExitInterrupted = 130;
+
 int run(int argc, char** argv);
 
 }  // namespace tg::cli

@@ -2,6 +2,7 @@
 // gradient hook that samples one worker's gradient every K iterations, the statistics of
 // terngrad/analysis/bounds.h, JSON lines and a summary table.
 #include "cmd/measure_bounds_cmd.h"
+#include "cmd/cli.h"
 #include "cmd/default_data.h"
 
 #include "cmd/progress.h"
@@ -40,7 +41,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr int kExitInterrupted = 130;
 constexpr const char* kRowsName = "bounds.jsonl";
 constexpr const char* kTableName = "bounds.txt";
 constexpr const char* kHistName = "histograms.jsonl";

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "cmd/cli.h"
 #include "cmd/progress.h"
 #include "comm/launch.h"
 #include "comm/process_group.h"
@@ -13,8 +14,6 @@
 namespace tg::cli {
 
 namespace {
-
-constexpr int kExitInterrupted = 130;
 
 void print_result(const train::TrainSummary& s) {
   if (!s.test) return;
