@@ -11,7 +11,7 @@
 # Usage: scripts/fuzz.sh [--seconds N] [--runs N] [--jobs J] [--build-dir DIR] [TARGET...]
 #   --seconds N   run each target N seconds (default 10)
 #   --runs N      stop each target after N executions instead (whichever comes first)
-#   --jobs J      build parallelism (default 2)
+#   --jobs J      build parallelism, and how many targets fuzz at once (default 2)
 #   TARGET        config, idx, checkpoint, ... (default: every tests/fuzz/*_fuzz.cpp)
 # Needs clang++ with libFuzzer (Debian: clang libclang-rt-14-dev libomp-14-dev); exits 77 when
 # clang++ is missing, so CI can skip it.
@@ -60,14 +60,12 @@ for t in "${targets[@]}"; do build_targets+=(--target "${t}_fuzz"); done
 cmake --build "$build" -j"$jobs" "${build_targets[@]}"
 
 mkdir -p "$build/artifacts" "$build/logs"
-failed=0
-printf '%-14s %12s %8s %8s %8s  %s\n' target executions seconds cov ft result
-for t in "${targets[@]}"; do
-  work="$build/corpus/$t"  # new inputs go here, never into the checked-in seeds
-  mkdir -p "$work"
-  log="$build/logs/$t.log"
+# One target: runs it and writes its table row to $build/logs/<target>.row ("!" first when it
+# failed). Up to --jobs targets run at once (each one thread); the rows print in target order.
+fuzz_one() {
+  local t=$1 work="$build/corpus/$1" log="$build/logs/$1.log" start rc=0 took execs last cov ft
+  mkdir -p "$work"  # new inputs go here, never into the checked-in seeds
   start=$(date +%s)
-  rc=0
   # One thread per process: OpenMP's pool would only add noise to coverage.
   OMP_NUM_THREADS=1 "$build/tests/fuzz/${t}_fuzz" -max_total_time="$seconds" -runs="$runs" \
     -print_final_stats=1 -rss_limit_mb=2048 -timeout=20 \
@@ -77,11 +75,28 @@ for t in "${targets[@]}"; do
   last=$(grep -E '#[0-9]+.*cov: ' "$log" | tail -1 || true)
   cov=$(echo "$last" | grep -o 'cov: [0-9]*' | grep -o '[0-9]*' || true)
   ft=$(echo "$last" | grep -o 'ft: [0-9]*' | grep -o '[0-9]*' || true)
-  result=ok
+  local result=ok mark=""
   if [ "$rc" -ne 0 ]; then
     result="FAILED (exit $rc; see $log)"
-    failed=1
+    mark="!"
   fi
-  printf '%-14s %12s %8s %8s %8s  %s\n' "$t" "${execs:-?}" "$took" "${cov:-?}" "${ft:-?}" "$result"
+  printf '%s%-14s %12s %8s %8s %8s  %s\n' "$mark" "$t" "${execs:-?}" "$took" "${cov:-?}" \
+    "${ft:-?}" "$result" >"$build/logs/$t.row"
+}
+for t in "${targets[@]}"; do
+  rm -f "$build/logs/$t.row"
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+  fuzz_one "$t" &
+done
+wait
+failed=0
+printf '%-14s %12s %8s %8s %8s  %s\n' target executions seconds cov ft result
+for t in "${targets[@]}"; do
+  row=$(cat "$build/logs/$t.row" 2>/dev/null || echo "!$t (no result)")
+  if [ "${row:0:1}" = "!" ]; then
+    failed=1
+    row=${row:1}
+  fi
+  echo "$row"
 done
 exit $failed
