@@ -438,10 +438,10 @@ TEST(AggregateRoutes, FollowTheAlgorithmAndTheExclusionRules) {
 // overlap on and off, every exact route, and the hierarchical one over 2 and 3 nodes: out
 // bit-identical to the fold over all N workers in one place, step after step (error feedback's
 // residuals carry over). Under a sanitizer (tests/testing/sanitizer.h) P = 3 (two workers a
-// rank) and 8 (the most threads; 3 uneven nodes) take every path of the matrix.
+// rank; nodes of 2 and 1) and 6 (three nodes) take every path of the matrix.
 TEST(AggregateRoutes, SameBitsForEveryRouteNodeLayoutAndPipeline) {
   const std::vector<int> ranks =
-      tg::testing::kSanitized ? std::vector<int>{3, 8} : std::vector<int>{3, 4, 6, 8};
+      tg::testing::kSanitized ? std::vector<int>{3, 6} : std::vector<int>{3, 4, 6, 8};
   for (int p : ranks)
     for (PackFormat pack : {PackFormat::two_bit, PackFormat::base3}) {
       Method m{"terngrad_ef", {}};
