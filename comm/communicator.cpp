@@ -37,6 +37,12 @@ void check_list(const char* backend, int rank, int size, std::span<const Spec> l
 
 }  // namespace
 
+std::string join_ranks(const std::vector<int>& ranks) {
+  std::string out;
+  for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
+  return out;
+}
+
 void check_exchange(const char* backend, int rank, int size, std::span<const SendSpec> sends,
                     std::span<const RecvSpec> recvs) {
   check_list(backend, rank, size, sends, "send");

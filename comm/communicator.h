@@ -178,4 +178,7 @@ std::vector<std::unique_ptr<Communicator>> make_local_group(
 // (copied where in and out differ); nothing goes on a wire, so wire() stays zero.
 std::unique_ptr<Communicator> make_self_communicator(const Device& device);
 
+// "0, 2, 5": ranks listed in an error message.
+std::string join_ranks(const std::vector<int>& ranks);
+
 }  // namespace tg::comm

@@ -121,12 +121,6 @@ class RendezvousStore final : public gloo::rendezvous::Store {
   const std::chrono::milliseconds timeout_;
 };
 
-std::string join_ranks(const std::vector<int>& ranks) {
-  std::string s;
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
-  return s;
-}
-
 // The header every exchange_legs message is preceded by (one per peer per call). Gloo's TCP
 // pairs carry no identity and accept a shorter message than the receive posted without saying so,
 // and abort the process (in their event thread) on a longer one. The header is received and

@@ -58,12 +58,6 @@ std::vector<char> bytes_of(const std::string& s) {
   return std::vector<char>(s.begin(), s.end());
 }
 
-std::string join_ranks(const std::vector<int>& ranks) {
-  std::string out;
-  for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
-  return out;
-}
-
 // Waits up to `timeout` for every key; returns the indices of the keys still missing after it.
 std::vector<int> missing_after_wait(Store& store, const std::vector<std::string>& keys,
                                     milliseconds timeout) {

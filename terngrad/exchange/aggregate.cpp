@@ -754,13 +754,9 @@ class BucketExchange {
 
 }  // namespace
 
-namespace {
-
-bool any_route(const AggregateStats& b, Route r) {
-  return std::find(b.routes.begin(), b.routes.end(), r) != b.routes.end();
+bool AggregateStats::took(Route r) const {
+  return std::find(routes.begin(), routes.end(), r) != routes.end();
 }
-
-}  // namespace
 
 std::string describe(std::span<const AggregateStats> buckets) {
   int64_t slots = 0, gathered = 0, ternary_slots = 0, code_bytes = 0, chunks = 0,
@@ -783,9 +779,9 @@ std::string describe(std::span<const AggregateStats> buckets) {
     if (b.elementwise_path) {
       elementwise = true;
       elementwise_bytes = b.elementwise_bytes;
-      ring = ring || any_route(b, Route::ring);
-      gathered_values = gathered_values || any_route(b, Route::allgather);
-      folded_on_nodes = folded_on_nodes || any_route(b, Route::hierarchical);
+      ring = ring || b.took(Route::ring);
+      gathered_values = gathered_values || b.took(Route::allgather);
+      folded_on_nodes = folded_on_nodes || b.took(Route::hierarchical);
     }
     wire.sent += b.wire.sent;
     wire.received += b.wire.received;

@@ -127,6 +127,7 @@ struct AggregateStats {
   // Per slot of the range, how it travelled: message, reduce_scatter (or allgather, its P = 2
   // form), ring, gathered, or the ternary bucket's route.
   std::vector<Route> routes;
+  bool took(Route r) const;       // some slot of the range travelled by r
   bool ternary_path = false;      // false: the generic or the elementwise path
   bool elementwise_path = false;  // the reduce-scatter + allgather (or ring) of f32/f16
   int elementwise_bytes = 0;      // ... its bytes per element on the reduce-scatter (4 or 2)

@@ -24,14 +24,6 @@ double compression_seconds(std::span<const AggregateStats> buckets) {
   return s;
 }
 
-namespace {
-
-bool any_route(const AggregateStats& b, Route r) {
-  return std::find(b.routes.begin(), b.routes.end(), r) != b.routes.end();
-}
-
-}  // namespace
-
 std::string describe_route(std::span<const AggregateStats> buckets) {
   std::string route;
   const auto add = [&](const std::string& part) { route += (route.empty() ? "" : " + ") + part; };
@@ -55,9 +47,9 @@ std::string describe_route(std::span<const AggregateStats> buckets) {
     if (!b.elementwise_path) continue;
     ++elementwise;
     bytes = b.elementwise_bytes;
-    ring = ring || any_route(b, Route::ring);
-    gathered = gathered || any_route(b, Route::allgather);
-    folded = folded || any_route(b, Route::hierarchical);
+    ring = ring || b.took(Route::ring);
+    gathered = gathered || b.took(Route::allgather);
+    folded = folded || b.took(Route::hierarchical);
   }
   if (elementwise > 0)
     add(ring ? "fp32 by ring allreduce"
