@@ -96,8 +96,8 @@ Honest run_with_faulty_rank1(const std::string& fault_env, const std::string& ou
 }
 
 // Each malformed message from rank 1, well after the first checkpoint (the 10th iteration; a
-// terngrad LeNet iteration makes a handful of exchanges): rank 0 exits 1 naming rank 1 and the
-// fault, within its timeout, and its checkpoint stays intact.
+// terngrad LeNet iteration makes about 5 exchanges, so call 90 falls near the 18th): rank 0
+// exits 1 naming rank 1 and the fault, within its timeout, and its checkpoint stays intact.
 TEST(HostilePeer, MalformedMessagesAreNamedAndTheCheckpointSurvives) {
   struct Case {
     std::string kind, expect;
@@ -114,7 +114,7 @@ TEST(HostilePeer, MalformedMessagesAreNamedAndTheCheckpointSurvives) {
     SCOPED_TRACE(c.kind);
     TempDir dir;
     const Honest h =
-        run_with_faulty_rank1("TG_FAULT=" + c.kind + ",rank=1,call=150", dir / "out", dir);
+        run_with_faulty_rank1("TG_FAULT=" + c.kind + ",rank=1,call=90", dir / "out", dir);
     EXPECT_EQ(h.code, 1) << h.err;
     EXPECT_LE(h.seconds, kExitLimit) << h.err;
     const auto lines = leading_error_lines(h.err);
@@ -152,7 +152,7 @@ TEST(HostilePeer, HeaderWithoutTheJobSecretIsRefusedBeforeItsPayload) {
   TempDir dir;
   const std::string secret = write_secret(dir, "job.secret");
   const std::string url = "file://" + (dir / "rdv");
-  const std::string fault = "TG_FAULT=mac,rank=1,call=150";
+  const std::string fault = "TG_FAULT=mac,rank=1,call=90";
   constexpr int kLongTimeout = 40;
   const pid_t p0 =
       spawn_cli(args_for(dir / "out", 0, url, 1000000, kLongTimeout), dir / "out0", dir / "err0",
