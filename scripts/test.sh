@@ -17,6 +17,9 @@ phase() {  # name: report the phase that just ended
     $(((now - phase_start) % 60)) $(((now - t0) / 60)) $(((now - t0) % 60))
   phase_start=$now
 }
+# ccache's depend mode for every build below (setup.sh's, the pip test's, the sanitizer trees'):
+# no preprocessor run on a miss.
+export CCACHE_DEPEND=${CCACHE_DEPEND-1}
 bash scripts/setup.sh --test-tools
 phase "set-up (packages, configure, the terngrad command)"
 cmake --build "${BUILD_DIR:-build}" -j "$(nproc)"  # the tests and benches setup.sh leaves out
