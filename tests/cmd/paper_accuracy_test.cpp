@@ -14,9 +14,9 @@
 // (paper/figure3.md; 99.28% at N = 2 in this test's last live fp32 run, 2026-11-29). The bar is
 // the lowest of them. fp32 training itself is checked bit for bit against one process by the
 // distributed tests, and the engine both methods share is the one trained here.
-// The test command (scripts/test.sh) runs N = 8 and Fashion-MNIST: N = 2 carries ctest's label
-// `extended` (tests/CMakeLists.txt), as its claim is N = 8's with fewer workers, each averaging a
-// larger share of the batch (issue 44 item 7); `ctest -L accuracy` runs all three.
+// The test command (scripts/test.sh) runs N = 2 and Fashion-MNIST: N = 8 carries ctest's label
+// `extended` (tests/CMakeLists.txt), as its claim is N = 2's with more workers and costs 40% more
+// (each worker's passes over the gradient; issue 44 item 7); `ctest -L accuracy` runs all three.
 // Each training is a test of its own, one thread, so ctest packs them beside the other tests on
 // its -j slots (tests/CMakeLists.txt gives each PROCESSORS 1 and a COST that starts the longest
 // first); run as one test with two slots of its own, the three held both cores for ~15 min while
