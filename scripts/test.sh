@@ -25,7 +25,7 @@ phase "set-up (packages, configure, the terngrad command)"
 cmake --build "${BUILD_DIR:-build}" -j "$(nproc)"  # the tests and benches setup.sh leaves out
 phase "build (tests, benches)"
 # Every test but those labelled `extended` (tests/CMakeLists.txt: a paper-accuracy training whose
-# claim another one checks harder); `ctest --test-dir build -L extended` runs them.
+# claim another one checks for less); `ctest --test-dir build -L extended` runs them.
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)" -LE extended
 phase "ctest"
 bash scripts/sanitize.sh all --fuzz-seconds "${TG_FUZZ_SECONDS:-3}"
